@@ -1,0 +1,1 @@
+"""sharesync: keep Delta Sharing tables in sync with your own Delta tables."""

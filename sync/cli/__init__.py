@@ -1,0 +1,1 @@
+"""The ``sharesync`` command line: one module per command group, loaded on demand."""

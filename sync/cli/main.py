@@ -1,0 +1,77 @@
+"""Entry point of the ``sharesync`` command.
+
+Commands are imported only when invoked (a lazy click group) so that ``sharesync sync``
+with nothing to do never pays for importing Spark or Dagster. Exit codes: 0 all fine,
+1 a table failed, 2 usage / config / profile / state-store error (one clear line on stderr).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Any
+
+import click
+
+from sync.errors import ConfigError, Permanent, SharesyncError, StateError
+from sync.redact import install_log_redaction, redact
+
+# command name → "module:attribute"; each module owns one command (or group).
+COMMANDS: dict[str, str] = {
+    "serve": "sync.cli.serve:serve",
+    "discover": "sync.cli.discover:discover",
+}
+
+EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file (default: $SHARESYNC_CONFIG or ./sharesync.yaml).",
+)
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None, verbose: int) -> None:
+    """Keep Delta Sharing tables in sync with your own Delta tables."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    ctx.obj = {"config_file": config_file}
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> None:
+    """Print one redacted line to stderr and exit."""
+    click.echo(f"error: {redact(message)}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    install_log_redaction()
+    try:
+        return cli.main(args=argv, prog_name="sharesync", standalone_mode=True)
+    except (ConfigError, StateError) as exc:
+        fail(str(exc))
+    except SharesyncError as exc:
+        fail(str(exc), EXIT_USAGE if isinstance(exc, Permanent) else EXIT_TABLE_FAILED)
+
+
+if __name__ == "__main__":
+    main()

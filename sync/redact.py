@@ -1,0 +1,108 @@
+"""Keep secrets out of every message, log line and stored row.
+
+Three kinds of secret reach sharesync: bearer tokens and OAuth client secrets (from the
+profile), presigned URL signatures (in every file URL a provider returns), and database
+passwords (in state-store URLs). Known secret values are registered once when they are
+loaded; URL query strings and userinfo passwords are recognised by shape. Everything that
+turns into text for a person — exception messages, log records, run rows, Dagster
+metadata — goes through :func:`redact`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+MASK = "***"
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+_secret_pattern: re.Pattern[str] | None = None
+
+# A URL's query string carries presigned signatures (X-Amz-Signature, sig=, se=, …): drop it whole.
+_URL_QUERY = re.compile(r"(?P<base>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]+)\?[^\s\"'<>)]*")
+# user:password@host in any URL (database URLs, proxies).
+_URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
+# "Bearer abc…" in headers echoed into messages.
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
+# Secret-looking key/value pairs in JSON or form bodies.
+_KEY_VALUE = re.compile(
+    r"(?i)(?P<key>[\"']?(?:bearerToken|access_token|refresh_token|client_secret|clientSecret|password)[\"']?\s*[:=]\s*)"
+    r"(?P<q>[\"']?)(?P<val>[^\"'&,\s}]+)"
+)
+
+# Shorter values are too likely to collide with ordinary words to be masked everywhere.
+_MIN_SECRET_LENGTH = 6
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret value so that :func:`redact` masks it wherever it appears."""
+    global _secret_pattern
+    if not value or len(value) < _MIN_SECRET_LENGTH:
+        return
+    with _lock:
+        if value in _secrets:
+            return
+        _secrets.add(value)
+        ordered = sorted(_secrets, key=len, reverse=True)
+        _secret_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with every known or recognisable secret replaced by ``***``."""
+    if not text:
+        return text
+    pattern = _secret_pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{MASK}", text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    text = _KEY_VALUE.sub(lambda m: f"{m.group('key')}{m.group('q')}{MASK}", text)
+    return text
+
+
+def redact_url(url: str) -> str:
+    """A URL safe to show: scheme, host and path, never the query string or a password."""
+    return redact(url)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that rewrites each record's message (and traceback text) redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message or record.args:
+            record.msg = cleaned
+            record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+_installed = False
+
+
+def install_log_redaction() -> None:
+    """Redact every log record created in this process, whichever handler ends up writing it.
+
+    A record factory (not a handler filter) is used because libraries attach their own
+    handlers; the factory runs for every record before any handler sees it.
+    """
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    base_factory = logging.getLogRecordFactory()
+    redacting = RedactingFilter()
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = base_factory(*args, **kwargs)  # type: ignore[arg-type]
+        redacting.filter(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
