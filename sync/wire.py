@@ -237,12 +237,23 @@ def parse_stats(stats: str | None) -> FileStats | None:
 
 def parse_action(line: str | bytes) -> Action:
     """Validate one NDJSON line into exactly one action."""
+    # json.loads keeps only the last of two equal keys; the outermost object is decoded last,
+    # so the last hook call tells whether the wrapper itself repeated a key ({"file": …, "file": …}).
+    doubled: list[list[str]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        doubled.append(sorted({k for k in keys if keys.count(k) > 1}) if len(set(keys)) != len(keys) else [])
+        return dict(pairs)
+
     try:
-        wrapper = json.loads(line)
+        wrapper = json.loads(line, object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
         raise ProtocolViolation(f"response line is not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(wrapper, dict):
         raise ProtocolViolation("response line is not a JSON object")
+    if doubled and doubled[-1]:
+        raise ProtocolViolation(f"a response line repeats the key {doubled[-1][0]!r}; it must hold exactly one action")
     keys = [k for k in wrapper if k in ACTION_KEYS]
     unknown = [k for k in wrapper if k not in ACTION_KEYS]
     if unknown:
