@@ -1,0 +1,237 @@
+"""Connections to the state database: URL checks, one engine per URL, and error translation.
+
+This is the one place where SQLAlchemy/driver exceptions become :mod:`sync.errors` classes,
+and the one place that knows the two backends' quirks:
+
+* **SQLite** runs in WAL mode (readers never block the writer) with a busy timeout, and every
+  write transaction starts with ``BEGIN IMMEDIATE``. The last point is what keeps 20
+  parallel Dagster runs from failing with "database is locked": a deferred transaction that
+  reads and then writes cannot wait for the lock (SQLite returns SQLITE_BUSY at once to
+  avoid deadlock), whereas ``BEGIN IMMEDIATE`` takes the write lock up front and queues on
+  the busy handler. The Python driver's own BEGIN handling is switched off so ours is used.
+  ``synchronous=FULL`` is kept: a checkpoint lost on power failure would re-apply versions.
+* **PostgreSQL** goes through psycopg 3 (``postgresql://`` and ``postgres://`` are mapped to
+  ``postgresql+psycopg://``, because SQLAlchemy's default driver psycopg2 is not installed).
+
+Passwords: the URL shown anywhere is rendered with the password hidden, the password is
+registered with :func:`sync.redact.register_secret`, and engines hide bound parameters in
+their error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy.engine import URL, make_url
+
+from sync.errors import ConfigError, SharesyncError, StateError, StateStoreUnavailable
+from sync.redact import redact, register_secret
+
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+PG_CONNECT_TIMEOUT_S = 10
+
+_SUPPORTED = "use 'sqlite:///path/to/state.db' or 'postgresql://user:password@host:port/dbname'"
+_PG_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
+_SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
+
+# Execution option that makes the SQLite begin hook emit BEGIN IMMEDIATE.
+_WRITE = "sharesync_write"
+
+
+class Database:
+    """A state database: its engine, its safe-to-print URL, and transaction helpers."""
+
+    def __init__(self, engine: Engine, url: URL, display_url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self.display_url = display_url
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def read(self, action: str) -> Iterator[Connection]:
+        """A read-only transaction; never takes SQLite's write lock."""
+        with self.translate(action), self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def write(self, action: str) -> Iterator[Connection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so concurrent writers queue."""
+        with self.translate(action), self.engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def translate(self, action: str) -> Iterator[None]:
+        """Turn driver exceptions raised while ``action`` runs into :class:`StateError` s."""
+        try:
+            yield
+        except SharesyncError:
+            raise
+        except (exc.OperationalError, exc.InterfaceError) as error:
+            raise StateStoreUnavailable(self._unavailable_message(action, error)) from error
+        except exc.DBAPIError as error:
+            raise StateError(f"state store {self.display_url}: {action} failed: {_driver_reason(error)}") from error
+        except exc.SQLAlchemyError as error:
+            raise StateError(f"state store {self.display_url}: {action} failed: {error}") from error
+
+    def _unavailable_message(self, action: str, error: exc.DBAPIError) -> str:
+        reason = _driver_reason(error)
+        if self.dialect == "sqlite":
+            path = self.url.database or ""
+            lowered = reason.lower()
+            if "readonly" in lowered or "read-only" in lowered:
+                return (
+                    f"state database '{path}' is read-only ({reason}); make the file and its directory "
+                    "writable, or point state_store / SHARESYNC_STATE_STORE elsewhere"
+                )
+            if "locked" in lowered or "busy" in lowered:
+                return (
+                    f"state database '{path}' stayed locked for {SQLITE_BUSY_TIMEOUT_MS // 1000} s while {action}; "
+                    "another process holds a long write transaction. For many parallel writers use PostgreSQL"
+                )
+            return f"cannot open state database '{path}' while {action}: {reason}"
+        host = self.url.host or "localhost (unix socket)"
+        port = self.url.port or 5432
+        return f"cannot use state store at host {host} port {port} ({self.display_url}) while {action}: {reason}"
+
+
+def _driver_reason(error: exc.DBAPIError) -> str:
+    """The driver's own message, first line only (psycopg appends multi-line hints)."""
+    text = str(error.orig) if error.orig is not None else str(error)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return redact(lines[0] if lines else type(error.orig).__name__)
+
+
+def parse_url(raw: str) -> URL:
+    """Validate a state-store URL and pin the driver; bad input is a :class:`ConfigError`."""
+    try:
+        url = make_url(raw)
+    except exc.ArgumentError:
+        raise ConfigError(f"state_store: '{redact(raw)}' is not a database URL; {_SUPPORTED}") from None
+    if url.password:
+        register_secret(str(url.password))
+    driver = url.drivername
+    if driver in _PG_DRIVERS:
+        return url.set(drivername="postgresql+psycopg")
+    if driver in _SQLITE_DRIVERS:
+        database = url.database or ""
+        if database in ("", ":memory:") or database.startswith("file::memory:"):
+            raise ConfigError(
+                f"state_store: '{raw}' is an in-memory SQLite database, which forgets every checkpoint when the "
+                "process ends; use a file path such as 'sqlite:///.sharesync/state.db'"
+            )
+        return url.set(drivername="sqlite")
+    raise ConfigError(
+        f"state_store: unsupported database '{driver}' in '{display(url)}'; {_SUPPORTED} "
+        "(SHARESYNC_STATE_STORE overrides the config)"
+    )
+
+
+def display(url: URL) -> str:
+    """The URL as it may appear in messages and logs: password masked."""
+    return url.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    return Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
+
+
+def prepare_sqlite_file(url: URL) -> None:
+    """Create the database's directory and fail early, with the fix, if it cannot be written."""
+    path = sqlite_path(url)
+    if path is None:
+        return
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StateStoreUnavailable(
+            f"cannot create directory '{parent}' for the state database: {error.strerror}; "
+            "choose a writable location with state_store / SHARESYNC_STATE_STORE"
+        ) from None
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise StateStoreUnavailable(
+            f"state database '{path}' is read-only; make it writable, or point state_store / "
+            "SHARESYNC_STATE_STORE elsewhere"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StateStoreUnavailable(
+            f"directory '{parent}' of the state database is read-only (SQLite writes its WAL files next to "
+            "the database); make it writable, or point state_store / SHARESYNC_STATE_STORE elsewhere"
+        )
+
+
+_engines: dict[tuple[int, str], Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def database_for(url: URL) -> Database:
+    """The process-wide :class:`Database` for ``url`` (engines are pooled; create one per URL).
+
+    Keyed by pid too: a forked child must never reuse its parent's pooled connections.
+    """
+    key = (os.getpid(), url.render_as_string(hide_password=False))
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _create_engine(url)
+            _engines[key] = engine
+    return Database(engine, url, display(url))
+
+
+def dispose_engines() -> None:
+    """Close every pooled connection of this process (tests, and before a server restart)."""
+    with _engines_lock:
+        mine = [key for key in _engines if key[0] == os.getpid()]
+        for key in mine:
+            _engines.pop(key).dispose()
+
+
+def _create_engine(url: URL) -> Engine:
+    try:
+        if url.get_backend_name() == "sqlite":
+            return _sqlite_engine(url)
+        connect_args: dict[str, Any] = {}
+        if "connect_timeout" not in url.query:
+            connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+        if "application_name" not in url.query:
+            connect_args["application_name"] = "sharesync"
+        return create_engine(url, connect_args=connect_args, pool_pre_ping=True, hide_parameters=True)
+    except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as error:
+        raise ConfigError(f"state_store: cannot use '{display(url)}': {error}; {_SUPPORTED}") from None
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    engine = create_engine(
+        url,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        hide_parameters=True,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take BEGIN away from the sqlite3 module (it would start DEFERRED transactions lazily).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = FULL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+    return engine
