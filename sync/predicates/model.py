@@ -7,12 +7,14 @@ schema later, when the schema is known (:func:`sync.predicates.bind`).
 
 from __future__ import annotations
 
+from datetime import date
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-Scalar = str | int | float | bool
+Scalar = str | int | float | bool | date
+"""``date`` covers YAML's unquoted dates and timestamps (``datetime`` is a ``date``)."""
 
 
 class Op(StrEnum):
@@ -66,5 +68,7 @@ class Predicate(BaseModel):
 def _require_scalar(value: Any, op: Op) -> None:
     if value is None:
         raise ValueError(f"op '{op}' needs a 'val'; to match nulls use op 'is_null'")
-    if not isinstance(value, str | int | float | bool):
-        raise ValueError(f"op '{op}' needs a scalar 'val' (string, number or boolean), got {type(value).__name__}")
+    if not isinstance(value, str | int | float | bool | date):
+        raise ValueError(  # noqa: TRY004 - pydantic reports ValueError (not TypeError) as a validation error
+            f"op '{op}' needs a scalar 'val' (string, number, boolean or date), got {type(value).__name__}"
+        )

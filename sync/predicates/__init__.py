@@ -1,0 +1,84 @@
+"""User filters (``where: [{col, op, val}, …]``) as one typed tree and every function over it.
+
+* :func:`bind` / :func:`parse_where`: predicates + table schema → :data:`Expr` (ConfigError if wrong)
+* :func:`to_json_hints`, :func:`to_sql_hints`: best-effort server hints (never narrower than the filter)
+* :func:`to_spark`, :func:`to_arrow`, :func:`evaluate`: exact filtering, SQL three-valued logic
+* :func:`may_match`: may a file hold a matching row, given its partition values and stats?
+* :func:`parse_partition_value`: the protocol's partition value strings → typed values
+
+Spark and Arrow are imported only when :func:`to_spark` / :func:`to_arrow` are called.
+"""
+
+from sync.predicates.arrow import to_arrow
+from sync.predicates.bind import bind, parse_where
+from sync.predicates.evaluate import evaluate
+from sync.predicates.expr import (
+    FALSE,
+    TRUE,
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    CmpOp,
+    Comparison,
+    Expr,
+    In,
+    IsNotNull,
+    IsNull,
+    Leaf,
+    Like,
+    Literal,
+    Not,
+    Or,
+    Ref,
+    and_,
+    columns_referenced,
+    conjuncts,
+    not_,
+    or_,
+    rewrite_not,
+)
+from sync.predicates.hints import to_json_hints, to_sql_hints
+from sync.predicates.model import Op, Predicate
+from sync.predicates.pruning import may_match
+from sync.predicates.spark import to_spark
+from sync.predicates.types import Kind, kind_of
+from sync.predicates.values import parse_partition_value
+
+__all__ = [
+    "FALSE",
+    "TRUE",
+    "AlwaysFalse",
+    "AlwaysTrue",
+    "And",
+    "CmpOp",
+    "Comparison",
+    "Expr",
+    "In",
+    "IsNotNull",
+    "IsNull",
+    "Kind",
+    "Leaf",
+    "Like",
+    "Literal",
+    "Not",
+    "Op",
+    "Or",
+    "Predicate",
+    "Ref",
+    "and_",
+    "bind",
+    "columns_referenced",
+    "conjuncts",
+    "evaluate",
+    "kind_of",
+    "may_match",
+    "not_",
+    "or_",
+    "parse_partition_value",
+    "parse_where",
+    "rewrite_not",
+    "to_arrow",
+    "to_json_hints",
+    "to_spark",
+    "to_sql_hints",
+]
