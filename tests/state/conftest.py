@@ -1,0 +1,70 @@
+"""Fixtures of the state-store contract suite: every ``store_url`` test runs on SQLite and PostgreSQL.
+
+PostgreSQL is real (see ``pg_server.py``). Without a server the postgres cases are
+skipped locally with the reason, but fail in CI (``CI=true``), where a missing server means
+a broken pipeline, not an optional extra.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+# pytest runs with --import-mode=importlib, so sibling helper modules are not importable by
+# name; spawned race workers also import their target functions by module name.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from pg_server import Unavailable, drop_state_tables, postgres_database  # noqa: E402
+from state import StateStore, open_store  # noqa: E402
+from state.engine import dispose_engines  # noqa: E402
+from state_support import FakeClock  # noqa: E402
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"true", "1", "yes"}
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of an empty database on a real PostgreSQL server, for the whole session."""
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(postgres_database())
+        except Unavailable as error:
+            if _in_ci():
+                pytest.fail(f"PostgreSQL is required in CI: {error}", pytrace=False)
+            pytest.skip(f"no PostgreSQL server: {error}")
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty state database: a fresh SQLite file, or the session's PostgreSQL database emptied."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state/state.db"
+    url: str = request.getfixturevalue("postgres_url")
+    dispose_engines()  # no pooled connection may keep seeing the dropped tables
+    drop_state_tables(url)
+    return url
+
+
+@pytest.fixture
+def store(store_url: str) -> StateStore:
+    return open_store(store_url)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def clocked_store(store_url: str, clock: FakeClock) -> StateStore:
+    return open_store(store_url, clock=clock)
