@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Connection, Row, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -60,6 +60,7 @@ from sync.errors import CheckpointConflict, LeaseHeld, StateError
 from sync.redact import redact
 
 Clock = Callable[[], datetime]
+AnyRow = Row[Unpack[tuple[Any, ...]]]
 
 # Stored error text is for people reading `status`; a full Spark trace would bloat every row.
 MAX_ERROR_CHARS = 8_000
@@ -196,8 +197,10 @@ class StateStore:
                     self._upsert()(CheckpointRow)
                     .values(name=new.name, **values)
                     .on_conflict_do_nothing(index_elements=[CheckpointRow.name])
+                    # RETURNING, not rowcount: psycopg reports -1 for INSERTs through SQLAlchemy 2.1.
+                    .returning(CheckpointRow.name)
                 )
-                won = conn.execute(stmt).rowcount == 1
+                won = conn.execute(stmt).first() is not None
             else:
                 cas = (
                     update(CheckpointRow)
@@ -264,17 +267,17 @@ class StateStore:
                 .where(RunRow.table_name == name, RunRow.status == RunStatus.RUNNING.value)
                 .values(status=RunStatus.FAILED.value, finished_at=now, error=ABANDONED)
             )
-            result = conn.execute(
-                insert(RunRow).values(
+            run_id = conn.execute(
+                insert(RunRow)
+                .values(
                     table_name=name,
                     start_version=start_version,
                     end_version=end_version,
                     status=RunStatus.RUNNING.value,
                     started_at=now,
                 )
-            )
-            run_id = result.inserted_primary_key[0]
-        assert isinstance(run_id, int)
+                .returning(RunRow.id)
+            ).scalar_one()
         return run_id
 
     def finish_run(
@@ -377,10 +380,11 @@ class StateStore:
                 },
                 where=or_(LeaseRow.expires_at <= now, LeaseRow.owner == owner),
             )
-            taken = conn.execute(upsert).rowcount == 1
+            # RETURNING, not rowcount: psycopg reports -1 for INSERTs through SQLAlchemy 2.1.
+            row = conn.execute(upsert.returning(*_LEASE_COLUMNS)).first()
+            if row is not None:
+                return _to_lease(row)  # committed as the block exits
             current = self._lease(conn, name)
-        if taken and current is not None and current.token == token:
-            return current
         raise _held(name, current, now)
 
     def renew_lease(self, lease: Lease, ttl: timedelta | None = None) -> Lease:
@@ -495,7 +499,7 @@ def _clean_error(error: str | None) -> str | None:
     return cleaned
 
 
-def _to_checkpoint(row: Row[Any]) -> Checkpoint:
+def _to_checkpoint(row: AnyRow) -> Checkpoint:
     return Checkpoint(
         name=row.name,
         version=row.version,
@@ -508,7 +512,7 @@ def _to_checkpoint(row: Row[Any]) -> Checkpoint:
     )
 
 
-def _to_run(row: Row[Any]) -> RunRecord:
+def _to_run(row: AnyRow) -> RunRecord:
     return RunRecord(
         id=row.id,
         table=row.table_name,
@@ -529,7 +533,7 @@ def _to_run(row: Row[Any]) -> RunRecord:
     )
 
 
-def _to_lease(row: Row[Any]) -> Lease:
+def _to_lease(row: AnyRow) -> Lease:
     return Lease(
         name=row.name,
         owner=row.owner,
