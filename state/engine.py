@@ -36,7 +36,10 @@ from sync.redact import redact, register_secret
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 PG_CONNECT_TIMEOUT_S = 10
 
-_SUPPORTED = "use 'sqlite:///path/to/state.db' or 'postgresql://user:password@host:port/dbname'"
+_SUPPORTED = (
+    "use 'sqlite:///path/to/state.db' or 'postgresql://user@host:5432/dbname' "
+    "(password in the URL, PGPASSWORD or ~/.pgpass)"
+)
 _PG_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 

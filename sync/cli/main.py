@@ -19,6 +19,7 @@ from sync.redact import install_log_redaction, redact
 
 # command name → "module:attribute"; each module owns one command (or group).
 COMMANDS: dict[str, str] = {
+    "db": "sync.cli.db:db",
     "serve": "sync.cli.serve:serve",
     "discover": "sync.cli.discover:discover",
 }

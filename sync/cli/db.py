@@ -1,0 +1,84 @@
+"""``sharesync db``: look at and migrate the state database explicitly.
+
+sharesync migrates the state store by itself when it opens it; these commands exist for
+operators who want migrations as a separate, visible deployment step (and to see which
+revision a database is at without touching it). The URL comes from ``--url``, else from the
+config file (where ``SHARESYNC_STATE_STORE`` already overrides ``state_store``), else — with no
+config file at all — from ``SHARESYNC_STATE_STORE`` alone. Failures are :mod:`sync.errors`
+classes, which ``sharesync`` turns into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from sync.config import config_path, load_config
+from sync.errors import ConfigError
+
+STATE_STORE_ENV = "SHARESYNC_STATE_STORE"
+
+_url_option = click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help=f"State database URL (default: the config's state_store; ${STATE_STORE_ENV} overrides it).",
+)
+
+
+def _state_store_url(ctx: click.Context, url: str | None) -> str:
+    if url:
+        return url
+    config_file = (ctx.find_root().obj or {}).get("config_file")
+    if config_path(config_file).exists() or config_file:
+        return load_config(config_file).state_store
+    from_env = os.environ.get(STATE_STORE_ENV)
+    if from_env:
+        return from_env
+    raise ConfigError(
+        f"no state store given: pass --url, set {STATE_STORE_ENV}, or run where '{config_path(None)}' exists "
+        "(or pass --config)"
+    )
+
+
+@click.group()
+def db() -> None:
+    """Inspect or migrate the state database (checkpoints, run history, leases)."""
+
+
+@db.command()
+@_url_option
+@click.pass_context
+def upgrade(ctx: click.Context, url: str | None) -> None:
+    """Apply pending schema migrations and print the resulting revision."""
+    from state.engine import display, parse_url
+    from state.migrate import upgrade as upgrade_schema
+
+    target = _state_store_url(ctx, url)
+    before, after = upgrade_schema(target)
+    shown = display(parse_url(target))
+    if before == after:
+        click.echo(f"{shown}: already at revision {after} (head)")
+    else:
+        click.echo(f"{shown}: upgraded from {before or 'empty'} to revision {after} (head)")
+
+
+@db.command()
+@_url_option
+@click.pass_context
+def current(ctx: click.Context, url: str | None) -> None:
+    """Print the database's schema revision without changing anything."""
+    from state.engine import display, parse_url
+    from state.migrate import current_revision, head_revision
+
+    target = _state_store_url(ctx, url)
+    revision = current_revision(target)
+    head = head_revision()
+    shown = display(parse_url(target))
+    if revision is None:
+        click.echo(f"{shown}: empty (no schema yet; 'sharesync db upgrade' or any sync creates it, head is {head})")
+    elif revision == head:
+        click.echo(f"{shown}: revision {revision} (head)")
+    else:
+        click.echo(f"{shown}: revision {revision} (head is {head}; run 'sharesync db upgrade')")
