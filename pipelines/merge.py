@@ -1,0 +1,199 @@
+"""Apply a staged batch to a target Delta table, exactly once, over any Spark Connect engine.
+
+This module holds merge mode — one MERGE of the batch's net change per key — and re-exports
+the other jobs, so ``pipelines.merge`` is the one import for the sync engine:
+
+* :func:`apply_merge` (merge mode), :func:`replace_target` (bootstrap, ``pipelines.snapshot``),
+  :func:`apply_snapshot` (snapshot mode), :func:`apply_append` (append mode, ``pipelines.append``).
+
+Exactly once, merge mode: each target row carries ``_sharesync_version``, the source commit of
+its last change. A change applies only where it is newer than that guard, so re-running a batch
+after a crash (MERGE committed, checkpoint not yet moved) changes nothing, per key.
+
+Only calls that Sail and Apache Spark + Delta Lake both support are used (see
+``/work/shared/ENGINE-NOTES.md``): DataFrame reads and writes, ``DataFrame.mergeInto`` on a
+registered table name, ``CREATE TABLE … LOCATION`` and ``DELETE FROM``. Every job checks the
+target and the schema before it writes anything.
+
+Jobs take ``spark`` as a session or a zero-argument factory (``lambda: get_spark(config)``):
+an empty batch returns before the factory is called, so it never starts an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.append import apply_append
+from pipelines.layout import (
+    DELETED_COLUMN,
+    GUARD_COLUMNS,
+    TIMESTAMP_COLUMN,
+    VERSION_COLUMN,
+    ApplyStats,
+    added_columns,
+    col,
+    create_target,
+    guard_values,
+    keeps,
+    projection,
+    require_columns,
+    session_of,
+    total,
+    version_after,
+)
+from pipelines.snapshot import apply_snapshot, replace_target
+from pipelines.staged import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    UPSERT_TYPES,
+    count_rows,
+    net_changes,
+    read_staged,
+    staged_files,
+)
+from pipelines.target import TargetState, commit_metrics, inspect_target, quote_identifier, register_target
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "ApplyStats",
+    "apply_append",
+    "apply_merge",
+    "apply_snapshot",
+    "net_changes",
+    "read_staged",
+    "replace_target",
+    "staged_files",
+]
+
+_UPSERT = "_sharesync_upsert"  # merge source only: TRUE = the winning image stays (never written)
+
+
+def apply_merge(
+    spark: SparkSession | Callable[[], SparkSession],
+    staged: str | Path,
+    target: str,
+    *,
+    keys: Sequence[str],
+    columns: Sequence[str] | None = None,
+    row_filter: Column | None = None,
+    soft_delete: bool = False,
+) -> ApplyStats:
+    """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
+
+    A key whose winning image is a delete, a preimage, or fails ``row_filter`` (only TRUE keeps
+    a row: SQL three-valued logic) is deleted — or, with ``soft_delete``, flagged
+    ``_sharesync_deleted``. ``columns`` projects the data columns (keys always kept). A missing
+    target is created from the batch: the first batch may be a bootstrap snapshot.
+    """
+    files = staged_files(staged)
+    if not files:
+        return ApplyStats()
+    state = inspect_target(target)
+    session = session_of(spark)
+    df = read_staged(session, staged, files)
+    data_columns = projection(df, keys, columns, target)
+    net = _merge_source(df, keys, data_columns, row_filter)
+    rows = count_rows(files)
+    if not state.exists:
+        from pyspark.sql import functions as F
+
+        out = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
+        return create_target(out, target, rows)
+    require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
+    added = _evolve(df, state, data_columns, add_deleted=soft_delete and DELETED_COLUMN not in state.column_names)
+    name = register_target(session, target)
+    soft_deleted = _soft_deletes(session, net, name, keys) if soft_delete else 0
+    _merge_writer(net, name, keys, data_columns, soft_delete).merge()
+    commits = commit_metrics(target, state.version)
+    inserted = total(commits, "MERGE", "numTargetRowsInserted")
+    updated = total(commits, "MERGE", "numTargetRowsUpdated")
+    deleted = total(commits, "MERGE", "numTargetRowsDeleted")
+    if soft_delete and updated:  # the metrics count the soft-delete clause as updates
+        updated, deleted = updated - soft_deleted, deleted + soft_deleted
+    return ApplyStats(rows, inserted, updated, deleted, version_after(target, state.version, commits), added)
+
+
+def _merge_source(df: DataFrame, keys: Sequence[str], data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
+    """Net changes, projected, with the upsert flag computed on the full (unprojected) row."""
+    from pyspark.sql import functions as F
+
+    upsert = F.col(CHANGE_TYPE).isin(*UPSERT_TYPES) & keeps(row_filter)
+    return net_changes(df, keys).select(
+        *[col(c) for c in data_columns], COMMIT_VERSION, COMMIT_TIMESTAMP, upsert.alias(_UPSERT)
+    )
+
+
+def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, add_deleted: bool) -> tuple[str, ...]:
+    """Add new nullable columns with an empty ``mergeSchema`` append: a metadata-only commit.
+
+    Why not ``mergeInto(...).withSchemaEvolution()``: Sail rejects explicit ``UPDATE SET`` /
+    ``INSERT`` assignments to a column the target lacks ("attribute … is missing from the
+    schema"), and ``updateAll``/``insertAll`` would add the change-feed columns as well.
+    Adding the columns first is idempotent: after a crash the retry finds them and goes on.
+    """
+    from pyspark.sql import functions as F
+
+    added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
+    if not added and not add_deleted:
+        return added
+    new = [col(c) for c in added] + ([F.lit(None).cast("boolean").alias(DELETED_COLUMN)] if add_deleted else [])
+    df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true").save(state.path)
+    return added
+
+
+def _key_match(keys: Sequence[str], target_alias: str, source_alias: str) -> Column:
+    """NULL-safe key equality: a NULL key must match itself, or every re-run re-inserts it."""
+    from pyspark.sql import functions as F
+
+    pairs = [
+        F.col(f"{target_alias}.{quote_identifier(k)}").eqNullSafe(F.col(f"{source_alias}.{quote_identifier(k)}"))
+        for k in keys
+    ]
+    return reduce(lambda a, b: a & b, pairs)
+
+
+def _merge_writer(net: DataFrame, name: str, keys: Sequence[str], data_columns: Sequence[str], soft_delete: bool) -> Any:
+    """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
+    from pyspark.sql import functions as F
+
+    def s(c: str) -> Column:
+        return F.col(f"s.{quote_identifier(c)}")
+
+    def t(c: str) -> Column:
+        return F.col(f"{name}.{quote_identifier(c)}")
+
+    newer, upsert = s(COMMIT_VERSION) > t(VERSION_COLUMN), s(_UPSERT)
+    guards = {quote_identifier(VERSION_COLUMN): s(COMMIT_VERSION), quote_identifier(TIMESTAMP_COLUMN): s(COMMIT_TIMESTAMP)}
+    if soft_delete:
+        guards[quote_identifier(DELETED_COLUMN)] = ~upsert
+    values = {quote_identifier(c): s(c) for c in data_columns}
+    writer = net.alias("s").mergeInto(name, _key_match(keys, name, "s"))
+    if soft_delete:
+        live = ~F.coalesce(t(DELETED_COLUMN), F.lit(False))  # re-flagging a deleted row is no change
+        writer = writer.whenMatched(newer & ~upsert & live).update(guards)
+    else:
+        writer = writer.whenMatched(newer & ~upsert).delete()
+    writer = writer.whenMatched(newer & upsert).update({**values, **guards})
+    return writer.whenNotMatched(upsert).insert({**values, **guards})
+
+
+def _soft_deletes(spark: SparkSession, net: DataFrame, name: str, keys: Sequence[str]) -> int:
+    """Rows the soft-delete clause is about to flag, counted just before the MERGE.
+
+    The commit metrics count a soft delete as an update, so this one number is computed, with
+    the clause's own condition over the delete-ish net changes joined to the target (≈ 0.4 s for
+    a 1M-row target here, against ≈ 2.5 s for the MERGE). A lease keeps writers out meanwhile.
+    """
+    from pyspark.sql import functions as F
+
+    source = net.where(~F.col(_UPSERT)).alias("s")
+    target = spark.table(name).alias("t")
+    newer = F.col(f"s.{COMMIT_VERSION}") > F.col(f"t.{VERSION_COLUMN}")
+    live = ~F.coalesce(F.col(f"t.{DELETED_COLUMN}"), F.lit(False))
+    return int(source.join(target, _key_match(keys, "t", "s")).where(newer & live).count())

@@ -1,0 +1,147 @@
+"""The target Delta table as seen from this process: checks, metadata, registration, metrics.
+
+Checks happen before any write, with ``deltalake`` and the filesystem, so an unusable target
+fails fast with a clear :class:`TargetError` instead of an engine stack trace half-way
+through a job. This assumes the target is reachable from this process as well as from the
+engine — the same requirement as the staging directory, whose files the engine reads.
+
+Registration: Sail's ``DataFrame.mergeInto`` needs a catalog table name (a ``delta.`/path```
+identifier is rejected), so each target is registered once per session as an external table
+``sharesync_<hash of path>`` — stable, collision-free and safe to interpolate into SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from sync.errors import TargetError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "TargetState",
+    "commit_metrics",
+    "inspect_target",
+    "quote_identifier",
+    "register_target",
+    "sql_string",
+    "table_name",
+]
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """A target before a job touches it. ``version is None``: no Delta table there yet."""
+
+    path: str
+    version: int | None
+    schema: dict[str, Any] | None  # Spark/Delta JSON struct schema, None when no table yet
+
+    @property
+    def exists(self) -> bool:
+        return self.version is not None
+
+    @property
+    def column_names(self) -> list[str]:
+        return [field["name"] for field in (self.schema or {}).get("fields", [])]
+
+
+def inspect_target(path: str) -> TargetState:
+    """Version and schema of the Delta table at ``path``; TargetError if it cannot be one."""
+    local = _local_path(path)
+    if local is not None:
+        _check_local(local, path)
+        if not (local / "_delta_log").is_dir():
+            return TargetState(path, None, None)
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(path, without_files=True)
+    except TableNotFoundError:
+        # No commit yet: either nothing there, or files left by a write that crashed before
+        # its first commit — uncommitted files are not part of any Delta table.
+        return TargetState(path, None, None)
+    except Exception as exc:  # noqa: BLE001 - deltalake raises several unrelated types here
+        raise TargetError(f"target '{path}' cannot be read as a Delta table: {exc}") from exc
+    import json
+
+    return TargetState(path, table.version(), json.loads(table.schema().to_json()))
+
+
+def commit_metrics(path: str, after_version: int | None) -> list[tuple[str, dict[str, Any]]]:
+    """``(operation, operationMetrics)`` of each commit newer than ``after_version``, oldest first.
+
+    Both Sail and Delta Lake on Apache Spark record MERGE/WRITE/DELETE row counts in the
+    commit's ``commitInfo.operationMetrics``; reading them is free, where counting rows would
+    cost a scan of the target. A job that changed nothing makes no commit on Sail.
+    """
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, without_files=True)
+    newest = table.version()
+    start = -1 if after_version is None else after_version
+    if newest <= start:
+        return []
+    commits = [c for c in table.history(newest - start) if c.get("version", newest) > start]
+    commits.sort(key=lambda c: int(c.get("version", 0)))
+    return [(str(c.get("operation", "")), dict(c.get("operationMetrics") or {})) for c in commits]
+
+
+def table_name(path: str) -> str:
+    """A stable identifier for ``path``: safe in SQL without quoting, unique per path."""
+    digest = hashlib.sha256(path.rstrip("/").encode()).hexdigest()[:20]
+    return f"sharesync_{digest}"
+
+
+def register_target(spark: SparkSession, path: str) -> str:
+    """Register the existing Delta table at ``path`` in the session catalog; return its name."""
+    name = table_name(path)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_string(path)}")
+    return name
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on by default in Spark and Sail)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_identifier(name: str) -> str:
+    """A backtick-quoted identifier: column names may contain dots, spaces or backticks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _local_path(path: str) -> Path | None:
+    parsed = urlparse(path)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if "://" in path:
+        return None  # object store: existence and permissions are the engine's business
+    return Path(path)
+
+
+def _check_local(local: Path, shown: str) -> None:
+    if local.exists() and not local.is_dir():
+        raise TargetError(f"target '{shown}' is a file, not a directory; point 'target' at a directory")
+    if local.is_dir() and not (local / "_delta_log").is_dir():
+        if any(not entry.name.startswith(".") for entry in local.iterdir()):
+            raise TargetError(
+                f"target '{shown}' exists and is not a Delta table (no _delta_log); sharesync will not "
+                "write into a directory holding other files. Choose a new or empty directory."
+            )
+    existing = local
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    probe = [existing, existing / "_delta_log"] if (existing / "_delta_log").is_dir() else [existing]
+    for directory in probe:
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise TargetError(
+                f"target '{shown}' is not writable ('{directory}' denies write access to this user); "
+                "fix its permissions or choose another path"
+            )
