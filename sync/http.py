@@ -136,6 +136,8 @@ class RetryBudget:
 
     ``failed(exc)`` either waits before the next attempt or re-raises ``exc`` — when it is not
     Retryable, when the attempts are used up, or when the next wait would cross the total bound.
+    Only tenacity's strategies are used (not its loop), so a budget can move between threads
+    and live inside a generator that resumes a broken stream.
     """
 
     def __init__(self, policy: RetryPolicy, context: str) -> None:
@@ -145,26 +147,22 @@ class RetryBudget:
         self.waited = 0.0
         start = policy.clock()
 
-        def stop(state: tenacity.RetryCallState) -> bool:
-            elapsed = policy.clock() - start
-            return state.attempt_number >= policy.max_attempts or elapsed + state.upcoming_sleep > policy.total_seconds
+        def over_budget(state: tenacity.RetryCallState) -> bool:
+            return policy.clock() - start + state.upcoming_sleep > policy.total_seconds
 
-        self._retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, Retryable)),
-            wait=_wait_for(policy),
-            stop=stop,
-            reraise=True,
-        )
-        self._state = tenacity.RetryCallState(self._retrying, fn=None, args=(), kwargs={})
+        self._wait = _wait_for(policy)
+        self._stop = tenacity.stop_any(tenacity.stop_after_attempt(policy.max_attempts), over_budget)
+        self._state = tenacity.RetryCallState(None, fn=None, args=(), kwargs={})
 
     def next_wait(self, exc: BaseException) -> float:
         """Seconds to wait before trying again; raises ``exc`` if there is no next attempt."""
+        if not isinstance(exc, Retryable):
+            raise exc
         self._state.set_exception((type(exc), exc, exc.__traceback__))
-        action = self._retrying.iter(self._state)  # re-raises exc when giving up (reraise=True)
-        if not isinstance(action, tenacity.DoSleep):  # pragma: no cover - tenacity contract
+        self._state.upcoming_sleep = wait = self._wait(self._state)
+        if self._stop(self._state):
             raise exc
         self._state.prepare_for_next_attempt()
-        wait = float(action)
         self.attempts += 1
         self.waited += wait
         logger.warning(
@@ -389,7 +387,7 @@ class SharingHttp:
     ) -> Iterator[httpx.Response]:
         """One attempt: send, and yield the streamed 2xx response (closed on exit) or raise."""
         for auth_attempt in (1, 2):
-            headers = dict(self.credentials.auth_header())
+            headers = {"User-Agent": USER_AGENT, **self.credentials.auth_header()}
             if capabilities:
                 headers[CAPABILITIES_HEADER] = REQUEST_CAPABILITIES
             content = json.dumps(dict(body)).encode() if body is not None else None
