@@ -22,6 +22,12 @@ COMMANDS: dict[str, str] = {
     "db": "sync.cli.db:db",
     "serve": "sync.cli.serve:serve",
     "discover": "sync.cli.discover:discover",
+    "sync": "sync.cli.syncing:sync_command",
+    "status": "sync.cli.syncing:status_command",
+    "backfill": "sync.cli.syncing:backfill_command",
+    "reset": "sync.cli.syncing:reset_command",
+    "preview": "sync.cli.preview:preview",
+    "demo": "sync.cli.demo:demo",
 }
 
 EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2

@@ -1,0 +1,582 @@
+"""The sync engine: one pass over the configured tables, each incrementally and exactly once.
+
+Per table: read the checkpoint and the provider's version (one cheap ``/version`` call; when
+nothing is new the pass ends there, without a lease, metadata or Spark). Otherwise take the
+table's lease, plan (:func:`sync.planning.plan_sync`), and execute the plan batch by batch:
+fetch → prune → download and stage → apply with Spark → advance the checkpoint by
+compare-and-swap. The checkpoint moves only after the target commit, and every job is
+idempotent, so a crash anywhere repeats at most one batch and never skips or doubles a row.
+
+The CLI and the Dagster assets both call :class:`SyncEngine`; neither re-implements a step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines import batch as batches
+from pipelines.results import BackfillRequest, BatchResult, TableOutcome, TableSyncResult
+from state import Checkpoint, RunStats, RunStatus, StateStore, open_store
+from sync.config import Mode, SharesyncConfig, StartAtTimestamp, StartAtVersion, TableConfig
+from sync.download import ProgressCallback
+from sync.errors import ConfigError, HistoryUnavailable, SharesyncError, SharingHTTPError
+from sync.planning import (
+    ApplyChanges,
+    Bootstrap,
+    BootstrapReason,
+    CheckpointView,
+    PlanOptions,
+    SourceView,
+    SyncPlan,
+    UpToDate,
+    VersionRange,
+    plan_sync,
+)
+from sync.predicates import Expr, columns_referenced, parse_where
+from sync.redact import redact
+from sync.staging import StageLayout
+from sync.timestamps import from_millis
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sync.client import SharingClient, TableMetadata
+
+log = logging.getLogger(__name__)
+
+POLL_WORKERS = 32
+
+
+@dataclass(frozen=True)
+class _TablePlanContext:
+    """Everything about one table that the batches of one pass share."""
+
+    table: TableConfig
+    metadata: TableMetadata
+    expr: Expr | None
+    layout: StageLayout
+    hints: batches.ServerHints
+    replay_from: int | None
+
+
+class SyncEngine:
+    """Runs sync passes for one config. Clients, store and Spark are created on first use."""
+
+    def __init__(
+        self,
+        config: SharesyncConfig,
+        *,
+        client: SharingClient | None = None,
+        store: StateStore | None = None,
+        spark: Callable[[], SparkSession] | None = None,
+        progress: Callable[[str, int], ProgressCallback | None] | None = None,
+        lease_ttl: timedelta = timedelta(minutes=2),
+    ) -> None:
+        self.config = config
+        self._client = client
+        self._store = store
+        self._spark_factory = spark
+        self._progress = progress
+        self.lease_ttl = lease_ttl
+
+    # ------------------------------------------------------------ resources (lazy)
+
+    @property
+    def client(self) -> SharingClient:
+        if self._client is None:
+            from sync.client import SharingClient
+            from sync.profile import check_expiry, load_profile
+
+            profile = load_profile(self.config.profile)
+            check_expiry(profile)
+            self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle)
+        return self._client
+
+    @property
+    def store(self) -> StateStore:
+        if self._store is None:
+            self._store = open_store(self.config.state_store)
+        return self._store
+
+    def spark(self) -> SparkSession:
+        if self._spark_factory is not None:
+            return self._spark_factory()
+        from pipelines.spark import get_spark
+
+        return get_spark(self.config.spark)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def __enter__(self) -> SyncEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ passes
+
+    def source_versions(self, names: Iterable[str] | None = None) -> dict[str, int | SharesyncError]:
+        """The provider's current version of each table, polled concurrently."""
+        tables = self._tables(names)
+
+        def poll(table: TableConfig) -> int | SharesyncError:
+            try:
+                return self.client.table_version(table.name).version
+            except SharesyncError as exc:
+                return exc
+
+        self.client  # noqa: B018 - create the shared client before the threads use it
+        with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
+            return dict(zip([t.name for t in tables], pool.map(poll, tables), strict=True))
+
+    def sync_all(self, names: Iterable[str] | None = None) -> list[TableSyncResult]:
+        """One pass over all (or the named) tables; a failing table never stops the others."""
+        tables = self._tables(names)
+        versions = self.source_versions([t.name for t in tables])
+        checkpoints = {c.name: c for c in self.store.list_checkpoints()}
+        results = []
+        for table in tables:
+            polled = versions[table.name]
+            started = time.monotonic()
+            if isinstance(polled, SharesyncError):
+                results.append(self._failed(table, checkpoints.get(table.name), None, polled, started))
+                continue
+            try:
+                results.append(self.sync_table(table.name, source_version=polled, checkpoint=checkpoints.get(table.name)))
+            except SharesyncError as exc:
+                results.append(self._failed(table, self.store.get_checkpoint(table.name), polled, exc, started))
+        return results
+
+    def sync_table(
+        self,
+        name: str,
+        *,
+        backfill: BackfillRequest | None = None,
+        source_version: int | None = None,
+        checkpoint: Checkpoint | None = None,
+    ) -> TableSyncResult:
+        """Sync one table; raises the table's :class:`SharesyncError` after recording the failure."""
+        table = self.config.table(name)
+        started = time.monotonic()
+        if checkpoint is None:
+            checkpoint = self.store.get_checkpoint(table.name)
+        if source_version is None:
+            source_version = self.client.table_version(table.name).version
+        if backfill is None and checkpoint is not None and checkpoint.version == source_version:
+            if checkpoint.target == table.target and checkpoint.mode == table.mode.value:
+                return TableSyncResult(
+                    table.name,
+                    TableOutcome.UP_TO_DATE,
+                    checkpoint.version,
+                    source_version,
+                    seconds=time.monotonic() - started,
+                    checkpoint_timestamp=checkpoint.version_timestamp,
+                )
+        with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+            runner = _TableRun(self, table, keeper)
+            return runner.run(backfill, started)
+
+    def reset(self, name: str) -> Checkpoint | None:
+        table = self.config.table(name)
+        return self.store.reset_checkpoint(table.name)
+
+    # ------------------------------------------------------------ helpers
+
+    def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
+        if names is None:
+            return list(self.config.tables)
+        wanted = list(names)
+        return [self.config.table(n) for n in wanted] if wanted else list(self.config.tables)
+
+    def _failed(
+        self,
+        table: TableConfig,
+        checkpoint: Checkpoint | None,
+        source_version: int | None,
+        exc: SharesyncError,
+        started: float,
+    ) -> TableSyncResult:
+        log.error("%s: %s", table.name, exc)
+        return TableSyncResult(
+            table.name,
+            TableOutcome.FAILED,
+            checkpoint.version if checkpoint else None,
+            source_version,
+            error=redact(str(exc)),
+            seconds=time.monotonic() - started,
+            checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
+        )
+
+
+class _TableRun:
+    """One table's pass under its lease: plan, then batches until the plan is done."""
+
+    def __init__(self, engine: SyncEngine, table: TableConfig, keeper: Any) -> None:
+        self.engine = engine
+        self.table = table
+        self.keeper = keeper
+        self.store = engine.store
+        self.client = engine.client
+        self.batches: list[BatchResult] = []
+        self.warnings: list[str] = []
+
+    def run(self, backfill: BackfillRequest | None, started: float) -> TableSyncResult:
+        table = self.table
+        checkpoint = self.store.get_checkpoint(table.name)  # re-read under the lease
+        metadata = self.client.metadata(table.name)
+        context = self._context(metadata, backfill, checkpoint)
+        history_gap = False
+        while True:
+            source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
+            options = self._options(context, backfill, history_gap)
+            plan = plan_sync(_view(checkpoint), source, options)
+            try:
+                checkpoint = self._execute(plan, context, checkpoint)
+            except HistoryUnavailable as exc:
+                if history_gap:
+                    raise
+                log.warning("%s: %s; re-bootstrapping", table.name, exc.server_message)
+                history_gap = True
+                checkpoint = self.store.get_checkpoint(table.name)
+                continue
+            break
+        return TableSyncResult(
+            table.name,
+            TableOutcome.SYNCED if self.batches else TableOutcome.UP_TO_DATE,
+            checkpoint.version if checkpoint else None,
+            metadata.version,
+            batches=tuple(self.batches),
+            warnings=tuple(self.warnings),
+            seconds=time.monotonic() - started,
+            checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
+            columns=tuple((f.name, f.type_name) for f in context.metadata.metadata.table_schema.fields
+                          if f.name in context.layout.columns),
+        )
+
+    # ------------------------------------------------------------ planning inputs
+
+    def _context(
+        self, metadata: TableMetadata, backfill: BackfillRequest | None, checkpoint: Checkpoint | None
+    ) -> _TablePlanContext:
+        table = self.table
+        schema = metadata.metadata.table_schema
+        missing = [k for k in table.keys if schema.field(k) is None]
+        if missing:
+            raise ConfigError(
+                f"tables[{table.name}].keys: {missing} not in the shared table's columns "
+                f"({', '.join(schema.names)}); fix 'keys' in the config"
+            )
+        if table.columns is not None:
+            unknown = [c for c in table.columns if schema.field(c) is None]
+            if unknown:
+                raise ConfigError(
+                    f"tables[{table.name}].columns: {unknown} not in the shared table's columns "
+                    f"({', '.join(schema.names)}); fix 'columns' in the config"
+                )
+        expr = parse_where(table.where, schema) if table.where else None
+        keep: list[str] | None = None
+        if table.columns is not None:
+            needed = [*table.keys, *table.columns, *(sorted(columns_referenced(expr)) if expr else [])]
+            keep = [f.name for f in schema.fields if f.name.lower() in {n.lower() for n in needed}]
+        layout = StageLayout.build(schema, metadata.partition_columns, keep)
+        replay_from = None
+        if backfill is not None:
+            replay_from = self.client.table_version(table.name, starting_timestamp=backfill.starting_timestamp).version
+        return _TablePlanContext(
+            table, metadata, expr, layout, batches.ServerHints.of(expr, metadata.partition_columns), replay_from
+        )
+
+    def _options(
+        self, context: _TablePlanContext, backfill: BackfillRequest | None, history_gap: bool
+    ) -> PlanOptions:
+        table = self.table
+        start_version = None
+        if isinstance(table.start, StartAtVersion):
+            start_version = table.start.version
+        elif isinstance(table.start, StartAtTimestamp):
+            start_version = self.client.table_version(table.name, starting_timestamp=table.start.timestamp).version
+        until = None
+        if backfill is not None and backfill.ending_timestamp is not None:
+            until = self._version_at_or_before(backfill.ending_timestamp)
+        replay_from = context.replay_from
+        if backfill is not None and backfill.full_refresh:
+            # A full refresh re-bootstraps: plan it as a first sync from the resolved version.
+            return PlanOptions(
+                mode=table.mode,
+                max_versions_per_batch=self.engine.config.batch_size(table),
+                start_version=replay_from,
+                until_version=until,
+                history_gap=history_gap,
+            )
+        return PlanOptions(
+            mode=table.mode,
+            max_versions_per_batch=self.engine.config.batch_size(table),
+            start_version=start_version,
+            replay_from=replay_from,
+            until_version=until,
+            history_gap=history_gap,
+        )
+
+    def _version_at_or_before(self, moment: datetime) -> int | None:
+        """The newest version committed at or before ``moment`` (None: no limit needed)."""
+        try:
+            after = self.client.table_version(
+                self.table.name, starting_timestamp=moment + timedelta(milliseconds=1)
+            ).version
+        except SharingHTTPError:
+            return None  # the moment is after the latest commit: replay to the latest
+        return max(after - 1, 0)
+
+    # ------------------------------------------------------------ execution
+
+    def _execute(
+        self, plan: SyncPlan, context: _TablePlanContext, checkpoint: Checkpoint | None
+    ) -> Checkpoint | None:
+        match plan:
+            case UpToDate():
+                return checkpoint
+            case Bootstrap(version=version, reason=reason, then=then, warning=warning):
+                if warning:
+                    self.warnings.append(warning)
+                    log.warning("%s: %s", self.table.name, warning)
+                checkpoint = self._bootstrap(version, reason, context, checkpoint, warning)
+                for batch in then:
+                    checkpoint = self._apply_changes(batch, context, checkpoint, None)
+                return checkpoint
+            case ApplyChanges(batches=ranges, replay_from=replay_from):
+                for batch in ranges:
+                    checkpoint = self._apply_changes(batch, context, checkpoint, replay_from)
+                return checkpoint
+        raise AssertionError(f"unknown plan {plan!r}")  # pragma: no cover
+
+    def _bootstrap(
+        self,
+        version: int,
+        reason: BootstrapReason,
+        context: _TablePlanContext,
+        checkpoint: Checkpoint | None,
+        warning: str | None,
+    ) -> Checkpoint:
+        table = self.table
+        latest = version >= context.metadata.version
+        run_id = self.store.start_run(table.name, start_version=version, end_version=version)
+        began = time.monotonic()
+        directory = batches.batch_dir(self.engine.config.staging_dir, table.name, f"bootstrap-{version}")
+        try:
+            result = self.client.query(
+                table.name,
+                version=None if latest else version,
+                predicate_hints=context.hints.predicate_hints,
+                json_predicate_hints=context.hints.json_predicate_hints,
+            )
+            version = result.version
+            files, pruned = batches.prune(batches.snapshot_change_files(result), context.expr, context.layout.schema)
+            schema = result.metadata.table_schema
+            layout = StageLayout.build(schema, result.metadata.partition_columns, context.layout.columns)
+            staged = batches.stage(
+                self.client,
+                result,
+                files,
+                layout,
+                directory,
+                concurrency=self.engine.config.concurrency(table),
+                ca_bundle=self.engine.config.ca_bundle,
+                progress=self._progress_for(f"bootstrap v{version}", len(files)),
+            )
+            self.keeper.check()
+            applied = self._apply_bootstrap(staged.path, version, reason, checkpoint, context)
+            commit_ts = _max_timestamp(f.file for f in files)
+            stored = self._advance(checkpoint, version, commit_ts, result.metadata.id, result.metadata.schema_string)
+            stats = RunStats(
+                rows_inserted=applied.inserted,
+                rows_updated=applied.updated,
+                rows_deleted=applied.deleted,
+                files_downloaded=staged.files,
+                bytes_downloaded=staged.bytes,
+                url_refreshes=staged.url_refreshes,
+            )
+            self.store.finish_run(run_id, RunStatus.SUCCEEDED, stats, warning, end_version=version)
+        except BaseException as exc:
+            self._fail_run(run_id, exc)
+            raise
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        self.batches.append(
+            BatchResult("bootstrap", version, version, stats, time.monotonic() - began, stored.version_timestamp,
+                        stored.version_timestamp, warning)
+        )
+        return stored
+
+    def _apply_bootstrap(
+        self,
+        staged: Path,
+        version: int,
+        reason: BootstrapReason,
+        checkpoint: Checkpoint | None,
+        context: _TablePlanContext,
+    ) -> Any:
+        from pipelines import merge
+
+        table = self.table
+        row_filter = self._row_filter(context)
+        match table.mode:
+            case Mode.MERGE:
+                return merge.replace_target(
+                    self.engine.spark, staged, table.target, columns=self._columns(), keys=table.keys,
+                    row_filter=row_filter, soft_delete=table.soft_delete,
+                )
+            case Mode.SNAPSHOT:
+                return merge.apply_snapshot(
+                    self.engine.spark, staged, table.target, columns=self._columns(), row_filter=row_filter
+                )
+            case Mode.APPEND:
+                # The change log continues after a gap (the snapshot lands as inserts at its version);
+                # it restarts when versions restart (first sync, re-created or rewound source).
+                keeps_log = checkpoint is not None and reason in (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF)
+                after = checkpoint.version if keeps_log and checkpoint else -1
+                return merge.apply_append(
+                    self.engine.spark, staged, table.target, after_version=after, columns=self._columns(),
+                    row_filter=row_filter,
+                )
+        raise AssertionError(table.mode)  # pragma: no cover
+
+    def _apply_changes(
+        self,
+        batch: VersionRange,
+        context: _TablePlanContext,
+        checkpoint: Checkpoint | None,
+        replay_from: int | None,
+    ) -> Checkpoint:
+        from pipelines import merge
+
+        table = self.table
+        assert checkpoint is not None, "changes are only applied on top of a checkpoint"
+        run_id = self.store.start_run(table.name, start_version=batch.start, end_version=batch.end)
+        began = time.monotonic()
+        directory = batches.batch_dir(self.engine.config.staging_dir, table.name, f"changes-{batch.start}-{batch.end}")
+        try:
+            result = self.client.changes(
+                table.name, starting_version=batch.start, ending_version=batch.end, include_historical_metadata=True
+            )
+            metadata = batches.batch_schema(result, batch.end)
+            files, pruned = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
+            layout = StageLayout.build(metadata.table_schema, metadata.partition_columns, context.layout.columns)
+            staged = batches.stage(
+                self.client,
+                result,
+                files,
+                layout,
+                directory,
+                concurrency=self.engine.config.concurrency(table),
+                ca_bundle=self.engine.config.ca_bundle,
+                progress=self._progress_for(f"v{batch.start}..{batch.end}", len(files)),
+            )
+            self.keeper.check()
+            row_filter = self._row_filter(context)
+            if table.mode is Mode.APPEND:
+                applied = merge.apply_append(
+                    self.engine.spark, staged.path, table.target, after_version=batch.start - 1,
+                    columns=self._columns(), row_filter=row_filter,
+                )
+            elif table.mode is Mode.MERGE:
+                replay = {"replay_from": replay_from} if replay_from is not None else {}
+                applied = merge.apply_merge(
+                    self.engine.spark, staged.path, table.target, keys=table.keys, columns=self._columns(),
+                    row_filter=row_filter, soft_delete=table.soft_delete, **replay,
+                )
+            else:  # pragma: no cover - snapshot mode never plans changes
+                raise AssertionError(table.mode)
+            timestamps = {f.version: f.timestamp for f in result.files if hasattr(f, "version") and f.version is not None}  # type: ignore[union-attr]
+            end_ts = timestamps.get(batch.end)
+            commit_ts = from_millis(end_ts) if end_ts is not None else checkpoint.version_timestamp
+            stored = self._advance(checkpoint, batch.end, commit_ts, metadata.id, metadata.schema_string)
+            stats = RunStats(
+                rows_inserted=applied.inserted,
+                rows_updated=applied.updated,
+                rows_deleted=applied.deleted,
+                files_downloaded=staged.files,
+                bytes_downloaded=staged.bytes,
+                url_refreshes=staged.url_refreshes,
+            )
+            self.store.finish_run(run_id, RunStatus.SUCCEEDED, stats, end_version=batch.end)
+        except BaseException as exc:
+            self._fail_run(run_id, exc)
+            raise
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        start_ts = timestamps.get(batch.start)
+        self.batches.append(
+            BatchResult(
+                "changes", batch.start, batch.end, stats, time.monotonic() - began,
+                from_millis(start_ts) if start_ts is not None else None, stored.version_timestamp,
+            )
+        )
+        return stored
+
+    # ------------------------------------------------------------ small helpers
+
+    def _advance(
+        self,
+        checkpoint: Checkpoint | None,
+        version: int,
+        commit_ts: datetime | None,
+        table_id: str,
+        schema_string: str,
+    ) -> Checkpoint:
+        new = Checkpoint(
+            name=self.table.name,
+            version=version,
+            table_id=table_id,
+            schema_fingerprint=hashlib.sha256(schema_string.encode()).hexdigest()[:16],
+            target=self.table.target,
+            mode=self.table.mode.value,
+            version_timestamp=commit_ts,
+        )
+        return self.store.advance_checkpoint(
+            new, expected_version=checkpoint.version if checkpoint else None, lease=self.keeper.lease
+        )
+
+    def _fail_run(self, run_id: int, exc: BaseException) -> None:
+        message = str(exc) if isinstance(exc, SharesyncError) else f"{type(exc).__name__}: {exc}"
+        try:
+            self.store.finish_run(run_id, RunStatus.FAILED, error=redact(message))
+        except SharesyncError:  # the store itself failed: the original error matters more
+            log.exception("could not record the failure of run %s", run_id)
+
+    def _row_filter(self, context: _TablePlanContext) -> Any:
+        if context.expr is None:
+            return None
+        from sync.predicates import to_spark
+
+        return to_spark(context.expr)
+
+    def _columns(self) -> Sequence[str] | None:
+        return self.table.columns
+
+    def _progress_for(self, label: str, files: int) -> ProgressCallback | None:
+        if self.engine._progress is None or files == 0:
+            return None
+        return self.engine._progress(f"{self.table.name} {label}", files)
+
+
+def _view(checkpoint: Checkpoint | None) -> CheckpointView | None:
+    return None if checkpoint is None else CheckpointView(checkpoint.version, checkpoint.table_id)
+
+
+def _max_timestamp(files: Iterable[Any]) -> datetime | None:
+    stamps = [f.timestamp for f in files if getattr(f, "timestamp", None) is not None]
+    return from_millis(max(stamps)) if stamps else None
+
+
+__all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]

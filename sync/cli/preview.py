@@ -1,0 +1,65 @@
+"""``sharesync preview NAME``: the first rows of a live shared table, without syncing."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from pydantic import TypeAdapter, ValidationError
+
+from sync.config import format_validation_error, load_config
+from sync.errors import ConfigError
+from sync.predicates import Predicate
+
+_PREDICATES = TypeAdapter(list[Predicate])
+
+
+@click.command("preview")
+@click.argument("name")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--where", "where_json", default=None, help='Filter as JSON, e.g. \'[{"col": "region", "op": "eq", "val": "eu"}]\'.')
+@click.option("--version", default=None, type=click.IntRange(min=0), help="Time-travel to this table version.")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON lines.")
+@click.pass_context
+def preview(ctx: click.Context, name: str, limit: int, where_json: str | None, version: int | None, as_json: bool) -> None:
+    """Show the first matching rows of a shared table (no sync, no state)."""
+    from sync.client import SharingClient
+    from sync.preview import preview as run_preview
+    from sync.profile import check_expiry, load_profile
+
+    config = load_config(ctx.obj["config_file"])
+    where = _parse_where(where_json) if where_json else None
+    profile = load_profile(config.profile)
+    check_expiry(profile)
+    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+        result = run_preview(client, name, limit=limit, where=where, version=version, ca_bundle=config.ca_bundle)
+    rows = result.table.to_pylist()
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*result.table.column_names, title=f"{name} @ version {result.version}")
+    for row in rows:
+        table.add_row(*["∅" if v is None else str(v) for v in row.values()])
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{len(rows)} rows; files: {result.files_listed} listed, {result.files_pruned} pruned by stats, "
+        f"{result.files_downloaded} downloaded"
+    )
+
+
+def _parse_where(text: str) -> list[Predicate]:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--where is not JSON ({exc.msg}); pass a list like '[{{\"col\": \"id\", \"op\": \"gt\", \"val\": 5}}]'") from None
+    if isinstance(raw, dict):
+        raw = [raw]
+    try:
+        return _PREDICATES.validate_python(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"--where: {format_validation_error(exc)}") from None

@@ -1,0 +1,175 @@
+"""``sharesync sync | status | backfill | reset``: the engine's commands.
+
+Each loads the config, builds one :class:`pipelines.engine.SyncEngine` and prints what
+happened. ``sync`` exits 1 when any table failed (the others still ran); config, profile
+and state-store problems exit 2 through :func:`sync.cli.main.main`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from sync.cli.main import EXIT_TABLE_FAILED
+from sync.config import SharesyncConfig, load_config
+from sync.errors import ConfigError
+from sync.timestamps import parse_timestamp
+
+
+def _config(ctx: click.Context) -> SharesyncConfig:
+    return load_config(ctx.obj["config_file"])
+
+
+@contextmanager
+def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[Any]:
+    from pipelines.engine import SyncEngine
+
+    config = _config(ctx)
+    with _progress_bars(progress) as factory, SyncEngine(config, progress=factory) as engine:
+        yield engine
+
+
+@contextmanager
+def _progress_bars(enabled: bool) -> Iterator[Any]:
+    """Rich progress bars on a terminal; nothing when output is piped or logged."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
+    ) as bars:
+
+        def factory(label: str, files: int) -> Any:
+            task = bars.add_task(label, total=None)
+
+            def update(event: Any) -> None:
+                bars.advance(task, event.advance)
+
+            return update
+
+        yield factory
+
+
+@click.command("sync")
+@click.argument("names", nargs=-1)
+@click.pass_context
+def sync_command(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """One sync pass over all (or the named) tables."""
+    with _engine(ctx, progress=True) as engine:
+        results = engine.sync_all(list(names) or None)
+    _print_results(results)
+    if any(r.outcome.value == "failed" for r in results):
+        sys.exit(EXIT_TABLE_FAILED)
+
+
+@click.command("backfill")
+@click.argument("name")
+@click.option("--from", "from_", required=True, help="Replay changes committed at or after this timestamp.")
+@click.option("--to", "to", default=None, help="Stop at the last version committed at or before this timestamp.")
+@click.option("--full-refresh", is_flag=True, help="Re-bootstrap from the snapshot at --from instead of replaying.")
+@click.pass_context
+def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool) -> None:
+    """Re-apply a table's changes from a timestamp, then continue normally."""
+    from pipelines.engine import BackfillRequest
+
+    request = BackfillRequest(_timestamp("--from", from_), _timestamp("--to", to) if to else None, full_refresh)
+    with _engine(ctx, progress=True) as engine:
+        result = engine.sync_table(name, backfill=request)
+    _print_results([result])
+
+
+@click.command("reset")
+@click.argument("name")
+@click.pass_context
+def reset_command(ctx: click.Context, name: str) -> None:
+    """Forget a table's checkpoint: the next sync bootstraps it from a snapshot."""
+    with _engine(ctx) as engine:
+        removed = engine.reset(name)
+    if removed is None:
+        click.echo(f"{name}: no checkpoint (nothing to reset)")
+    else:
+        click.echo(f"{name}: checkpoint at version {removed.version} removed; the next sync bootstraps")
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def status_command(ctx: click.Context, as_json: bool) -> None:
+    """Each table's checkpoint, the provider's version, lag and last run."""
+    from pipelines.status import table_statuses
+
+    with _engine(ctx) as engine:
+        rows, warnings = table_statuses(engine)
+    if as_json:
+        click.echo(json.dumps({"tables": rows, "warnings": warnings}, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("table", "mode", "checkpoint", "source", "lag", "last sync", "last status", "last error")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["mode"],
+            _show(row["checkpoint_version"]),
+            _show(row["source_version"]),
+            _show(row["lag_versions"]),
+            _show(row["last_sync_at"]),
+            _show(row["last_status"]),
+            _show(row["last_error"]),
+        )
+    console = Console()
+    console.print(table)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def _print_results(results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("table", "outcome", "versions", "inserted", "updated", "deleted", "files", "MB", "seconds")
+    for r in results:
+        stats = r.stats
+        versions = (
+            f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version)
+        )
+        table.add_row(
+            r.name,
+            r.outcome.value if r.error is None else f"failed: {r.error}",
+            versions,
+            str(stats.rows_inserted),
+            str(stats.rows_updated),
+            str(stats.rows_deleted),
+            str(stats.files_downloaded),
+            f"{stats.bytes_downloaded / 1e6:.1f}",
+            f"{r.seconds:.2f}",
+        )
+    console = Console(stderr=False)
+    console.print(table)
+    for r in results:
+        for warning in r.warnings:
+            console.print(f"[yellow]warning:[/yellow] {r.name}: {warning}")
+
+
+def _timestamp(option: str, value: str) -> datetime:
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
