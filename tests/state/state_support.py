@@ -8,7 +8,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
 
 from state import Checkpoint
 
@@ -37,3 +45,22 @@ def make_checkpoint(name: str, version: int, **changes: object) -> Checkpoint:
         version_timestamp=datetime(2025, 1, 1, 10, 0, version % 60, tzinfo=UTC),
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make ``path`` unwritable even for root (CI containers run tests as root)."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(0o444 if path.is_file() else 0o555)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("running as root without 'chattr +i' permission: nothing makes a file read-only for root here")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

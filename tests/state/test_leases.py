@@ -1,0 +1,112 @@
+"""Lease contract: one holder, expiry with the store's clock, fencing tokens, heartbeat."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from state import StateStore
+from state_support import FakeClock
+from sync.errors import LeaseHeld
+
+NAME = "s.b.t"
+TTL = timedelta(seconds=30)
+
+
+def test_acquire_then_others_are_refused_with_holder_and_expiry(clocked_store: StateStore, clock: FakeClock) -> None:
+    lease = clocked_store.acquire_lease(NAME, "worker-a", TTL)
+    assert (lease.owner, lease.acquired_at, lease.expires_at) == ("worker-a", clock.now, clock.now + TTL)
+    assert clocked_store.get_lease(NAME) == lease
+    clock.advance(10)
+    with pytest.raises(LeaseHeld, match=r"by worker-a \(lease expires 2025-01-01T12:00:30Z, in 20 s\)"):
+        clocked_store.acquire_lease(NAME, "worker-b", TTL)
+
+
+def test_expired_lease_is_taken_over(clocked_store: StateStore, clock: FakeClock) -> None:
+    old = clocked_store.acquire_lease(NAME, "worker-a", TTL)
+    clock.advance(30)  # expires_at <= now: expired exactly at the boundary
+    new = clocked_store.acquire_lease(NAME, "worker-b", TTL)
+    assert new.owner == "worker-b" and new.token != old.token
+    with pytest.raises(LeaseHeld, match="worker-b took it over"):
+        clocked_store.renew_lease(old)
+    assert clocked_store.release_lease(old) is False
+    assert clocked_store.get_lease(NAME) == new
+
+
+def test_same_owner_may_reacquire_and_gets_a_new_token(store: StateStore) -> None:
+    first = store.acquire_lease(NAME, "dagster-run-42", TTL)
+    second = store.acquire_lease(NAME, "dagster-run-42", TTL)
+    assert second.token != first.token
+    with pytest.raises(LeaseHeld):
+        store.renew_lease(first)
+
+
+def test_renew_extends_from_now(clocked_store: StateStore, clock: FakeClock) -> None:
+    lease = clocked_store.acquire_lease(NAME, "worker-a", TTL)
+    clock.advance(20)
+    renewed = clocked_store.renew_lease(lease)
+    assert renewed.expires_at == clock.now + TTL and renewed.acquired_at == lease.acquired_at
+    assert renewed.ttl == TTL
+    assert clocked_store.renew_lease(renewed, timedelta(seconds=5)).expires_at == clock.now + timedelta(seconds=5)
+
+
+def test_renew_after_expiry_succeeds_while_nobody_took_over(clocked_store: StateStore, clock: FakeClock) -> None:
+    lease = clocked_store.acquire_lease(NAME, "worker-a", TTL)
+    clock.advance(45)
+    assert clocked_store.renew_lease(lease).expires_at == clock.now + TTL
+
+
+def test_release_frees_the_table(store: StateStore) -> None:
+    lease = store.acquire_lease(NAME, "worker-a", TTL)
+    assert store.release_lease(lease) is True
+    assert store.get_lease(NAME) is None
+    assert store.release_lease(lease) is False
+    with pytest.raises(LeaseHeld, match="released or taken over"):
+        store.renew_lease(lease)
+    store.acquire_lease(NAME, "worker-b", TTL)
+
+
+def test_leases_are_per_table(store: StateStore) -> None:
+    store.acquire_lease("s.b.one", "worker-a", TTL)
+    store.acquire_lease("s.b.two", "worker-b", TTL)
+
+
+def test_ttl_must_be_positive(store: StateStore) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        store.acquire_lease(NAME, "worker-a", timedelta(0))
+
+
+def test_hold_lease_renews_while_work_runs_and_releases(store: StateStore) -> None:
+    ttl = timedelta(seconds=1)
+    with store.hold_lease(NAME, ttl=ttl, renew_every=timedelta(seconds=0.1)) as keeper:
+        first = keeper.lease
+        deadline = time.monotonic() + 10
+        while keeper.lease.expires_at <= first.expires_at:  # poll until a renewal landed
+            assert time.monotonic() < deadline, "the heartbeat never renewed the lease"
+            time.sleep(0.02)
+        stored = store.get_lease(NAME)
+        assert stored is not None and stored.token == first.token and stored.expires_at > first.expires_at
+        with pytest.raises(LeaseHeld):
+            store.acquire_lease(NAME, "someone-else", ttl)
+        keeper.check()
+    assert store.get_lease(NAME) is None
+
+
+def test_keeper_reports_a_lost_lease(clocked_store: StateStore, clock: FakeClock) -> None:
+    with clocked_store.hold_lease(NAME, owner="worker-a", ttl=TTL, renew_every=timedelta(seconds=0.05)) as keeper:
+        clock.advance(31)
+        clocked_store.acquire_lease(NAME, "worker-b", TTL)
+        assert keeper.wait_lost(timeout=10)
+        with pytest.raises(LeaseHeld, match="worker-b took it over"):
+            keeper.check()
+    lease = clocked_store.get_lease(NAME)
+    assert lease is not None and lease.owner == "worker-b"  # the loser did not release it
+
+
+def test_default_owner_names_host_and_pid(store: StateStore) -> None:
+    import os
+
+    with store.hold_lease(NAME) as keeper:
+        assert f":{os.getpid()}:" in keeper.lease.owner
