@@ -100,36 +100,28 @@ class NotFound(SharingHTTPError, Permanent):
     status = 404
 
 
-class RateLimited(SharingHTTPError, Retryable):
+class _RetryAfterError(SharingHTTPError):
+    """An HTTP error that may carry the server's ``Retry-After`` (seconds)."""
+
+    def __init__(
+        self,
+        status: int,
+        error_code: str | None,
+        message: str,
+        *,
+        context: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(status, error_code, message, context=context)
+        self.retry_after = retry_after
+
+
+class RateLimited(_RetryAfterError, Retryable):
     status = 429
 
-    def __init__(
-        self,
-        status: int,
-        error_code: str | None,
-        message: str,
-        *,
-        context: str = "",
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(status, error_code, message, context=context)
-        self.retry_after = retry_after
 
-
-class ServerError(SharingHTTPError, Retryable):
+class ServerError(_RetryAfterError, Retryable):
     status = 500
-
-    def __init__(
-        self,
-        status: int,
-        error_code: str | None,
-        message: str,
-        *,
-        context: str = "",
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(status, error_code, message, context=context)
-        self.retry_after = retry_after
 
 
 class TransportError(SharingError, Retryable):
