@@ -147,12 +147,15 @@ class RetryBudget:
         self.waited = 0.0
         start = policy.clock()
 
-        def over_budget(state: tenacity.RetryCallState) -> bool:
-            return policy.clock() - start + state.upcoming_sleep > policy.total_seconds
+        out_of_attempts = tenacity.stop_after_attempt(policy.max_attempts)
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            # Stop before a wait that would cross the total bound, not after it.
+            return out_of_attempts(state) or policy.clock() - start + state.upcoming_sleep > policy.total_seconds
 
         self._wait = _wait_for(policy)
-        self._stop = tenacity.stop_any(tenacity.stop_after_attempt(policy.max_attempts), over_budget)
-        self._state = tenacity.RetryCallState(None, fn=None, args=(), kwargs={})
+        self._stop = stop
+        self._state = tenacity.RetryCallState(tenacity.Retrying(), fn=None, args=(), kwargs={})
 
     def next_wait(self, exc: BaseException) -> float:
         """Seconds to wait before trying again; raises ``exc`` if there is no next attempt."""
@@ -165,7 +168,7 @@ class RetryBudget:
         self._state.prepare_for_next_attempt()
         self.attempts += 1
         self.waited += wait
-        logger.warning(
+        logger.info(  # info, not warning: a retried call that then succeeds is routine
             "%s failed (%s); attempt %d of %d in %.2fs",
             self.context,
             redact(str(exc)),
