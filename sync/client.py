@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
+from pydantic import Field
 
 from sync.http import RetryPolicy, SharingHttp, Timeouts, build_http_client, table_version_header
 from sync.ndjson import ANY_FILES, CHANGE_FILES, FileStream, PageCursor, StreamCall
@@ -110,7 +111,7 @@ class QueryRequest(WireModel):
     max_files: int | None = None
     page_token: str | None = None
     include_refresh_token: bool | None = None
-    refresh_token: str | None = None
+    refresh_token: str | None = Field(default=None, repr=False)
 
     @property
     def is_latest_snapshot(self) -> bool:
@@ -140,8 +141,8 @@ class _FilesResult:
     metadata: Metadata
     files: tuple[DataFile, ...]
     historical_metadata: tuple[Metadata, ...]
-    end_stream_action: EndStreamAction | None  # of the last page; None from a legacy server
-    refresh_token: str | None
+    end_stream_action: EndStreamAction | None = field(repr=False)  # of the last page; None from a legacy server
+    refresh_token: str | None = field(repr=False)
     min_url_expiration_timestamp: int | None
     pages: int
 

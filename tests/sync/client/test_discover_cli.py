@@ -1,0 +1,161 @@
+"""``sharesync discover`` against the local server, and every way setup can be wrong (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from deltalake import DeltaTable
+
+from sync.cli.main import cli
+from sync.server.runner import SharingServer
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("SHARESYNC_RETRY_TOTAL_SECONDS", "2")
+    for name in ("SHARESYNC_PROFILE", "SHARESYNC_CONFIG", "SHARESYNC_STATE_STORE", "SHARESYNC_STAGING_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def config_for(tmp_path: Path, profile: Path | dict[str, Any] | str) -> Path:
+    if not isinstance(profile, Path):
+        path = tmp_path / "provider.share"
+        path.write_text(profile if isinstance(profile, str) else json.dumps(profile))
+        profile = path
+    config = tmp_path / "sharesync.yaml"
+    config.write_text(f"profile: {profile}\n")
+    return config
+
+
+def run(config: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--config", str(config), "discover", *args])
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert result.stdout == ""
+    return lines[0]
+
+
+def test_json_lists_every_table(sharing_server: SharingServer, tmp_path: Path) -> None:
+    assert sharing_server.profile_path is not None
+    result = run(config_for(tmp_path, sharing_server.profile_path), "--json")
+    assert result.exit_code == 0, result.output
+    tables = {t["name"]: t for t in json.loads(result.stdout)["tables"]}
+    assert set(tables) == {
+        "demo.sales.customers", "demo.sales.orders",
+        "samples.all_types.no_cdf", "samples.all_types.partitioned", "samples.all_types.plain",
+    }
+    for name, entry in tables.items():
+        share, schema, table = name.split(".")
+        assert entry["version"] == DeltaTable(str(sharing_server.root / share / schema / table)).version()
+    assert tables["samples.all_types.partitioned"]["partition_columns"] == ["region"]
+    assert tables["samples.all_types.partitioned"]["cdf_enabled"] is True
+    assert tables["samples.all_types.no_cdf"] == {**tables["samples.all_types.no_cdf"], "cdf_enabled": False,
+                                                  "partition_columns": []}
+    assert list(tables) == sorted(tables)
+
+
+def test_named_tables_and_the_rich_table(sharing_server: SharingServer, tmp_path: Path) -> None:
+    assert sharing_server.profile_path is not None
+    result = run(config_for(tmp_path, sharing_server.profile_path), "demo.sales.orders", "samples.all_types.no_cdf")
+    assert result.exit_code == 0, result.output
+    assert "demo.sales.orders" in result.stdout and "samples.all_types.no_cdf" in result.stdout
+    assert "region" in result.stdout and "demo.sales.customers" not in result.stdout
+    assert "2 shared tables" in result.stdout
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    """A proxy-like endpoint that answers every request with an HTML 502 page."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+            self.send_response(502)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/delta-sharing"
+    server.shutdown()
+    server.server_close()
+
+
+def test_malformed_profile(tmp_path: Path) -> None:
+    line = one_error_line(run(config_for(tmp_path, '{"shareCredentialsVersion": 1,')))
+    assert "provider.share' is not valid JSON" in line
+
+
+def test_unknown_profile_version(tmp_path: Path) -> None:
+    profile = {"shareCredentialsVersion": 7, "endpoint": "https://x.example.com", "bearerToken": "t-123456"}
+    assert "shareCredentialsVersion: 7 is not supported (supported: 1, 2); upgrade sharesync" in one_error_line(
+        run(config_for(tmp_path, profile))
+    )
+
+
+def test_expired_token(sharing_server: SharingServer, tmp_path: Path) -> None:
+    profile = {**sharing_server.profile(), "expirationTime": "2020-01-01T00:00:00Z"}
+    line = one_error_line(run(config_for(tmp_path, profile)))
+    assert "bearerToken expired at 2020-01-01T00:00:00+00:00; ask the provider for a new profile" in line
+
+
+def test_wrong_token(sharing_server: SharingServer, tmp_path: Path) -> None:
+    profile = {**sharing_server.profile(), "bearerToken": "not-the-token-42"}
+    line = one_error_line(run(config_for(tmp_path, profile)))
+    assert "list shares: HTTP 401" in line and "not-the-token-42" not in line
+
+
+def test_unreachable_endpoint(tmp_path: Path) -> None:
+    profile = {"shareCredentialsVersion": 1, "endpoint": f"http://127.0.0.1:{closed_port()}/ds", "bearerToken": "t-123456"}
+    assert "list shares: connection failed (ConnectError" in one_error_line(run(config_for(tmp_path, profile)))
+
+
+def test_non_json_error_body(html_server: str, tmp_path: Path) -> None:
+    profile = {"shareCredentialsVersion": 1, "endpoint": html_server, "bearerToken": "t-123456"}
+    line = one_error_line(run(config_for(tmp_path, profile)))
+    assert "list shares: HTTP 502: non-JSON error body: '<html><head><title>502 Bad Gateway" in line
+
+
+def test_unknown_table(sharing_server: SharingServer, tmp_path: Path) -> None:
+    assert sharing_server.profile_path is not None
+    line = one_error_line(run(config_for(tmp_path, sharing_server.profile_path), "samples.all_types.nope"))
+    assert "metadata of samples.all_types.nope: HTTP 404 RESOURCE_DOES_NOT_EXIST" in line
+
+
+def test_a_name_that_is_not_three_parts(sharing_server: SharingServer, tmp_path: Path) -> None:
+    assert sharing_server.profile_path is not None
+    result = run(config_for(tmp_path, sharing_server.profile_path), "just_a_table")
+    assert result.exit_code == 2 and "'just_a_table' is not 'share.schema.table'" in result.stderr
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    assert "config file" in one_error_line(run(tmp_path / "nope.yaml"))
+
+
+def test_missing_profile(tmp_path: Path) -> None:
+    assert "profile file" in one_error_line(run(config_for(tmp_path, tmp_path / "missing.share")))

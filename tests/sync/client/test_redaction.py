@@ -1,0 +1,90 @@
+"""A whole session of calls, failures included: the bearer token and URL signatures reach no log and no message."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from sync.client import SharingClient
+from sync.download import Downloader, refresher_for
+from sync.errors import SharesyncError, UrlExpired
+from sync.http import RetryPolicy
+from sync.profile import load_profile, parse_profile
+from sync.server.runner import SharingServer
+
+FAST = RetryPolicy(max_attempts=3, total_seconds=5.0, initial_backoff=0.01, max_backoff=0.02)
+TABLE = "samples.all_types.partitioned"
+
+
+def test_tokens_and_signatures_never_reach_logs_or_messages(
+    sharing_server: SharingServer, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    caplog.set_level(logging.DEBUG)  # root: sharesync, httpx and httpcore records alike
+    for name in ("httpx", "httpcore", "sync"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    assert sharing_server.profile_path is not None
+    wrong_token = "wrong-bearer-token-5f2e9a"
+    messages: list[str] = []
+    urls: list[str] = []
+
+    def failing(call: object) -> None:
+        with pytest.raises(SharesyncError) as info:
+            call()  # type: ignore[operator]
+        messages.append(str(info.value))
+        messages.append("".join(traceback.format_exception(info.value)))
+
+    faults = sharing_server.faults
+    with SharingClient(load_profile(sharing_server.profile_path), retry=FAST) as client:
+        client.list_shares(max_results=1)
+        client.metadata(TABLE)
+        client.table_version(TABLE)
+        snapshot = client.query(TABLE, max_files=1)
+        changes = client.changes(TABLE, starting_version=0, max_files=2)
+        urls += [f.url for f in snapshot.files] + [f.url for f in changes.files]
+        messages += [repr(snapshot), repr(changes), repr(client), repr(list(snapshot.files))]
+
+        # downloads, with one URL refresh on the way
+        faults.url_ttl_seconds = 5
+        fresh = client.query(TABLE)
+        urls += [f.url for f in fresh.files]
+        sharing_server.clock.advance(60)
+        done = Downloader(tmp_path / "a", retry=FAST).download(list(fresh.files), refresher=refresher_for(client, fresh))
+        assert done.stats.url_refreshes == 1
+        stale = client.query(TABLE, version=1)
+        urls += [f.url for f in stale.files]
+        sharing_server.clock.advance(60)
+        with pytest.raises(UrlExpired) as expired:
+            Downloader(tmp_path / "b", retry=FAST).download(list(stale.files))
+        messages += [str(expired.value), "".join(traceback.format_exception(expired.value))]
+
+        # failures: unknown table, retried 503s, truncated then broken streams
+        failing(lambda: client.metadata("samples.all_types.nope"))
+        faults.error_rate, faults.retry_after = 1.0, 0
+        failing(lambda: client.list_shares())
+        faults.error_rate = 0.0
+        faults.drop_end_stream_action = True
+        failing(lambda: client.query(TABLE))
+        faults.drop_end_stream_action = False
+        faults.end_stream_error = "failed while streaming"
+        failing(lambda: client.changes(TABLE, starting_version=0))
+        faults.end_stream_error = None
+
+    with SharingClient(parse_profile({**sharing_server.profile(), "bearerToken": wrong_token}), retry=FAST) as other:
+        failing(lambda: other.list_shares())
+
+    signatures = {value for url in urls for key, values in parse_qs(urlsplit(url).query).items() for value in values
+                  if key == "sig"}
+    assert len(signatures) >= 5
+    secrets = {sharing_server.token, wrong_token, *signatures}
+    logged = [r.getMessage() + "\n" + (r.exc_text or "") for r in caplog.records]
+    everything = "\n".join(logged + messages)
+    leaked = sorted(s for s in secrets if s in everything)
+    assert leaked == []
+    # The test sees what could leak: httpx logged the file URLs (redacted) and httpcore its traffic.
+    assert any(r.name == "httpx" and "/files/" in r.getMessage() and "?***" in r.getMessage() for r in caplog.records)
+    assert any(r.name.startswith("httpcore") for r in caplog.records)
+    assert any("Request has expired" in m for m in messages)
