@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.layout import (
-    WRITES,
     GUARD_COLUMNS,
+    WRITES,
     ApplyStats,
     added_columns,
     col,

@@ -105,7 +105,9 @@ def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> Non
         )
 
 
-def added_columns(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]) -> tuple[str, ...]:
+def added_columns(
+    df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]
+) -> tuple[str, ...]:
     """Columns the target must gain; raises SchemaIncompatible on a breaking change."""
     source = fields_of(df.select(*[col(c) for c in data_columns]).schema.jsonValue())
     target = fields_of(state.schema or {}, exclude=exclude)
@@ -143,4 +145,3 @@ def row_count(target: str) -> int:
     if "num_records" not in actions.column_names:
         return 0
     return int(pc.sum(actions["num_records"]).as_py() or 0)
-

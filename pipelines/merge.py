@@ -119,7 +119,9 @@ def apply_merge(
     return ApplyStats(rows, inserted, updated, deleted, version_after(target, state.version, commits), added)
 
 
-def _merge_source(df: DataFrame, keys: Sequence[str], data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
+def _merge_source(
+    df: DataFrame, keys: Sequence[str], data_columns: Sequence[str], row_filter: Column | None
+) -> DataFrame:
     """Net changes, projected, with the upsert flag computed on the full (unprojected) row."""
     from pyspark.sql import functions as F
 
@@ -158,7 +160,9 @@ def _key_match(keys: Sequence[str], target_alias: str, source_alias: str) -> Col
     return reduce(lambda a, b: a & b, pairs)
 
 
-def _merge_writer(net: DataFrame, name: str, keys: Sequence[str], data_columns: Sequence[str], soft_delete: bool) -> Any:
+def _merge_writer(
+    net: DataFrame, name: str, keys: Sequence[str], data_columns: Sequence[str], soft_delete: bool
+) -> Any:
     """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
     from pyspark.sql import functions as F
 
@@ -169,7 +173,10 @@ def _merge_writer(net: DataFrame, name: str, keys: Sequence[str], data_columns: 
         return F.col(f"{name}.{quote_identifier(c)}")
 
     newer, upsert = s(COMMIT_VERSION) > t(VERSION_COLUMN), s(_UPSERT)
-    guards = {quote_identifier(VERSION_COLUMN): s(COMMIT_VERSION), quote_identifier(TIMESTAMP_COLUMN): s(COMMIT_TIMESTAMP)}
+    guards = {
+        quote_identifier(VERSION_COLUMN): s(COMMIT_VERSION),
+        quote_identifier(TIMESTAMP_COLUMN): s(COMMIT_TIMESTAMP),
+    }
     if soft_delete:
         guards[quote_identifier(DELETED_COLUMN)] = ~upsert
     values = {quote_identifier(c): s(c) for c in data_columns}

@@ -74,7 +74,9 @@ def check_schema(target: Mapping[str, Any], source: Mapping[str, Any], *, where:
             "Run 'sharesync reset NAME' to re-bootstrap the target from a fresh snapshot, "
             "or ask the provider to restore the column (or fix 'columns' in the config)."
         )
-    return SchemaChange(added=tuple((name, kind) for name, kind in source.items() if name.lower() not in target_by_lower))
+    return SchemaChange(
+        added=tuple((name, kind) for name, kind in source.items() if name.lower() not in target_by_lower)
+    )
 
 
 def _normalise(kind: Any) -> Any:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.layout import (
-    WRITES,
     GUARD_COLUMNS,
     VERSION_COLUMN,
+    WRITES,
     ApplyStats,
     added_columns,
     col,

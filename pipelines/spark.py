@@ -12,6 +12,7 @@ one process share one engine instead of racing to start several.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import TYPE_CHECKING, Any, cast
@@ -52,10 +53,8 @@ def stop_spark() -> None:
         _sessions.clear()
         server, _server = _server, None
     for session in sessions:
-        try:
+        with contextlib.suppress(Exception):  # the server may be gone already; shutting down anyway
             session.stop()
-        except Exception:  # noqa: BLE001 - the server may already be gone; shutting down anyway
-            pass
     if server is not None:
         server.stop()
 

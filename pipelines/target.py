@@ -13,7 +13,9 @@ identifier is rejected), so each target is registered once per session as an ext
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,8 +54,14 @@ class TargetState:
         return [field["name"] for field in (self.schema or {}).get("fields", [])]
 
 
+# Sail 0.7 percent-encodes other characters when it writes a Delta table (the log lands in
+# "a%20b", the data files in "a%2520b"), so such a target would silently end up elsewhere.
+_SAFE_PATH = re.compile(r"[A-Za-z0-9/._\-!$&'()+,;=:@]*")
+
+
 def inspect_target(path: str) -> TargetState:
     """Version and schema of the Delta table at ``path``; TargetError if it cannot be one."""
+    _check_characters(path)
     local = _local_path(path)
     if local is not None:
         _check_local(local, path)
@@ -63,15 +71,13 @@ def inspect_target(path: str) -> TargetState:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(path, without_files=True)
+        table = DeltaTable(path)
     except TableNotFoundError:
         # No commit yet: either nothing there, or files left by a write that crashed before
         # its first commit — uncommitted files are not part of any Delta table.
         return TargetState(path, None, None)
-    except Exception as exc:  # noqa: BLE001 - deltalake raises several unrelated types here
+    except Exception as exc:
         raise TargetError(f"target '{path}' cannot be read as a Delta table: {exc}") from exc
-    import json
-
     return TargetState(path, table.version(), json.loads(table.schema().to_json()))
 
 
@@ -84,7 +90,7 @@ def commit_metrics(path: str, after_version: int | None) -> list[tuple[str, dict
     """
     from deltalake import DeltaTable
 
-    table = DeltaTable(path, without_files=True)
+    table = DeltaTable(path)
     newest = table.version()
     start = -1 if after_version is None else after_version
     if newest <= start:
@@ -117,6 +123,17 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _check_characters(path: str) -> None:
+    location = urlparse(path).path if "://" in path else path
+    bad = sorted({ch for ch in location if not _SAFE_PATH.fullmatch(ch)})
+    if bad:
+        shown = ", ".join(repr(ch) for ch in bad)
+        raise TargetError(
+            f"target '{path}' contains {shown}; the Delta writer of the embedded engine (Sail) misplaces "
+            "tables whose path needs URL encoding. Use letters, digits and - _ . @ + = , : ; ! $ & ' ( )"
+        )
+
+
 def _local_path(path: str) -> Path | None:
     parsed = urlparse(path)
     if parsed.scheme == "file":
@@ -129,12 +146,12 @@ def _local_path(path: str) -> Path | None:
 def _check_local(local: Path, shown: str) -> None:
     if local.exists() and not local.is_dir():
         raise TargetError(f"target '{shown}' is a file, not a directory; point 'target' at a directory")
-    if local.is_dir() and not (local / "_delta_log").is_dir():
-        if any(not entry.name.startswith(".") for entry in local.iterdir()):
-            raise TargetError(
-                f"target '{shown}' exists and is not a Delta table (no _delta_log); sharesync will not "
-                "write into a directory holding other files. Choose a new or empty directory."
-            )
+    foreign = local.is_dir() and not (local / "_delta_log").is_dir()
+    if foreign and any(not entry.name.startswith(".") for entry in local.iterdir()):
+        raise TargetError(
+            f"target '{shown}' exists and is not a Delta table (no _delta_log); sharesync will not "
+            "write into a directory holding other files. Choose a new or empty directory."
+        )
     existing = local
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
