@@ -1,0 +1,73 @@
+"""Build staged batches with pyarrow and read targets back with deltalake (no engine involved)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+StageFn = Callable[..., Path]  # the ``stage`` fixture: stage(rows, schema=SCHEMA, files=1) -> directory
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.int32())])
+CHANGE_FIELDS = [
+    ("_change_type", pa.string()),
+    ("_commit_version", pa.int64()),
+    ("_commit_timestamp", pa.timestamp("us", tz="UTC")),
+]
+
+
+def commit_time(version: int) -> datetime:
+    return T0 + timedelta(hours=version)
+
+
+def ins(version: int, **row: Any) -> dict[str, Any]:
+    return {**row, "_change_type": "insert", "_commit_version": version}
+
+
+def delete(version: int, **row: Any) -> dict[str, Any]:
+    return {**row, "_change_type": "delete", "_commit_version": version}
+
+
+def pre(version: int, **row: Any) -> dict[str, Any]:
+    return {**row, "_change_type": "update_preimage", "_commit_version": version}
+
+
+def post(version: int, **row: Any) -> dict[str, Any]:
+    return {**row, "_change_type": "update_postimage", "_commit_version": version}
+
+
+def write_batch(directory: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema = SCHEMA, files: int = 1) -> Path:
+    """Stage ``rows`` (data columns + _change_type + _commit_version) as ``files`` parquet files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    full = pa.schema([*schema, *CHANGE_FIELDS])
+    rows = [{**r, "_commit_timestamp": commit_time(r["_commit_version"])} for r in rows]
+    chunk = max(1, -(-len(rows) // files)) if rows else 0
+    for i in range(files if rows else 0):
+        part = rows[i * chunk : (i + 1) * chunk]
+        if part:
+            pq.write_table(pa.Table.from_pylist(part, schema=full), directory / f"part-{i:03d}.parquet")
+    return directory
+
+
+def read_target(path: str | Path, *, key: str = "id", drop: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The target's rows sorted by ``key`` (NULL first), without the ``drop`` columns."""
+    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    dropped = set(drop)
+    rows = [{k: v for k, v in r.items() if k not in dropped} for r in rows]
+    return sorted(rows, key=lambda r: (r[key] is not None, r[key]))
+
+
+def data_rows(path: str | Path, *, key: str = "id") -> list[dict[str, Any]]:
+    """Target rows without sharesync's guard columns."""
+    guards = ("_sharesync_version", "_sharesync_commit_timestamp", "_sharesync_deleted")
+    return read_target(path, key=key, drop=guards)
+
+
+def version_of(path: str | Path) -> int:
+    return DeltaTable(str(path)).version()

@@ -1,0 +1,311 @@
+"""Merge mode on real Sail and real Delta tables, checked with deltalake."""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pipelines_support import (
+    SCHEMA,
+    T0,
+    StageFn,
+    commit_time,
+    data_rows,
+    delete,
+    ins,
+    post,
+    pre,
+    read_target,
+    version_of,
+)
+
+from pipelines.merge import apply_merge
+from sync.errors import SchemaIncompatible, TargetError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def r(id: int | None, name: str | None, score: int | None) -> dict[str, Any]:
+    return {"id": id, "name": name, "score": score}
+
+
+def test_bootstrap_then_changes_give_the_expected_table(spark: SparkSession, stage: StageFn, target: str) -> None:
+    snapshot = stage([ins(1, **r(i, f"n{i}", i)) for i in range(1, 5)])
+    first = apply_merge(spark, snapshot, target, keys=["id"])
+    assert (first.inserted, first.updated, first.deleted, first.rows_in_batch) == (4, 0, 0, 4)
+
+    changes = stage(
+        [
+            pre(2, **r(1, "n1", 1)),
+            post(2, **r(1, "one", 10)),  # update
+            delete(2, **r(2, "n2", 2)),  # delete
+            ins(3, **r(5, "n5", 5)),  # insert
+            pre(2, **r(3, "n3", 3)),
+            post(2, **r(3, "x", 3)),
+            delete(3, **r(3, "x", 3)),  # update, then delete
+            ins(2, **r(6, "a", 6)),
+            pre(3, **r(6, "a", 6)),
+            post(3, **r(6, "b", 60)),  # insert, then update
+        ],
+        files=2,
+    )
+    stats = apply_merge(spark, changes, target, keys=["id"])
+    assert data_rows(target) == [r(1, "one", 10), r(4, "n4", 4), r(5, "n5", 5), r(6, "b", 60)]
+    assert (stats.inserted, stats.updated, stats.deleted, stats.rows_in_batch) == (2, 1, 2, 10)
+    assert stats.target_version == version_of(target) == 1
+    guards = {row["id"]: (row["_sharesync_version"], row["_sharesync_commit_timestamp"]) for row in read_target(target)}
+    assert guards == {1: (2, commit_time(2)), 4: (1, commit_time(1)), 5: (3, commit_time(3)), 6: (3, commit_time(3))}
+
+
+def test_a_rewrite_keeps_the_row_and_a_lone_preimage_deletes_it(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    apply_merge(spark, stage([ins(1, **r(1, "a", 1)), ins(1, **r(2, "b", 2))]), target, keys=["id"])
+    batch = stage([delete(2, **r(1, "a", 1)), ins(2, **r(1, "a", 1)), pre(2, **r(2, "b", 2))])
+    stats = apply_merge(spark, batch, target, keys=["id"])
+    assert data_rows(target) == [r(1, "a", 1)]
+    assert (stats.updated, stats.deleted) == (1, 1)
+
+
+def test_reapplying_a_batch_or_an_older_one_changes_nothing(spark: SparkSession, stage: StageFn, target: str) -> None:
+    apply_merge(spark, stage([ins(1, **r(i, "a", i)) for i in range(3)]), target, keys=["id"])
+    older = stage([pre(2, **r(0, "a", 0)), post(2, **r(0, "old", 0))])
+    batch = stage(
+        [pre(3, **r(0, "a", 0)), post(3, **r(0, "new", 0)), delete(3, **r(1, "a", 1)), ins(3, **r(7, "z", 7))]
+    )
+    apply_merge(spark, batch, target, keys=["id"])
+    after, version = read_target(target), version_of(target)
+
+    for replay in (batch, older):  # after a crash the same batch runs again; an old one must not regress rows
+        stats = apply_merge(spark, replay, target, keys=["id"])
+        assert stats.changed_rows == 0
+        assert read_target(target) == after and version_of(target) == version
+    assert data_rows(target) == [r(0, "new", 0), r(2, "a", 2), r(7, "z", 7)]
+
+
+def test_soft_delete_flags_rows_and_counts_them_as_deletes(spark: SparkSession, stage: StageFn, target: str) -> None:
+    apply_merge(spark, stage([ins(1, **r(i, "a", i)) for i in range(3)]), target, keys=["id"], soft_delete=True)
+    batch = stage(
+        [delete(2, **r(0, "a", 0)), pre(2, **r(1, "a", 1)), post(2, **r(1, "b", 1)), delete(2, **r(9, "x", 9))]
+    )
+    stats = apply_merge(spark, batch, target, keys=["id"], soft_delete=True)
+    assert (stats.inserted, stats.updated, stats.deleted) == (0, 1, 1)
+    flags = {
+        row["id"]: (row["_sharesync_deleted"], row["_sharesync_version"], row["name"]) for row in read_target(target)
+    }
+    assert flags == {0: (True, 2, "a"), 1: (False, 2, "b"), 2: (False, 1, "a")}  # deleted key 9 never existed
+    assert apply_merge(spark, batch, target, keys=["id"], soft_delete=True).changed_rows == 0
+
+    revive = stage([ins(3, **r(0, "back", 0)), delete(3, **r(2, "a", 2))])
+    stats = apply_merge(spark, revive, target, keys=["id"], soft_delete=True)
+    assert (stats.inserted, stats.updated, stats.deleted) == (0, 1, 1)
+    revived = {row["id"]: (row["_sharesync_deleted"], row["name"]) for row in read_target(target)}
+    assert revived == {0: (False, "back"), 1: (False, "b"), 2: (True, "a")}
+
+
+def test_soft_delete_can_be_switched_on_for_an_existing_target(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    apply_merge(spark, stage([ins(1, **r(1, "a", 1)), ins(1, **r(2, "b", 2))]), target, keys=["id"])
+    stats = apply_merge(spark, stage([delete(2, **r(1, "a", 1))]), target, keys=["id"], soft_delete=True)
+    assert stats.deleted == 1
+    assert {row["id"]: row["_sharesync_deleted"] for row in read_target(target)} == {1: True, 2: None}
+
+
+def test_filter_deletes_rows_that_move_out_and_treats_null_as_not_true(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    from pyspark.sql import functions as F
+
+    keep = F.col("score") > 10
+    snapshot = stage(
+        [ins(1, **r(1, "a", 20)), ins(1, **r(2, "b", 30)), ins(1, **r(3, "c", 5)), ins(1, **r(4, "d", None))]
+    )
+    assert apply_merge(spark, snapshot, target, keys=["id"], row_filter=keep).inserted == 2
+    assert data_rows(target) == [r(1, "a", 20), r(2, "b", 30)]
+
+    batch = stage(
+        [
+            pre(2, **r(1, "a", 20)),
+            post(2, **r(1, "a", 1)),  # moves out -> deleted
+            pre(2, **r(2, "b", 30)),
+            post(2, **r(2, "b", None)),  # NULL is not TRUE -> deleted
+            pre(2, **r(3, "c", 5)),
+            post(2, **r(3, "c", 50)),  # moves in -> inserted
+            pre(2, **r(4, "d", None)),
+            post(2, **r(4, "d", 0)),  # stays out -> nothing
+        ]
+    )
+    stats = apply_merge(spark, batch, target, keys=["id"], row_filter=keep)
+    assert data_rows(target) == [r(3, "c", 50)]
+    assert (stats.inserted, stats.updated, stats.deleted) == (1, 0, 2)
+
+
+def test_projection_keeps_keys_and_filters_on_unprojected_columns(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    from pyspark.sql import functions as F
+
+    batch = stage([ins(1, **r(1, "keep", 1)), ins(1, **r(2, "drop", 2))])
+    apply_merge(spark, batch, target, keys=["id"], columns=["score"], row_filter=F.col("name") == "keep")
+    assert data_rows(target) == [{"id": 1, "score": 1}]
+    update = stage([pre(2, **r(1, "keep", 1)), post(2, **r(1, "keep", 11))])
+    apply_merge(spark, update, target, keys=["id"], columns=["score"], row_filter=F.col("name") == "keep")
+    assert data_rows(target) == [{"id": 1, "score": 11}]
+
+
+def test_additive_schema_change_adds_a_nullable_column(spark: SparkSession, stage: StageFn, target: str) -> None:
+    apply_merge(spark, stage([ins(1, **r(1, "a", 1)), ins(1, **r(2, "b", 2))]), target, keys=["id"])
+    wider = pa.schema([*SCHEMA, ("email", pa.string())])
+    batch = stage(
+        [pre(2, **r(2, "b", 2), email=None), post(2, **r(2, "b", 2), email="b@x"), ins(2, **r(3, "c", 3), email="c@x")],
+        wider,
+    )
+    stats = apply_merge(spark, batch, target, keys=["id"])
+    assert stats.added_columns == ("email",)
+    assert (stats.inserted, stats.updated) == (1, 1)
+    assert data_rows(target) == [
+        {**r(1, "a", 1), "email": None},
+        {**r(2, "b", 2), "email": "b@x"},
+        {**r(3, "c", 3), "email": "c@x"},
+    ]
+    assert apply_merge(spark, batch, target, keys=["id"]).changed_rows == 0
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pytest.param(pa.schema([("id", pa.int64()), ("name", pa.string())]), id="dropped-column"),
+        pytest.param(pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.int64())]), id="changed-type"),
+    ],
+)
+def test_breaking_schema_change_raises_and_writes_nothing(
+    spark: SparkSession, stage: StageFn, target: str, schema: pa.Schema
+) -> None:
+    apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), target, keys=["id"])
+    before, version = read_target(target), version_of(target)
+    row = {name: value for name, value in r(1, "b", 2).items() if name in schema.names}
+    with pytest.raises(SchemaIncompatible, match=r"'score'.*sharesync reset"):
+        apply_merge(spark, stage([pre(2, **row), post(2, **row)], schema), target, keys=["id"])
+    assert version_of(target) == version and read_target(target) == before
+
+
+def test_composite_null_and_oddly_named_keys_are_idempotent(spark: SparkSession, stage: StageFn, target: str) -> None:
+    schema = pa.schema([("region", pa.string()), ("my id.x", pa.int64()), ("v", pa.string())])
+    rows = [ins(1, region=None, **{"my id.x": 1}, v="a"), ins(1, region="eu", **{"my id.x": 1}, v="b")]
+    keys = ["region", "my id.x"]
+    apply_merge(spark, stage(rows, schema), target, keys=keys)
+    batch = stage([pre(2, region=None, **{"my id.x": 1}, v="a"), post(2, region=None, **{"my id.x": 1}, v="c")], schema)
+    assert apply_merge(spark, batch, target, keys=keys).updated == 1
+    assert apply_merge(spark, batch, target, keys=keys).changed_rows == 0
+    assert [(x["region"], x["v"]) for x in read_target(target, key="v")] == [("eu", "b"), (None, "c")]
+
+
+def test_unknown_key_or_column_is_a_schema_error(spark: SparkSession, stage: StageFn, target: str) -> None:
+    batch = stage([ins(1, **r(1, "a", 1))])
+    with pytest.raises(SchemaIncompatible, match="'nope'"):
+        apply_merge(spark, batch, target, keys=["nope"])
+    with pytest.raises(SchemaIncompatible, match="'missing'"):
+        apply_merge(spark, batch, target, keys=["id"], columns=["missing"])
+    assert not Path(target).exists()
+
+
+def test_empty_batch_returns_without_starting_an_engine(stage: StageFn, target: str) -> None:
+    def no_engine() -> SparkSession:
+        raise AssertionError("an empty batch must not need the engine")
+
+    assert apply_merge(no_engine, stage([]), target, keys=["id"]).changed_rows == 0
+    assert not Path(target).exists()
+
+
+def test_a_directory_with_other_files_is_refused_before_writing(
+    spark: SparkSession, stage: StageFn, tmp_path: Path
+) -> None:
+    other = tmp_path / "not-delta"
+    other.mkdir()
+    (other / "data.csv").write_text("a,b\n")
+    with pytest.raises(TargetError, match="not a Delta table"):
+        apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), str(other), keys=["id"])
+    assert sorted(p.name for p in other.iterdir()) == ["data.csv"]
+    file_target = tmp_path / "file"
+    file_target.write_text("x")
+    with pytest.raises(TargetError, match="is a file"):
+        apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), str(file_target), keys=["id"])
+
+
+def test_a_path_the_engine_would_misplace_is_refused(spark: SparkSession, stage: StageFn, tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="' '"):
+        apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), str(tmp_path / "with space"), keys=["id"])
+    assert not (tmp_path / "with space").exists()
+
+
+def test_a_delta_table_sharesync_did_not_write_is_refused(spark: SparkSession, stage: StageFn, target: str) -> None:
+    from deltalake import write_deltalake  # an independent writer: no sharesync columns
+
+    write_deltalake(target, pa.table({"id": [1], "name": ["a"], "score": pa.array([1], pa.int32())}))
+    with pytest.raises(TargetError, match="_sharesync_version"):
+        apply_merge(spark, stage([ins(1, **r(2, "b", 2))]), target, keys=["id"])
+    assert version_of(target) == 0
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_an_unwritable_target_is_refused(spark: SparkSession, stage: StageFn, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(TargetError, match="not writable"):
+            apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), str(locked / "t"), keys=["id"])
+    finally:
+        locked.chmod(0o700)
+
+
+ALL_TYPES = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("i", pa.int32()),
+        ("s", pa.int16()),
+        ("b", pa.int8()),
+        ("d", pa.float64()),
+        ("f", pa.float32()),
+        ("dec", pa.decimal128(10, 2)),
+        ("str", pa.string()),
+        ("flag", pa.bool_()),
+        ("day", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("bin", pa.binary()),
+    ]
+)
+
+
+def test_every_type_round_trips_with_nulls(spark: SparkSession, stage: StageFn, target: str) -> None:
+    full: dict[str, Any] = {
+        "i": -(2**31),
+        "s": -(2**15),
+        "b": -128,
+        "d": 1.5,
+        "f": 0.25,
+        "dec": Decimal("12345678.90"),
+        "str": "ü✓",
+        "flag": True,
+        "day": date(1999, 12, 31),
+        "ts": T0,
+        "bin": b"\x00\xff",
+    }
+    rows = [{"id": 1, **full}, {"id": 2, **{k: None for k in full}}, {"id": None, **full}]
+    apply_merge(spark, stage([ins(1, **row) for row in rows], ALL_TYPES), target, keys=["id"])
+    swapped = [{"id": 1, **{k: None for k in full}}, {"id": 2, **full}]
+    batch = stage([post(2, **row) for row in swapped], ALL_TYPES)
+    assert apply_merge(spark, batch, target, keys=["id"]).updated == 2
+
+    table = DeltaTable(target).to_pyarrow_table()
+    for field in ALL_TYPES:
+        assert table.schema.field(field.name).type == field.type, field.name
+    assert data_rows(target) == [{"id": None, **full}, *swapped]

@@ -1,0 +1,32 @@
+"""Session management: lazy imports, one cached session per config, UTC, conf applied."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from pipelines.spark import get_spark
+from sync.config import SparkConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
+    code = (
+        "import sys, pipelines.spark, pipelines.merge\n"
+        "heavy = [m for m in ('pyspark', 'pysail', 'deltalake') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sessions_are_cached_per_config_and_use_utc(spark: SparkSession) -> None:
+    assert get_spark() is spark
+    assert get_spark(SparkConfig()) is spark
+    other = get_spark(SparkConfig(conf={"spark.sql.shuffle.partitions": "3"}))
+    assert other is not spark and get_spark(SparkConfig(conf={"spark.sql.shuffle.partitions": "3"})) is other
+    assert other.conf.get("spark.sql.shuffle.partitions") == "3"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.sql("SELECT CAST(TIMESTAMP '2024-01-01 00:00:00' AS LONG) AS s").collect()[0]["s"] == 1704067200
