@@ -1,0 +1,67 @@
+"""Bootstrap, then rounds of random provider commits: every mode's target matches the source.
+
+Appends, updates, range deletes, merges (with deletes) and whole-partition deletes, on
+partitioned and unpartitioned tables with nulls in every column and every primitive type.
+Small ``max_versions_per_batch`` makes each sync run several batches.
+"""
+
+from __future__ import annotations
+
+from conftest import Workspace
+from verify import (
+    assert_append_target_matches,
+    assert_merge_target_matches,
+    assert_snapshot_target_matches,
+    source_version,
+)
+
+import pytest
+
+from pipelines.results import TableOutcome
+
+ROUNDS = 3
+COMMITS_PER_ROUND = 4
+
+
+@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
+def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned: bool) -> None:
+    for seed, table in enumerate(("m", "a", "s")):
+        workspace.table(table, rows=40, partitioned=partitioned, seed=seed)
+    config = workspace.config(
+        workspace.spec("m", "merge", max_versions_per_batch=2),
+        workspace.spec("a", "append", max_versions_per_batch=3),
+        workspace.spec("s", "snapshot"),
+    )
+    engine = workspace.engine(config)
+    bootstrap: dict[str, int] = {}
+
+    for round_ in range(ROUNDS + 1):
+        if round_:
+            for offset, table in enumerate(("m", "a", "s")):
+                workspace.commit(table, COMMITS_PER_ROUND, seed=100 * round_ + offset + (0 if partitioned else 50))
+        results = {r.name: r for r in engine.sync_all()}
+        for table in ("m", "a", "s"):
+            result = results[workspace.name(table)]
+            assert result.outcome is TableOutcome.SYNCED, result.error
+            assert result.checkpoint_version == source_version(workspace.path(table))
+            bootstrap.setdefault(table, result.checkpoint_version)
+
+        m, a, s = (workspace.path(t) for t in ("m", "a", "s"))
+        assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+        assert_append_target_matches(a, workspace.target("a"), bootstrap_version=bootstrap["a"], end_version=source_version(a))
+        assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
+
+        if round_:
+            merge_batches = results[workspace.name("m")].batches
+            assert [b.end_version - b.start_version + 1 for b in merge_batches] == [2, 2]
+            append_batches = results[workspace.name("a")].batches
+            assert [b.end_version - b.start_version + 1 for b in append_batches] == [3, 1]
+
+    # Every batch was its own run, and the checkpoint moved after each: contiguous, succeeded.
+    runs = sorted(engine.store.runs_for(workspace.name("m"), limit=100), key=lambda r: r.id)
+    assert all(r.status.value == "succeeded" for r in runs)
+    assert runs[0].start_version == runs[0].end_version == 0  # the bootstrap
+    for before, after in zip(runs, runs[1:], strict=False):
+        assert after.start_version == before.end_version + 1
+        assert after.end_version - after.start_version + 1 <= 2
+    assert runs[-1].end_version == source_version(m)
