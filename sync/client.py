@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import httpx
 from pydantic import Field
@@ -96,6 +96,32 @@ class TableMetadata:
     @property
     def partition_columns(self) -> list[str]:
         return list(self.metadata.partition_columns)
+
+
+class QueryOptions(TypedDict, total=False):
+    """Keyword options of :meth:`SharingClient.query` (spec "Read Data from a Table" body)."""
+
+    version: int | None
+    timestamp: Timestamp | None
+    starting_version: int | None
+    ending_version: int | None
+    predicate_hints: Sequence[str] | None
+    json_predicate_hints: str | Mapping[str, Any] | None
+    limit_hint: int | None
+    max_files: int | None
+    include_refresh_token: bool | None
+    refresh_token: str | None
+
+
+class ChangesOptions(TypedDict, total=False):
+    """Keyword options of :meth:`SharingClient.changes` (spec "Read Change Data Feed")."""
+
+    starting_version: int | None
+    starting_timestamp: Timestamp | None
+    ending_version: int | None
+    ending_timestamp: Timestamp | None
+    include_historical_metadata: bool
+    max_files: int | None
 
 
 class QueryRequest(WireModel):
@@ -286,70 +312,19 @@ class SharingClient:
                 pass
             return TableMetadata(ref, stream.version, stream.protocol, stream.metadata)
 
-    def iter_query(
-        self,
-        table: TableLike,
-        *,
-        version: int | None = None,
-        timestamp: Timestamp | None = None,
-        starting_version: int | None = None,
-        ending_version: int | None = None,
-        predicate_hints: Sequence[str] | None = None,
-        json_predicate_hints: str | Mapping[str, Any] | None = None,
-        limit_hint: int | None = None,
-        max_files: int | None = None,
-        include_refresh_token: bool | None = None,
-        refresh_token: str | None = None,
-    ) -> FileStream:
+    def iter_query(self, table: TableLike, **options: Unpack[QueryOptions]) -> FileStream:
         """Read Data from a Table, streamed. Close the stream (or use ``with``) when stopping early.
 
-        ``include_refresh_token`` defaults to True on latest-snapshot queries, so the
-        downloader can refresh expired URLs without a new snapshot.
+        Options (:class:`QueryOptions`): at most one of ``version`` / ``timestamp`` /
+        ``starting_version`` (+ ``ending_version``); hints; ``max_files`` per page. A
+        latest-snapshot query asks for a refreshToken unless ``include_refresh_token=False``,
+        so the downloader can renew expired URLs without a new snapshot.
         """
-        ref = TableRef.of(table)
-        request = self._query_request(
-            version=version,
-            timestamp=timestamp,
-            starting_version=starting_version,
-            ending_version=ending_version,
-            predicate_hints=predicate_hints,
-            json_predicate_hints=json_predicate_hints,
-            limit_hint=limit_hint,
-            max_files=max_files,
-            include_refresh_token=include_refresh_token,
-            refresh_token=refresh_token,
-        )
-        return self._query_stream(ref, request)
+        return self._query_stream(TableRef.of(table), self._query_request(**options))
 
-    def query(
-        self,
-        table: TableLike,
-        *,
-        version: int | None = None,
-        timestamp: Timestamp | None = None,
-        starting_version: int | None = None,
-        ending_version: int | None = None,
-        predicate_hints: Sequence[str] | None = None,
-        json_predicate_hints: str | Mapping[str, Any] | None = None,
-        limit_hint: int | None = None,
-        max_files: int | None = None,
-        include_refresh_token: bool | None = None,
-        refresh_token: str | None = None,
-    ) -> QueryResult:
-        """Read Data from a Table, all pages collected. Arguments as :meth:`iter_query`."""
-        request = self._query_request(
-            version=version,
-            timestamp=timestamp,
-            starting_version=starting_version,
-            ending_version=ending_version,
-            predicate_hints=predicate_hints,
-            json_predicate_hints=json_predicate_hints,
-            limit_hint=limit_hint,
-            max_files=max_files,
-            include_refresh_token=include_refresh_token,
-            refresh_token=refresh_token,
-        )
-        return self.query_request(table, request)
+    def query(self, table: TableLike, **options: Unpack[QueryOptions]) -> QueryResult:
+        """Read Data from a Table, all pages collected. Options as :meth:`iter_query`."""
+        return self.query_request(table, self._query_request(**options))
 
     def query_request(self, table: TableLike, request: QueryRequest) -> QueryResult:
         """Run a prepared :class:`QueryRequest` (used to re-issue a query for fresh URLs)."""
@@ -358,49 +333,17 @@ class SharingClient:
             files = tuple(stream)
         return QueryResult(request=request, files=files, **_summary(ref, stream))
 
-    def iter_changes(
-        self,
-        table: TableLike,
-        *,
-        starting_version: int | None = None,
-        starting_timestamp: Timestamp | None = None,
-        ending_version: int | None = None,
-        ending_timestamp: Timestamp | None = None,
-        include_historical_metadata: bool = False,
-        max_files: int | None = None,
-    ) -> FileStream:
-        """Read Change Data Feed from a Table (inclusive range), streamed."""
-        request = self._changes_request(
-            starting_version=starting_version,
-            starting_timestamp=starting_timestamp,
-            ending_version=ending_version,
-            ending_timestamp=ending_timestamp,
-            include_historical_metadata=include_historical_metadata,
-            max_files=max_files,
-        )
-        return self._changes_stream(TableRef.of(table), request)
+    def iter_changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> FileStream:
+        """Read Change Data Feed from a Table (inclusive range), streamed.
 
-    def changes(
-        self,
-        table: TableLike,
-        *,
-        starting_version: int | None = None,
-        starting_timestamp: Timestamp | None = None,
-        ending_version: int | None = None,
-        ending_timestamp: Timestamp | None = None,
-        include_historical_metadata: bool = False,
-        max_files: int | None = None,
-    ) -> ChangesResult:
-        """Read Change Data Feed, all pages collected. Arguments as :meth:`iter_changes`."""
-        request = self._changes_request(
-            starting_version=starting_version,
-            starting_timestamp=starting_timestamp,
-            ending_version=ending_version,
-            ending_timestamp=ending_timestamp,
-            include_historical_metadata=include_historical_metadata,
-            max_files=max_files,
-        )
-        return self.changes_request(table, request)
+        Options (:class:`ChangesOptions`): exactly one of ``starting_version`` /
+        ``starting_timestamp``, at most one of ``ending_version`` / ``ending_timestamp``.
+        """
+        return self._changes_stream(TableRef.of(table), self._changes_request(**options))
+
+    def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
+        """Read Change Data Feed, all pages collected. Options as :meth:`iter_changes`."""
+        return self.changes_request(table, self._changes_request(**options))
 
     def changes_request(self, table: TableLike, request: ChangesRequest) -> ChangesResult:
         ref = TableRef.of(table)
@@ -521,8 +464,10 @@ def _summary(ref: TableRef, stream: FileStream) -> dict[str, Any]:
 
 
 __all__ = [
+    "ChangesOptions",
     "ChangesRequest",
     "ChangesResult",
+    "QueryOptions",
     "QueryRequest",
     "QueryResult",
     "SharingClient",
