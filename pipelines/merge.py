@@ -83,6 +83,7 @@ def apply_merge(
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
     soft_delete: bool = False,
+    replay_from: int | None = None,
 ) -> ApplyStats:
     """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
 
@@ -90,6 +91,10 @@ def apply_merge(
     a row: SQL three-valued logic) is deleted — or, with ``soft_delete``, flagged
     ``_sharesync_deleted``. ``columns`` projects the data columns (keys always kept). A missing
     target is created from the batch: the first batch may be a bootstrap snapshot.
+
+    ``replay_from`` (backfill): target rows whose guard version is at or after it are
+    overwritten by this batch even when not older — the replay re-applies history the target
+    already claims to have. Re-running such a batch rewrites the same values again.
     """
     files = staged_files(staged)
     if not files:
@@ -108,8 +113,8 @@ def apply_merge(
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
     added = _evolve(df, state, data_columns, add_deleted=soft_delete and DELETED_COLUMN not in state.column_names)
     name = register_target(session, target)
-    soft_deleted = _soft_deletes(session, net, name, keys) if soft_delete else 0
-    _merge_writer(net, name, keys, data_columns, soft_delete).merge()
+    soft_deleted = _soft_deletes(session, net, name, keys, replay_from) if soft_delete else 0
+    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from).merge()
     commits = commit_metrics(target, state.version)
     inserted = total(commits, "MERGE", "numTargetRowsInserted")
     updated = total(commits, "MERGE", "numTargetRowsUpdated")
@@ -149,6 +154,15 @@ def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, a
     return added
 
 
+def _applies(source: str, target: str, replay_from: int | None) -> Column:
+    """The guard: the change is newer than the row's last change (or the row is being replayed)."""
+    from pyspark.sql import functions as F
+
+    guard = F.col(f"{target}.{quote_identifier(VERSION_COLUMN)}")
+    newer = F.col(f"{source}.{quote_identifier(COMMIT_VERSION)}") > guard
+    return newer if replay_from is None else newer | (guard >= F.lit(int(replay_from)))
+
+
 def _key_match(keys: Sequence[str], target_alias: str, source_alias: str) -> Column:
     """NULL-safe key equality: a NULL key must match itself, or every re-run re-inserts it."""
     from pyspark.sql import functions as F
@@ -161,7 +175,12 @@ def _key_match(keys: Sequence[str], target_alias: str, source_alias: str) -> Col
 
 
 def _merge_writer(
-    net: DataFrame, name: str, keys: Sequence[str], data_columns: Sequence[str], soft_delete: bool
+    net: DataFrame,
+    name: str,
+    keys: Sequence[str],
+    data_columns: Sequence[str],
+    soft_delete: bool,
+    replay_from: int | None,
 ) -> Any:
     """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
     from pyspark.sql import functions as F
@@ -172,7 +191,7 @@ def _merge_writer(
     def t(c: str) -> Column:
         return F.col(f"{name}.{quote_identifier(c)}")
 
-    newer, upsert = s(COMMIT_VERSION) > t(VERSION_COLUMN), s(_UPSERT)
+    newer, upsert = _applies("s", name, replay_from), s(_UPSERT)
     guards = {
         quote_identifier(VERSION_COLUMN): s(COMMIT_VERSION),
         quote_identifier(TIMESTAMP_COLUMN): s(COMMIT_TIMESTAMP),
@@ -190,7 +209,7 @@ def _merge_writer(
     return writer.whenNotMatched(upsert).insert({**values, **guards})
 
 
-def _soft_deletes(spark: SparkSession, net: DataFrame, name: str, keys: Sequence[str]) -> int:
+def _soft_deletes(spark: SparkSession, net: DataFrame, name: str, keys: Sequence[str], replay_from: int | None) -> int:
     """Rows the soft-delete clause is about to flag, counted just before the MERGE.
 
     The commit metrics count a soft delete as an update, so this one number is computed, with
@@ -201,6 +220,6 @@ def _soft_deletes(spark: SparkSession, net: DataFrame, name: str, keys: Sequence
 
     source = net.where(~F.col(_UPSERT)).alias("s")
     target = spark.table(name).alias("t")
-    newer = F.col(f"s.{COMMIT_VERSION}") > F.col(f"t.{VERSION_COLUMN}")
+    newer = _applies("s", "t", replay_from)
     live = ~F.coalesce(F.col(f"t.{DELETED_COLUMN}"), F.lit(False))
     return int(source.join(target, _key_match(keys, "t", "s")).where(newer & live).count())

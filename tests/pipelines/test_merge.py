@@ -90,6 +90,23 @@ def test_reapplying_a_batch_or_an_older_one_changes_nothing(spark: SparkSession,
     assert data_rows(target) == [r(0, "new", 0), r(2, "a", 2), r(7, "z", 7)]
 
 
+def test_a_backfill_replay_overwrites_rows_at_or_after_replay_from(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    apply_merge(
+        spark, stage([ins(1, **r(1, "a", 1)), ins(4, **r(2, "b", 2)), ins(5, **r(3, "c", 3))]), target, keys=["id"]
+    )
+    replay = stage([post(4, **r(1, "old", 1)), post(4, **r(2, "again", 2)), delete(4, **r(3, "c", 3))])
+    guarded = apply_merge(spark, replay, target, keys=["id"])
+    assert (guarded.updated, guarded.deleted) == (1, 0)  # only key 1 (guard 1) is older than version 4
+    stats = apply_merge(spark, replay, target, keys=["id"], replay_from=4)
+    assert (stats.updated, stats.deleted) == (2, 1)  # guards 4, 4 and 5 are all >= 4: replayed
+    assert [(x["id"], x["name"], x["_sharesync_version"]) for x in read_target(target)] == [
+        (1, "old", 4),
+        (2, "again", 4),
+    ]
+
+
 def test_soft_delete_flags_rows_and_counts_them_as_deletes(spark: SparkSession, stage: StageFn, target: str) -> None:
     apply_merge(spark, stage([ins(1, **r(i, "a", i)) for i in range(3)]), target, keys=["id"], soft_delete=True)
     batch = stage(

@@ -37,7 +37,7 @@ SQL_SHAPES = [
     re.compile(rf"DELETE FROM {NAME} WHERE `_commit_version` > -?\d+"),
 ]
 # Spark SQL builtins (FunctionRegistry) plus the operator names the Connect planner maps.
-FUNCTIONS = {"==", "<=>", ">", ">=", "and", "not", "in", "coalesce", "when", "row_number", "count"}
+FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "row_number", "count"}
 WRITE_OPTIONS = {"mergeSchema", "overwriteSchema"}
 # UNSPECIFIED is Spark's default mode, error-if-exists: what creating a target relies on.
 SAVE_MODES = {"SAVE_MODE_APPEND", "SAVE_MODE_OVERWRITE", "SAVE_MODE_ERROR_IF_EXISTS", "SAVE_MODE_UNSPECIFIED"}
@@ -96,7 +96,7 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     ]
     keep = F.col("score") >= 0
     apply_merge(spark, stage(rows), merge_t, keys=["id"], row_filter=keep)
-    apply_merge(spark, stage(changes, wider), merge_t, keys=["id"], row_filter=keep, soft_delete=True)
+    apply_merge(spark, stage(changes, wider), merge_t, keys=["id"], row_filter=keep, soft_delete=True, replay_from=1)
     apply_append(spark, stage(rows), append_t, after_version=0)
     apply_append(spark, stage(changes, wider), append_t, after_version=1)
     apply_snapshot(spark, stage(rows), snap_t)
