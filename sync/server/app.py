@@ -1,0 +1,370 @@
+"""The HTTP routes of the local Delta Sharing server (spec "REST APIs"), as a Starlette app.
+
+Routes are thin: authenticate, parse parameters, ask :mod:`~sync.server.snapshots` /
+:mod:`~sync.server.changes` for an :class:`~sync.server.answers.Answer` (in a worker thread,
+the log is read from disk), and stream it as NDJSON, one line per body message. Errors are
+``{"errorCode", "message"}`` JSON like the reference server's. Faults are applied outside the
+routes by :class:`~sync.server.faults.FaultMiddleware`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sync.server.answers import Answer, Context
+from sync.server.auth import Authenticator, OAuthError
+from sync.server.catalog import Catalog, SharedTable, stable_id
+from sync.server.changes import ChangesParams, answer_changes, answer_query_changes
+from sync.server.deltalog import LogError
+from sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect
+from sync.server.history import snapshot_at, version_at_or_after
+from sync.server.listings import page, parse_max_results
+from sync.server.problems import (
+    INTERNAL_ERROR,
+    RESOURCE_DOES_NOT_EXIST,
+    ApiError,
+    forbidden,
+    history_not_shared,
+    malformed,
+    not_found,
+)
+from sync.server.settings import ServerSettings
+from sync.server.signing import SignatureError, Signer
+from sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
+from sync.wire import (
+    GetShareResponse,
+    ListSchemasPage,
+    ListSharesPage,
+    ListTablesPage,
+    Schema,
+    Share,
+    Table,
+    wrap_action,
+)
+
+log = logging.getLogger(__name__)
+
+NDJSON_TYPE = "application/x-ndjson; charset=utf-8"
+VERSION_HEADER = "Delta-Table-Version"
+CAPABILITIES_HEADER = "delta-sharing-capabilities"
+
+
+@dataclass
+class Clock:
+    """Wall-clock milliseconds plus an offset tests can move forward instead of sleeping."""
+
+    offset_ms: int = 0
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000) + self.offset_ms
+
+    def advance(self, seconds: float) -> None:
+        self.offset_ms += int(seconds * 1000)
+
+
+@dataclass
+class ServerState:
+    settings: ServerSettings
+    faults: Faults
+    signer: Signer
+    clock: Clock = field(default_factory=Clock)
+
+    def __post_init__(self) -> None:
+        self.catalog = Catalog(self.settings.root)
+        self.auth = Authenticator(
+            self.settings.bearer_token,
+            self.settings.oauth_client_id,
+            self.settings.oauth_client_secret,
+            self.settings.oauth_token_lifetime_seconds,
+        )
+
+
+def parse_capabilities(header: str | None) -> dict[str, str]:
+    """``key=v1,v2;key2=v`` → {key: "v1,v2"}; case-insensitive (spec "Capabilities Header")."""
+    result: dict[str, str] = {}
+    for part in (header or "").lower().split(";"):
+        key, sep, value = part.partition("=")
+        if sep:
+            result[key.strip()] = value.strip()
+    return result
+
+
+Handler = Callable[[Request, ServerState], Awaitable[Response]]
+
+
+def _api(handler: Handler, state: ServerState) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        state.auth.check(request.headers.get("authorization"), state.clock.now_ms())
+        return await handler(request, state)
+
+    return endpoint
+
+
+# ---------------------------------------------------------------- listings
+
+
+async def list_shares(request: Request, state: ServerState) -> Response:
+    names = state.catalog.shares()
+    items, token = _page(request, state, names, "shares")
+    return _json(ListSharesPage(items=[Share(name=n, id=stable_id(n)) for n in items], next_page_token=token))
+
+
+async def get_share(request: Request, state: ServerState) -> Response:
+    name = state.catalog.share(request.path_params["share"])
+    return _json(GetShareResponse(share=Share(name=name, id=stable_id(name))))
+
+
+async def list_schemas(request: Request, state: ServerState) -> Response:
+    share = state.catalog.share(request.path_params["share"])
+    items, token = _page(request, state, state.catalog.schemas(share), f"schemas/{share.lower()}")
+    return _json(ListSchemasPage(items=[Schema(name=s, share=share) for s in items], next_page_token=token))
+
+
+async def list_tables(request: Request, state: ServerState) -> Response:
+    share, schema = state.catalog.schema(request.path_params["share"], request.path_params["schema"])
+    tables = state.catalog.tables(share, schema)
+    items, token = _page(request, state, tables, f"tables/{share.lower()}/{schema.lower()}")
+    return _json(ListTablesPage(items=[_table_item(t) for t in items], next_page_token=token))
+
+
+async def list_all_tables(request: Request, state: ServerState) -> Response:
+    share = state.catalog.share(request.path_params["share"])
+    items, token = _page(request, state, state.catalog.all_tables(share), f"all-tables/{share.lower()}")
+    return _json(ListTablesPage(items=[_table_item(t) for t in items], next_page_token=token))
+
+
+def _page(request: Request, state: ServerState, items: list[Any], scope: str) -> tuple[list[Any], str | None]:
+    cap = state.settings.max_list_results
+    max_results = parse_max_results(request.query_params.get("maxResults"), cap)
+    return page(items, scope, max_results, request.query_params.get("pageToken"), state.signer, state.clock.now_ms())
+
+
+def _table_item(table: SharedTable) -> Table:
+    return Table(name=table.name, schema=table.schema, share=table.share, share_id=table.share_id, id=table.id)
+
+
+def _json(model: Any) -> JSONResponse:
+    return JSONResponse(model.to_wire(), media_type="application/json; charset=utf-8")
+
+
+# ---------------------------------------------------------------- table endpoints
+
+
+def _table(request: Request, state: ServerState) -> SharedTable:
+    p = request.path_params
+    return state.catalog.table(p["share"], p["schema"], p["table"])
+
+
+def _context(request: Request, state: ServerState, table: SharedTable) -> Context:
+    capabilities = parse_capabilities(request.headers.get(CAPABILITIES_HEADER))
+    base = str(request.base_url).rstrip("/")
+    return Context(
+        table=table,
+        log=state.catalog.log(table),
+        signer=state.signer,
+        files_base=f"{base}{state.settings.files_prefix}",
+        now_ms=state.clock.now_ms(),
+        url_ttl_ms=int(state.faults.url_ttl_seconds * 1000),
+        token_ttl_ms=int(state.settings.token_ttl_seconds * 1000),
+        max_page_size=state.settings.max_page_size,
+        include_end_stream=capabilities.get("includeendstreamaction") == "true",
+    )
+
+
+async def table_version(request: Request, state: ServerState) -> Response:
+    table = _table(request, state)
+    ctx = _context(request, state, table)
+    starting = request.query_params.get("startingTimestamp")
+
+    def resolve() -> int:
+        if starting is None:
+            return ctx.log.latest_version()
+        if not snapshot_at(ctx.log, table, None, check_files=False).metadata.cdf_enabled:
+            raise history_not_shared(table.full_name)
+        return version_at_or_after(ctx.log, table, starting, "startingTimestamp")
+
+    version = await run_in_threadpool(resolve)
+    return Response(status_code=200, headers={VERSION_HEADER: str(version)})
+
+
+async def table_metadata(request: Request, state: ServerState) -> Response:
+    ctx = _context(request, state, _table(request, state))
+    return _stream(await run_in_threadpool(answer_metadata, ctx), ctx)
+
+
+async def table_query(request: Request, state: ServerState) -> Response:
+    ctx = _context(request, state, _table(request, state))
+    body = await request.body()
+    try:
+        query = QueryRequest.model_validate_json(body or b"{}")
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise malformed(f"invalid query request: {problems}") from None
+
+    def answer() -> Answer:
+        cdf = snapshot_at(ctx.log, ctx.table, None, check_files=False).metadata.cdf_enabled
+        query.validate_versions(ctx, cdf)
+        if query.starting_version is not None:
+            return answer_query_changes(ctx, query)
+        return answer_snapshot_query(ctx, query)
+
+    return _stream(await run_in_threadpool(answer), ctx)
+
+
+async def table_changes(request: Request, state: ServerState) -> Response:
+    ctx = _context(request, state, _table(request, state))
+    q = request.query_params
+    params = ChangesParams(
+        starting_version=q.get("startingVersion"),
+        starting_timestamp=q.get("startingTimestamp"),
+        ending_version=q.get("endingVersion"),
+        ending_timestamp=q.get("endingTimestamp"),
+        include_historical_metadata=(q.get("includeHistoricalMetadata") or "").lower() == "true",
+        max_files=q.get("maxFiles"),
+        page_token=q.get("pageToken"),
+    )
+    return _stream(await run_in_threadpool(answer_changes, ctx, params), ctx)
+
+
+def _stream(answer: Answer, ctx: Context) -> StreamingResponse:
+    """NDJSON, one action per line and per body message (the fault middleware relies on that)."""
+
+    async def lines() -> AsyncIterator[bytes]:
+        for action in answer.actions:
+            yield (json.dumps(wrap_action(action), separators=(",", ":")) + "\n").encode()
+
+    # Echo what was honoured (the Spark connector checks the echo before trusting the last line).
+    capabilities = "responseformat=parquet" + (";includeendstreamaction=true" if ctx.include_end_stream else "")
+    headers = {VERSION_HEADER: str(answer.version), CAPABILITIES_HEADER: capabilities}
+    return StreamingResponse(lines(), media_type=NDJSON_TYPE, headers=headers)
+
+
+# ---------------------------------------------------------------- files and tokens
+
+
+async def serve_file(request: Request, state: ServerState) -> Response:
+    """A presigned file: checked signature and expiry, then the bytes (HEAD and Range supported)."""
+    key = request.path_params["key"]
+    try:
+        state.signer.check_file(
+            key, request.query_params.get("exp"), request.query_params.get("sig"), state.clock.now_ms()
+        )
+    except SignatureError as exc:
+        raise forbidden(str(exc)) from None
+    parts = key.split("/", 3)
+    if len(parts) != 4:
+        raise not_found(f"no file at {key}")
+    share, schema, name, log_path = parts
+    table = state.catalog.table(share, schema, name)
+    path = state.catalog.log(table).file_path(log_path)
+    if not path.is_file():
+        raise not_found(f"file {log_path} of table {table.full_name} no longer exists")
+    return FileResponse(path, media_type="application/octet-stream")
+
+
+async def oauth_token(request: Request) -> Response:
+    state: ServerState = request.app.state.sharing
+    try:
+        grant = state.auth.grant(request.headers.get("authorization"), await request.body(), state.clock.now_ms())
+    except OAuthError as exc:
+        return JSONResponse({"error": exc.error, "error_description": exc.description}, status_code=exc.status)
+    return JSONResponse(grant.body(), headers={"Cache-Control": "no-store"})
+
+
+# ---------------------------------------------------------------- errors
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    if request.method == "HEAD":
+        return Response(status_code=exc.status, headers=exc.headers)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = RESOURCE_DOES_NOT_EXIST if exc.status_code == 404 else "METHOD_NOT_ALLOWED"
+    return JSONResponse({"errorCode": code, "message": str(exc.detail)}, status_code=exc.status_code)
+
+
+async def _log_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LogError)
+    log.warning("cannot read the Delta log behind %s: %s", request.url.path, exc)
+    return JSONResponse({"errorCode": INTERNAL_ERROR, "message": f"the table cannot be read: {exc}"}, status_code=500)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return JSONResponse({"errorCode": INTERNAL_ERROR, "message": ""}, status_code=500)
+
+
+# ---------------------------------------------------------------- assembly
+
+
+class _SwallowInjectedDisconnect:
+    """Outermost layer: an injected disconnect ends the app quietly, so the server closes the socket."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except InjectedDisconnect:
+            log.info("injected disconnect on %s", scope.get("path"))
+
+
+def create_app(state: ServerState) -> ASGIApp:
+    """The ASGI app for ``state`` (its faults and clock stay adjustable while it serves)."""
+    p = state.settings.prefix
+    table = f"{p}/shares/{{share}}/schemas/{{schema}}/tables/{{table}}"
+    routes = [
+        Route(f"{p}/shares", _api(list_shares, state), methods=["GET"]),
+        Route(f"{p}/shares/{{share}}", _api(get_share, state), methods=["GET"]),
+        Route(f"{p}/shares/{{share}}/schemas", _api(list_schemas, state), methods=["GET"]),
+        Route(f"{p}/shares/{{share}}/schemas/{{schema}}/tables", _api(list_tables, state), methods=["GET"]),
+        Route(f"{p}/shares/{{share}}/all-tables", _api(list_all_tables, state), methods=["GET"]),
+        # The deprecated HEAD form of "Query Table Version" (spec: migrating from HEAD to GET).
+        Route(table, _api(table_version, state), methods=["HEAD"]),
+        Route(f"{table}/version", _api(table_version, state), methods=["GET"]),
+        Route(f"{table}/metadata", _api(table_metadata, state), methods=["GET"]),
+        Route(f"{table}/query", _api(table_query, state), methods=["POST"]),
+        Route(f"{table}/changes", _api(table_changes, state), methods=["GET"]),
+        Route(f"{state.settings.files_prefix}/{{key:path}}", _api_noauth(serve_file, state), methods=["GET", "HEAD"]),
+        Route("/oauth/token", oauth_token, methods=["POST"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            LogError: _log_error,
+            Exception: _internal_error,
+        },
+    )
+    app.state.sharing = state
+    faulty = FaultMiddleware(app, state.faults, prefix=p, files_prefix=state.settings.files_prefix)
+    return _SwallowInjectedDisconnect(faulty)
+
+
+def _api_noauth(handler: Handler, state: ServerState) -> Callable[[Request], Awaitable[Response]]:
+    """File URLs carry their own signature, like cloud presigned URLs: no bearer token."""
+
+    async def endpoint(request: Request) -> Response:
+        return await handler(request, state)
+
+    return endpoint

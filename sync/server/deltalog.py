@@ -1,0 +1,414 @@
+"""Replay a Delta table's transaction log straight from disk.
+
+The sharing server needs more than a snapshot reader gives: the actions of each version
+(``add``/``remove``/``cdc`` with their commit timestamps) for ``/changes`` and
+``startingVersion`` queries, snapshots at any version still reconstructable, and the earliest
+version the log can still serve after log cleanup. So the log is read directly: JSON commits
+(``NNN.json``), parquet checkpoints (``NNN.checkpoint[.i.n].parquet``, read with pyarrow) and
+``_last_checkpoint`` is not needed (the directory listing says the same).
+
+Commit timestamps are the commit's ``inCommitTimestamp`` or ``commitInfo.timestamp`` (what
+``deltalake``'s change data feed reports as ``_commit_timestamp``), else the commit file's
+modification time, made strictly increasing the way Delta's history manager does.
+Parsed commits are immutable and cached; snapshots are cached and rolled forward.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+
+LOG_DIR = "_delta_log"
+_SNAPSHOT_CACHE = 8
+
+
+class LogError(Exception):
+    """The log is unreadable or the version asked for cannot be reconstructed."""
+
+
+class VersionUnavailable(LogError):
+    """A version the log no longer covers (cleaned up) or that never existed."""
+
+    def __init__(self, version: int, earliest: int, latest: int) -> None:
+        self.version, self.earliest, self.latest = version, earliest, latest
+        super().__init__(f"version {version} is outside the available range [{earliest}, {latest}]")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One data or change file as the log describes it (``path`` is the log's URI-encoded form)."""
+
+    path: str
+    size: int | None
+    partition_values: dict[str, str | None]
+    stats: str | None = None
+    data_change: bool = True
+
+    @property
+    def num_records(self) -> int | None:
+        if not self.stats:
+            return None
+        try:
+            value = json.loads(self.stats).get("numRecords")
+        except (ValueError, AttributeError):
+            return None
+        return value if isinstance(value, int) else None
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    id: str
+    schema_string: str
+    partition_columns: tuple[str, ...]
+    configuration: dict[str, str]
+    name: str | None = None
+    description: str | None = None
+
+    @property
+    def cdf_enabled(self) -> bool:
+        return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The actions of one version, in log order."""
+
+    version: int
+    timestamp: int
+    adds: tuple[FileEntry, ...] = ()
+    removes: tuple[FileEntry, ...] = ()
+    cdcs: tuple[FileEntry, ...] = ()
+    metadata: TableMetadata | None = None
+    min_reader_version: int | None = None
+    operation: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+    timestamp: int
+    metadata: TableMetadata
+    min_reader_version: int
+    files: tuple[FileEntry, ...]  # sorted by path, so page indexes are stable for a version
+
+    @property
+    def size(self) -> int:
+        return sum(f.size or 0 for f in self.files)
+
+
+@dataclass
+class _Listing:
+    commits: dict[int, os.stat_result] = field(default_factory=dict)
+    checkpoints: dict[int, list[Path]] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> int:
+        versions = list(self.commits) + list(self.checkpoints)
+        if not versions:
+            raise LogError("the table has no commits")
+        return max(versions)
+
+    def contiguous_start(self) -> int:
+        """First version of the unbroken run of JSON commits that ends at the latest one."""
+        version = self.latest
+        while version - 1 in self.commits:
+            version -= 1
+        return version if version in self.commits else version + 1
+
+
+# ---------------------------------------------------------------- parsing (pure)
+
+
+def _entry(action: dict[str, Any]) -> FileEntry:
+    values = action.get("partitionValues") or {}
+    if isinstance(values, list):  # checkpoint maps come back from pyarrow as key/value pairs
+        values = dict(values)
+    return FileEntry(
+        path=action["path"],
+        size=action.get("size"),
+        partition_values=dict(values),
+        stats=action.get("stats"),
+        data_change=bool(action.get("dataChange", True)),
+    )
+
+
+def _metadata(action: dict[str, Any]) -> TableMetadata:
+    config = action.get("configuration") or {}
+    if isinstance(config, list):
+        config = dict(config)
+    return TableMetadata(
+        id=action["id"],
+        schema_string=action["schemaString"],
+        partition_columns=tuple(action.get("partitionColumns") or ()),
+        configuration={str(k): str(v) for k, v in config.items() if v is not None},
+        name=action.get("name"),
+        description=action.get("description"),
+    )
+
+
+def parse_commit(version: int, lines: list[str], fallback_timestamp: int) -> Commit:
+    """Parse the NDJSON of one commit file; unknown actions are ignored (Delta protocol rule)."""
+    adds: list[FileEntry] = []
+    removes: list[FileEntry] = []
+    cdcs: list[FileEntry] = []
+    metadata: TableMetadata | None = None
+    reader: int | None = None
+    timestamp: int | None = None
+    operation: str | None = None
+    for line in lines:
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "add" in action:
+            adds.append(_entry(action["add"]))
+        elif "remove" in action:
+            removes.append(_entry(action["remove"]))
+        elif "cdc" in action:
+            cdcs.append(_entry(action["cdc"]))
+        elif "metaData" in action:
+            metadata = _metadata(action["metaData"])
+        elif "protocol" in action:
+            reader = int(action["protocol"]["minReaderVersion"])
+        elif "commitInfo" in action:
+            info = action["commitInfo"]
+            timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
+            operation = info.get("operation")
+    return Commit(
+        version=version,
+        timestamp=int(timestamp) if timestamp is not None else fallback_timestamp,
+        adds=tuple(adds),
+        removes=tuple(removes),
+        cdcs=tuple(cdcs),
+        metadata=metadata,
+        min_reader_version=reader,
+        operation=operation,
+    )
+
+
+def monotonize(timestamps: dict[int, int]) -> dict[int, int]:
+    """Make timestamps strictly increase with the version (Delta's history manager does the same)."""
+    result: dict[int, int] = {}
+    previous: int | None = None
+    for version in sorted(timestamps):
+        value = timestamps[version]
+        if previous is not None and value <= previous:
+            value = previous + 1
+        result[version] = previous = value
+    return result
+
+
+def _mtime_ms(stat: os.stat_result) -> int:
+    return stat.st_mtime_ns // 1_000_000
+
+
+@dataclass
+class _State:
+    """Mutable replay state, rolled forward one commit at a time."""
+
+    version: int
+    metadata: TableMetadata | None
+    reader: int
+    files: dict[str, FileEntry]
+
+    def apply(self, commit: Commit) -> None:
+        for removed in commit.removes:
+            self.files.pop(removed.path, None)
+        for added in commit.adds:
+            self.files[added.path] = added
+        if commit.metadata is not None:
+            self.metadata = commit.metadata
+        if commit.min_reader_version is not None:
+            self.reader = commit.min_reader_version
+        self.version = commit.version
+
+    def freeze(self, timestamp: int) -> Snapshot:
+        if self.metadata is None:
+            raise LogError(f"no metaData action at or before version {self.version}")
+        ordered = tuple(self.files[p] for p in sorted(self.files))
+        return Snapshot(self.version, timestamp, self.metadata, self.reader, ordered)
+
+    def copy(self) -> _State:
+        return _State(self.version, self.metadata, self.reader, dict(self.files))
+
+
+def read_checkpoint(parts: list[Path], version: int) -> _State:
+    """Active files, metadata and protocol from a (possibly multi-part) parquet checkpoint."""
+    state = _State(version, None, 1, {})
+    for part in parts:
+        names = set(pq.read_schema(part).names)
+        columns = [c for c in ("add", "metaData", "protocol") if c in names]
+        for row in pq.read_table(part, columns=columns).to_pylist():
+            if row.get("add"):
+                entry = _entry(row["add"])
+                state.files[entry.path] = entry
+            elif row.get("metaData"):
+                state.metadata = _metadata(row["metaData"])
+            elif row.get("protocol"):
+                state.reader = int(row["protocol"]["minReaderVersion"])
+    return state
+
+
+# ---------------------------------------------------------------- the log of one table
+
+
+class DeltaLog:
+    """Cached, thread-safe access to one table's log; every call sees the log as it is now."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._log_dir = self.path / LOG_DIR
+        self._lock = threading.RLock()
+        self._commits: dict[int, tuple[int, Commit]] = {}  # version → (mtime_ns, parsed)
+        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
+        self._states: OrderedDict[int, _State] = OrderedDict()
+
+    # -- listing
+
+    def _list(self) -> _Listing:
+        listing = _Listing()
+        try:
+            entries = list(os.scandir(self._log_dir))
+        except FileNotFoundError:
+            raise LogError(f"{self.path} has no {LOG_DIR} directory") from None
+        for entry in entries:
+            name = entry.name
+            stem = name.split(".", 1)[0]
+            if not stem.isdigit():
+                continue
+            if name.endswith(".json") and name.count(".") == 1:
+                listing.commits[int(stem)] = entry.stat()
+            elif ".checkpoint." in name and name.endswith(".parquet"):
+                listing.checkpoints.setdefault(int(stem), []).append(Path(entry.path))
+        for parts in listing.checkpoints.values():
+            parts.sort()
+        return listing
+
+    def latest_version(self) -> int:
+        return self._list().latest
+
+    def earliest_version(self) -> int:
+        """The earliest version whose snapshot can still be reconstructed."""
+        return self._earliest_snapshot(self._list())
+
+    def earliest_change_version(self) -> int:
+        """The earliest version whose own commit (its actions) is still in the log."""
+        return self._list().contiguous_start()
+
+    @staticmethod
+    def _earliest_snapshot(listing: _Listing) -> int:
+        start = listing.contiguous_start()
+        if start == 0:
+            return 0
+        usable = [c for c in listing.checkpoints if c >= start - 1]
+        return min(usable) if usable else listing.latest
+
+    # -- commits
+
+    def commit(self, version: int) -> Commit:
+        """The parsed actions of ``version`` (raw timestamp; see :meth:`timestamps`)."""
+        listing = self._list()
+        stat = listing.commits.get(version)
+        if stat is None:
+            raise VersionUnavailable(version, listing.contiguous_start(), listing.latest)
+        return self._commit(version, stat)
+
+    def _commit(self, version: int, stat: os.stat_result) -> Commit:
+        with self._lock:
+            cached = self._commits.get(version)
+            if cached is not None and cached[0] == stat.st_mtime_ns:
+                return cached[1]
+        text = (self._log_dir / f"{version:020d}.json").read_text(encoding="utf-8")
+        parsed = parse_commit(version, text.splitlines(), _mtime_ms(stat))
+        with self._lock:
+            self._commits[version] = (stat.st_mtime_ns, parsed)
+        return parsed
+
+    def timestamps(self) -> dict[int, int]:
+        """Commit timestamp (ms) of every version still in the log, strictly increasing."""
+        listing = self._list()
+        raw = {v: self._commit(v, stat).timestamp for v, stat in listing.commits.items()}
+        for version, parts in listing.checkpoints.items():
+            if version not in raw:  # commit cleaned up: the checkpoint's own mtime is all we have
+                raw[version] = _mtime_ms(parts[0].stat())
+        return monotonize(raw)
+
+    def version_at_or_after(self, timestamp_ms: int) -> int | None:
+        """Earliest version committed at or after the moment (None when it is after the latest)."""
+        stamps = self.timestamps()
+        return next((v for v in sorted(stamps) if stamps[v] >= timestamp_ms), None)
+
+    def version_at_or_before(self, timestamp_ms: int) -> int | None:
+        """Latest version committed at or before the moment (None when it is before the earliest)."""
+        stamps = self.timestamps()
+        return next((v for v in sorted(stamps, reverse=True) if stamps[v] <= timestamp_ms), None)
+
+    # -- snapshots
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """The table at ``version`` (latest when None); VersionUnavailable when not reconstructable."""
+        listing = self._list()
+        latest = listing.latest
+        target = latest if version is None else version
+        earliest = self._earliest_snapshot(listing)
+        if target < earliest or target > latest:
+            raise VersionUnavailable(target, earliest, latest)
+        with self._lock:
+            if target in self._snapshots:
+                self._snapshots.move_to_end(target)
+                return self._snapshots[target]
+        state = self._base_state(listing, target)
+        for v in range(state.version + 1, target + 1):
+            stat = listing.commits.get(v)
+            if stat is None:
+                raise VersionUnavailable(target, earliest, latest)
+            state.apply(self._commit(v, stat))
+        stamps = self.timestamps()
+        snap = state.freeze(stamps.get(target, 0))
+        with self._lock:
+            self._remember(self._states, target, state.copy())
+            self._remember(self._snapshots, target, snap)
+        return snap
+
+    def _base_state(self, listing: _Listing, target: int) -> _State:
+        """The closest known state at or before ``target``: cached, checkpoint, or empty."""
+        with self._lock:
+            cached = [v for v in self._states if v <= target]
+        checkpoints = [c for c in listing.checkpoints if c <= target and c >= listing.contiguous_start() - 1]
+        best_checkpoint = max(checkpoints) if checkpoints else None
+        if cached and (best_checkpoint is None or max(cached) >= best_checkpoint):
+            with self._lock:
+                return self._states[max(cached)].copy()
+        if best_checkpoint is not None:
+            return read_checkpoint(listing.checkpoints[best_checkpoint], best_checkpoint)
+        return _State(-1, None, 1, {})
+
+    @staticmethod
+    def _remember(cache: OrderedDict[int, Any], key: int, value: Any) -> None:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _SNAPSHOT_CACHE:
+            cache.popitem(last=False)
+
+    # -- files on disk
+
+    def file_path(self, log_path: str) -> Path:
+        """The file on disk behind a log path; absolute or escaping paths are refused."""
+        relative = unquote(log_path)
+        if "://" in relative or relative.startswith("/"):
+            raise LogError("a table containing absolute paths cannot be shared")
+        resolved = (self.path / relative).resolve()
+        if not resolved.is_relative_to(self.path.resolve()):
+            raise LogError(f"file path {log_path!r} points outside the table")
+        return resolved
+
+    def files_exist(self, entries: tuple[FileEntry, ...] | list[FileEntry]) -> bool:
+        """True when every file is still on disk (VACUUM deletes the files of old versions)."""
+        return all(self.file_path(e.path).is_file() for e in entries)

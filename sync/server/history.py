@@ -1,0 +1,130 @@
+"""Turn version and timestamp arguments into versions the log can serve, or say why not.
+
+One place decides what "available" means, so that ``/version``, ``/query`` and ``/changes``
+agree: a snapshot is available while it can be reconstructed and its files are on disk;
+a version's changes are available while its commit is in the log and its files are on disk.
+When history is gone the answer is :func:`~sync.server.problems.history_unavailable`
+(400, "... is not available ...", naming the earliest available version), which a client
+turns into a re-bootstrap. Other messages follow the reference server / Delta wording.
+"""
+
+from __future__ import annotations
+
+from sync.server.catalog import SharedTable
+from sync.server.deltalog import Commit, DeltaLog, FileEntry, Snapshot, VersionUnavailable
+from sync.server.problems import history_unavailable, invalid
+from sync.timestamps import from_millis, parse_timestamp, to_millis, to_wire
+
+
+def parse_moment(name: str, value: str) -> int:
+    """Epoch ms of a protocol timestamp argument ("Timestamp Format": ISO-8601 UTC)."""
+    try:
+        return to_millis(parse_timestamp(value))
+    except ValueError as exc:
+        raise invalid(f"Invalid {name}: {exc}") from None
+
+
+def _wire(ms: int) -> str:
+    return to_wire(from_millis(ms))
+
+
+def snapshot_at(log: DeltaLog, table: SharedTable, version: int | None, *, check_files: bool) -> Snapshot:
+    """The snapshot at ``version`` (latest when None), with history errors worded for clients."""
+    try:
+        snap = log.snapshot(version)
+    except VersionUnavailable as exc:
+        if exc.version < exc.earliest:
+            raise history_unavailable(table.full_name, exc.earliest, version=exc.version, latest=exc.latest) from None
+        raise invalid(
+            f"Cannot time travel Delta table to version {exc.version}. "
+            f"Available versions: [{exc.earliest}, {exc.latest}]."
+        ) from None
+    if check_files and not log.files_exist(snap.files):
+        earliest = _earliest_complete_snapshot(log, snap.version)
+        raise history_unavailable(table.full_name, earliest, version=snap.version)
+    return snap
+
+
+def _earliest_complete_snapshot(log: DeltaLog, after: int) -> int:
+    """First version after ``after`` whose files are all still on disk (VACUUM ran)."""
+    latest = log.latest_version()
+    for version in range(after + 1, latest + 1):
+        if log.files_exist(log.snapshot(version).files):
+            return version
+    return latest + 1
+
+
+def earliest_change_version(log: DeltaLog) -> int:
+    """Changes of version v need v's commit and the snapshot before it (metadata, CDF flag)."""
+    return max(log.earliest_change_version(), log.earliest_version())
+
+
+def commit_at(log: DeltaLog, table: SharedTable, version: int) -> Commit:
+    try:
+        return log.commit(version)
+    except VersionUnavailable:
+        raise history_unavailable(table.full_name, earliest_change_version(log), version=version) from None
+
+
+def version_at(log: DeltaLog, table: SharedTable, timestamp: str, name: str = "timestamp") -> int:
+    """Time travel by timestamp: the last version committed at or before it."""
+    moment = parse_moment(name, timestamp)
+    stamps = log.timestamps()
+    found = log.version_at_or_before(moment)
+    if found is not None:
+        return found
+    first = min(stamps)
+    if first > 0:
+        raise history_unavailable(table.full_name, log.earliest_version(), timestamp=timestamp)
+    raise invalid(
+        f"The provided timestamp ({timestamp}) is before the earliest version available to this "
+        f"table ({_wire(stamps[first])}). Please use a timestamp after {_wire(stamps[first])}."
+    )
+
+
+def version_at_or_after(log: DeltaLog, table: SharedTable, timestamp: str, name: str) -> int:
+    """Starting timestamps: the first version committed at or after it (spec "Query Table Version").
+
+    A moment before the earliest commit still in a cleaned-up log cannot be resolved safely
+    (the versions in between are gone), so it is answered as history unavailable.
+    """
+    moment = parse_moment(name, timestamp)
+    stamps = log.timestamps()
+    earliest = earliest_change_version(log)
+    found = log.version_at_or_after(moment)
+    if found is None:
+        last = _wire(stamps[max(stamps)])
+        raise invalid(
+            f"The provided timestamp ({timestamp}) is after the latest version available to this "
+            f"table ({last}). Please use a timestamp before or at {last}."
+        )
+    if earliest > 0 and found <= earliest:
+        # Exactly `earliest` only if the version before it is known to be older than the moment.
+        previous = stamps.get(earliest - 1)
+        if previous is None or moment <= previous:
+            raise history_unavailable(table.full_name, earliest, timestamp=timestamp)
+    return found
+
+
+def check_changes_available(log: DeltaLog, table: SharedTable, start: int, end: int) -> None:
+    """Refuse a range whose commits or files are gone, naming the earliest servable version."""
+    earliest = earliest_change_version(log)
+    latest = log.latest_version()
+    if start < earliest:
+        raise history_unavailable(table.full_name, earliest, version=start, latest=latest)
+    for version in range(end, start - 1, -1):
+        if not log.files_exist(served_change_files(log.commit(version))):
+            raise history_unavailable(table.full_name, version + 1, version=start, latest=latest)
+
+
+def served_change_files(commit: Commit) -> tuple[FileEntry, ...]:
+    """What ``/changes`` serves for a version (spec "Read Change Data Feed", reference CDCReader):
+    its ``cdc`` files when it has any, else its data-changing ``add`` and ``remove`` files."""
+    if commit.cdcs:
+        return commit.cdcs
+    return tuple(f for f in commit.adds if f.data_change) + tuple(f for f in commit.removes if f.data_change)
+
+
+def ensure_positive(name: str, value: int | None) -> None:
+    if value is not None and value < 0:
+        raise invalid(f"{name} cannot be negative.")

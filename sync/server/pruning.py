@@ -1,0 +1,131 @@
+"""Best-effort file pruning for ``/query``: ``jsonPredicateHints`` on partition values, ``limitHint``.
+
+Both are hints (spec "Request Body"): the server may return more files than needed, never
+fewer, and "if the server encounters any errors during predicate processing ... it will skip
+filtering and return all the files". So evaluation is three-valued and a file is dropped only
+when the predicate is certainly false for its partition values; anything not understood
+(a data column, an unknown op, a bad literal) keeps the file. Pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from datetime import date
+from typing import Any
+
+from sync.server.deltalog import FileEntry
+from sync.timestamps import parse_timestamp
+
+log = logging.getLogger(__name__)
+
+Value = bool | int | float | str | date | None
+
+
+class _Unknown(Exception):
+    """This part of the predicate cannot be decided from partition values."""
+
+
+def _cast(raw: Any, value_type: str) -> Value:
+    if raw is None or raw == "":  # spec "Partition Value Serialization": empty string is null
+        return None
+    text = str(raw)
+    casts: dict[str, Callable[[str], Value]] = {
+        "bool": lambda t: t.lower() == "true",
+        "int": int,
+        "long": int,
+        "float": float,
+        "double": float,
+        "string": str,
+        "date": date.fromisoformat,
+        "timestamp": lambda t: parse_timestamp(t).isoformat(),
+    }
+    if value_type not in casts:
+        raise _Unknown(f"value type {value_type!r}")
+    return casts[value_type](text)
+
+
+_COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "equal": lambda a, b: bool(a == b),
+    "lessThan": lambda a, b: bool(a < b),
+    "lessThanOrEqual": lambda a, b: bool(a <= b),
+    "greaterThan": lambda a, b: bool(a > b),
+    "greaterThanOrEqual": lambda a, b: bool(a >= b),
+}
+
+
+class _Evaluator:
+    def __init__(self, partition_columns: Sequence[str], values: dict[str, str | None]) -> None:
+        self._columns = {c.lower(): c for c in partition_columns}
+        self._values = {k.lower(): v for k, v in values.items()}
+
+    def leaf(self, node: dict[str, Any]) -> Value:
+        op = node.get("op")
+        if op == "literal":
+            return _cast(node.get("value"), node.get("valueType", "string"))
+        if op == "column":
+            name = str(node.get("name", "")).lower()
+            if name not in self._columns:
+                raise _Unknown(f"column {name!r} is not a partition column")
+            return _cast(self._values.get(name), node.get("valueType", "string"))
+        raise _Unknown(f"op {op!r} is not a leaf")
+
+    def truth(self, node: dict[str, Any]) -> bool | None:
+        """True/False when decided, None for SQL NULL or undecidable."""
+        op = node.get("op")
+        children = node.get("children") or []
+        if op in ("and", "or"):
+            results = [self._safe(child) for child in children]
+            if op == "and":
+                return False if False in results else (None if None in results else True)
+            return True if True in results else (None if None in results else False)
+        if op == "not":
+            inner = self._safe(children[0])
+            return None if inner is None else not inner
+        if op == "isNull":
+            return self.leaf(children[0]) is None
+        if op in _COMPARISONS:
+            left, right = self.leaf(children[0]), self.leaf(children[1])
+            if left is None or right is None:
+                return None
+            return _COMPARISONS[op](left, right)
+        raise _Unknown(f"op {op!r}")
+
+    def _safe(self, node: dict[str, Any]) -> bool | None:
+        try:
+            return self.truth(node)
+        except _Unknown:
+            return None
+
+
+def prune_by_json_predicate(
+    files: Sequence[FileEntry], hints: str | None, partition_columns: Sequence[str]
+) -> list[FileEntry]:
+    """Drop the files whose partition values make the predicate certainly false."""
+    if not hints or not partition_columns:
+        return list(files)
+    try:
+        tree = json.loads(hints)
+        if not isinstance(tree, dict):
+            raise ValueError("the predicate is not a JSON object")
+        # A malformed tree raises below and keeps every file (spec: skip filtering on any error).
+        kept = [f for f in files if _Evaluator(partition_columns, f.partition_values)._safe(tree) is not False]
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        log.info("ignoring jsonPredicateHints: %s", exc)
+        return list(files)
+    return kept
+
+
+def apply_limit_hint(files: Sequence[FileEntry], limit: int | None) -> list[FileEntry]:
+    """The shortest prefix whose known ``numRecords`` reach ``limit``; files without stats never count."""
+    if limit is None or limit < 0:
+        return list(files)
+    chosen: list[FileEntry] = []
+    rows = 0
+    for entry in files:
+        if rows >= limit:
+            break
+        chosen.append(entry)
+        rows += entry.num_records or 0
+    return chosen

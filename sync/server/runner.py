@@ -1,0 +1,201 @@
+"""Run the sharing server in a background thread (tests, demo, benchmarks) or in the foreground (CLI).
+
+``with SharingServer(root) as server:`` starts uvicorn on 127.0.0.1 and a free port, returns
+once the socket accepts connections (a startup event, no sleeping), and stops cleanly on
+exit. ``restart()`` stops and starts again on the same port with the same signing secret and
+clock, the way a provider restart looks to a client: in-flight requests fail, URLs issued
+before stay valid. ``faults`` and ``clock`` are live: change them while the server runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from sync.redact import register_secret
+from sync.server.app import Clock, ServerState, create_app
+from sync.server.faults import Faults
+from sync.server.settings import DEFAULT_PREFIX, ServerSettings
+from sync.server.signing import Signer
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that reports startup through an event (it handles signals only in the main thread)."""
+
+    def __init__(self, config: uvicorn.Config, started: threading.Event) -> None:
+        super().__init__(config)
+        self._started_event = started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self._started_event.set()
+
+
+class SharingServer:
+    """A local Delta Sharing server over ``root`` (``ROOT/<share>/<schema>/<table>``)."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        token: str | None = None,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        prefix: str = DEFAULT_PREFIX,
+        faults: Faults | None = None,
+        **settings: Any,
+    ) -> None:
+        self.root = Path(root)
+        self.token = token if token is not None else f"sharesync-{secrets.token_urlsafe(16)}"
+        register_secret(self.token)
+        self.host = host
+        self.port = port
+        self.faults = faults or Faults()
+        self.clock = Clock()
+        self.settings = ServerSettings(root=self.root, prefix=prefix, bearer_token=self.token, **settings)
+        self._signer = Signer()
+        self.profile_path: Path | None = None  # the last bearer-token profile write_profile() wrote
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    # -- addresses and profiles
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.base_url}{self.settings.prefix}"
+
+    @property
+    def token_endpoint(self) -> str:
+        return f"{self.base_url}/oauth/token"
+
+    def profile(self, *, oauth: bool = False) -> dict[str, Any]:
+        """A profile for this server (spec "Profile File Format"), bearer or OAuth client credentials."""
+        if oauth:
+            return {
+                "shareCredentialsVersion": 2,
+                "type": "oauth_client_credentials",
+                "endpoint": self.endpoint,
+                "tokenEndpoint": self.token_endpoint,
+                "clientId": self.settings.oauth_client_id,
+                "clientSecret": self.settings.oauth_client_secret,
+            }
+        return {"shareCredentialsVersion": 1, "endpoint": self.endpoint, "bearerToken": self.token}
+
+    def write_profile(self, path: Path | str, *, oauth: bool = False) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.profile(oauth=oauth), indent=2) + "\n", encoding="utf-8")
+        if not oauth:
+            self.profile_path = path
+        return path
+
+    def reset(self) -> None:
+        """Forget injected faults and clock moves (shared test servers call this between tests)."""
+        self.faults.reset()
+        self.faults.url_ttl_seconds = Faults().url_ttl_seconds
+        self.clock.offset_ms = 0
+
+    # -- lifecycle
+
+    def _bind(self) -> socket.socket:
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the proto
+        # says TCP; without it every response body waits ~40 ms behind its headers (Nagle).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen(128)  # connections queue from now on, even before uvicorn runs
+        self.port = sock.getsockname()[1]
+        return sock
+
+    def _config(self) -> uvicorn.Config:
+        state = ServerState(self.settings, self.faults, self._signer, self.clock)
+        return uvicorn.Config(
+            create_app(state),
+            log_level="warning",
+            lifespan="off",
+            loop="asyncio",
+            timeout_graceful_shutdown=2,
+            access_log=False,
+        )
+
+    def start(self) -> SharingServer:
+        """Serve in a daemon thread; returns once the server accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("the server is already running")
+        sock = self._bind()
+        started = threading.Event()
+        self._server = server = _Server(self._config(), started)
+        self._error = None
+
+        def run() -> None:
+            try:
+                asyncio.run(server.serve(sockets=[sock]))
+            except BaseException as exc:  # surfaced by start()
+                self._error = exc
+            finally:
+                sock.close()
+                started.set()
+
+        self._thread = threading.Thread(target=run, name=f"sharing-server-{self.port}", daemon=True)
+        self._thread.start()
+        started.wait()
+        if self._error is not None or not server.started:
+            self._thread.join()
+            self._thread = None
+            raise RuntimeError(f"the sharing server did not start: {self._error!r}")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; open connections are closed (idle ones at once, busy ones after 2 s)."""
+        if self._server is None or self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join()
+        self._server = self._thread = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (same secret, clock and faults)."""
+        self.stop()
+        self.start()
+
+    def serve_forever(self, on_ready: Callable[[SharingServer], None] | None = None) -> None:
+        """Serve in the calling thread until interrupted (``sharesync serve``).
+
+        ``on_ready`` runs once the port is bound (so a port 0 is known), before serving starts.
+        """
+        sock = self._bind()
+        if on_ready is not None:
+            on_ready(self)
+        server = _Server(self._config(), threading.Event())
+        try:
+            asyncio.run(server.serve(sockets=[sock]))
+        finally:
+            sock.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def __enter__(self) -> SharingServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,132 @@
+"""``/metadata`` and snapshot ``/query`` answers (latest, ``version``, ``timestamp``, refresh tokens).
+
+Pagination follows the reference server: a page token pins the snapshot version of the first
+page and the position in that snapshot's file list, and is valid only for the same query
+parameters (checksum). A refresh token pins the version of a latest-snapshot query so the same
+files can be re-issued with fresh URLs after they expire.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from sync.server.answers import Answer, Context, file_line, metadata_line, protocol_line
+from sync.server.history import ensure_positive, snapshot_at, version_at
+from sync.server.problems import history_not_shared, invalid
+from sync.server.pruning import apply_limit_hint, prune_by_json_predicate
+from sync.server.signing import SignatureError, checksum
+from sync.wire import WireModel
+
+PAGE_TOKEN = "query-page"
+REFRESH_TOKEN = "refresh"
+
+
+class QueryRequest(BaseModel):
+    """The ``/query`` body (spec "Request Body"); unknown fields are ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+    predicate_hints: list[str] | None = None
+    json_predicate_hints: str | None = None
+    limit_hint: int | None = None
+    version: int | None = None
+    timestamp: str | None = None
+    starting_version: int | None = None
+    ending_version: int | None = None
+    max_files: int | None = None
+    page_token: str | None = None
+    include_refresh_token: bool | None = None
+    refresh_token: str | None = None
+
+    def checksum(self) -> str:
+        return checksum(self.model_dump(exclude={"max_files", "page_token", "include_refresh_token", "refresh_token"}))
+
+    def validate_versions(self, ctx: Context, cdf_enabled: bool) -> None:
+        """The reference server's checks, in its order and words."""
+        given = [n for n in ("version", "timestamp", "starting_version") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise invalid("Only one of version, timestamp, startingVersion can be set.")
+        ensure_positive("table version", self.version)
+        ensure_positive("startingVersion", self.starting_version)
+        if given and not cdf_enabled:
+            raise history_not_shared(ctx.table.full_name)
+        if (
+            self.starting_version is not None
+            and self.ending_version is not None
+            and self.starting_version > self.ending_version
+        ):
+            raise invalid(
+                f"startingVersion({self.starting_version}) must be smaller than or equal to "
+                f"endingVersion({self.ending_version})."
+            )
+
+
+def answer_metadata(ctx: Context) -> Answer:
+    snap = snapshot_at(ctx.log, ctx.table, None, check_files=False)
+    actions: list[WireModel] = [
+        protocol_line(snap.min_reader_version, ctx.table),
+        metadata_line(snap.metadata, snapshot=snap),
+    ]
+    if ctx.include_end_stream:
+        actions.append(ctx.end_stream())
+    return Answer(snap.version, actions)
+
+
+def _refresh_version(ctx: Context, token: str) -> int:
+    try:
+        payload = ctx.signer.decode_token(REFRESH_TOKEN, token, ctx.now_ms)
+    except SignatureError as exc:
+        if exc.expired:
+            raise invalid("The refresh token has expired. Please restart the query.") from None
+        raise invalid(f"Error decoding refresh token: {token}.") from None
+    if payload.get("t") != ctx.table.id:
+        raise invalid("The table specified in the refresh token does not match the table being queried.")
+    return int(payload["v"])
+
+
+def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
+    """Files of one snapshot, pruned by the hints, one page at a time."""
+    page_size = ctx.page_size(request.max_files)
+    sum_ = request.checksum()
+    page = ctx.read_page_token(PAGE_TOKEN, request.page_token, sum_) if request.page_token else None
+    refresh_version = _refresh_version(ctx, request.refresh_token) if request.refresh_token else None
+
+    is_version_query = request.version is not None or request.timestamp is not None
+    # Precedence as in the reference server: page token, explicit version/timestamp, refresh token.
+    if page is not None:
+        target: int | None = int(page["v"])
+    elif request.version is not None:
+        target = request.version
+    elif request.timestamp is not None:
+        target = version_at(ctx.log, ctx.table, request.timestamp)
+    else:
+        target = refresh_version
+    # Time travel reads old files: check they survived VACUUM (the latest snapshot's are live).
+    snap = snapshot_at(ctx.log, ctx.table, target, check_files=target is not None)
+
+    selected = apply_limit_hint(
+        prune_by_json_predicate(snap.files, request.json_predicate_hints, snap.metadata.partition_columns),
+        request.limit_hint,
+    )
+    start = int(page["i"]) if page is not None else 0
+    stop = len(selected) if page_size is None else min(len(selected), start + page_size)
+    version, timestamp = (snap.version, snap.timestamp) if is_version_query else (None, None)
+
+    actions: list[WireModel] = [
+        protocol_line(snap.min_reader_version, ctx.table),
+        metadata_line(snap.metadata, version=snap.version if is_version_query else None, snapshot=snap),
+    ]
+    actions += [file_line(ctx, entry, version=version, timestamp=timestamp) for entry in selected[start:stop]]
+
+    # The reference server adds endStreamAction for maxFiles / includeRefreshToken even without
+    # the capability (older clients asked for those fields and read the token from it).
+    latest_query = not is_version_query and request.starting_version is None
+    wants_refresh = bool(request.include_refresh_token) and latest_query
+    if ctx.include_end_stream or page_size is not None or wants_refresh:
+        next_token = None
+        if stop < len(selected):
+            next_token = ctx.issue_token(PAGE_TOKEN, {"v": snap.version, "i": stop, "c": sum_})
+        refresh = ctx.issue_token(REFRESH_TOKEN, {"v": snap.version}) if wants_refresh else None
+        actions.append(ctx.end_stream(next_page_token=next_token, refresh_token=refresh))
+    return Answer(snap.version, actions)
