@@ -1,0 +1,71 @@
+"""``sharesync serve ROOT``: share the Delta tables under ROOT over the Delta Sharing protocol.
+
+For trying sharesync without a provider, demos and manual fault testing: every
+``ROOT/<share>/<schema>/<table>`` directory with a ``_delta_log`` is shared. ``--profile-out``
+writes a profile file ready for ``sharesync`` or any Delta Sharing client; fault flags make the
+server misbehave on purpose (see ``sync.server.faults.Faults``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sync.errors import ConfigError
+
+
+@click.command()
+@click.argument("root", type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8080, show_default=True, type=int, help="Port; 0 picks a free one.")
+@click.option("--token", default=None, help="Bearer token clients must send (default: a random one).")
+@click.option("--prefix", default="/delta-sharing", show_default=True, help="URL prefix of the API.")
+@click.option("--profile-out", type=click.Path(dir_okay=False, path_type=Path), help="Write a profile file here.")
+# Fault flags: the destination names are the fields of sync.server.faults.Faults.
+@click.option("--url-ttl", "url_ttl_seconds", default=3600.0, show_default=True, help="Presigned URL lifetime, s.")
+@click.option("--error-rate", default=0.0, type=click.FloatRange(0, 1), help="Share of API calls that fail.")
+@click.option("--error-status", default=503, show_default=True, help="Status of injected failures.")
+@click.option("--retry-after", default=None, type=float, help="Retry-After seconds on injected failures.")
+@click.option("--truncate-stream", is_flag=True, help="Cut NDJSON responses in the middle of their last line.")
+@click.option("--drop-end-stream-action", is_flag=True, help="Leave out the endStreamAction line.")
+@click.option("--drop-connection", is_flag=True, help="Drop the connection after the first NDJSON line.")
+@click.option("--end-stream-error", default=None, help="errorMessage to put into endStreamAction.")
+@click.option("--download-delay", "download_delay_seconds", default=0.0, help="Seconds to wait before each download.")
+@click.option("--file-size-delta", default=0, help="Serve files this many bytes longer (>0) or shorter (<0).")
+@click.option("--drop-file-connection", is_flag=True, help="Drop file downloads half way.")
+@click.option("--seed", default=0, help="Seed of the fault RNG.")
+def serve(
+    root: Path, host: str, port: int, token: str | None, prefix: str, profile_out: Path | None, **fault_flags: Any
+) -> None:
+    """Share the Delta tables under ROOT (ROOT/<share>/<schema>/<table>) until interrupted."""
+    from pydantic import ValidationError
+
+    from sync.server.catalog import Catalog
+    from sync.server.faults import Faults
+    from sync.server.runner import SharingServer
+
+    if not root.is_dir():
+        raise ConfigError(f"serve: ROOT '{root}' is not a directory; pass the folder holding <share>/<schema>/<table>")
+    try:
+        faults = Faults(**fault_flags)
+        server = SharingServer(root, token=token, host=host, port=port, prefix=prefix, faults=faults)
+    except ValidationError as exc:
+        raise ConfigError(f"serve: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+
+    def ready(running: SharingServer) -> None:
+        catalog = Catalog(running.root)
+        tables = sum(len(catalog.all_tables(share)) for share in catalog.shares())
+        click.echo(f"Serving {tables} table(s) from {running.root} at {running.endpoint}")
+        if profile_out is not None:
+            running.write_profile(profile_out)
+            click.echo(f"Profile written to {profile_out}")
+        elif token is None:  # a generated token is useless unless shown; a given one the user knows
+            click.echo(f"Bearer token: {running.token}")
+        click.echo("Press Ctrl+C to stop.")
+
+    try:
+        server.serve_forever(on_ready=ready)
+    except OSError as exc:
+        raise ConfigError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
