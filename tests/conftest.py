@@ -1,0 +1,67 @@
+"""Fixtures every test suite may use: sample provider tables and a running local sharing server.
+
+* ``provider_root`` (session): ``ROOT/<share>/<schema>/<table>`` with the demo share
+  ``demo.sales.{orders,customers}`` and ``samples.all_types.{partitioned,plain,no_cdf}``.
+  Read-only: tests that change tables make their own (``sync.samples``) and use ``start_server``.
+* ``sharing_server``: a running :class:`~sync.server.runner.SharingServer` over ``provider_root``
+  with ``.endpoint``, ``.token``, ``.root``, ``.faults``, ``.clock`` and ``.profile_path``.
+  Shared by the session; faults and clock are reset around every test.
+* ``start_server(root, **options)``: start another server (own token, faults, settings);
+  it is stopped when the test ends.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sync.samples import apply_random_commits, build_demo_provider, create_cdf_disabled_table, create_sample_table
+from sync.server.runner import SharingServer
+
+TEST_TOKEN = "sharesync-test-token"
+
+
+@pytest.fixture(scope="session")
+def provider_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("provider")
+    build_demo_provider(root)
+    rng = random.Random(42)
+    samples = root / "samples" / "all_types"
+    apply_random_commits(create_sample_table(samples / "partitioned", rows=25, seed=1), rng, 8)
+    apply_random_commits(create_sample_table(samples / "plain", rows=20, partitioned=False, seed=2), rng, 6)
+    create_cdf_disabled_table(samples / "no_cdf", seed=3)
+    return root
+
+
+@pytest.fixture(scope="session")
+def _session_server(provider_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharingServer]:
+    with SharingServer(provider_root, token=TEST_TOKEN) as server:
+        server.write_profile(tmp_path_factory.mktemp("profiles") / "local.share")
+        yield server
+
+
+@pytest.fixture
+def sharing_server(_session_server: SharingServer) -> Iterator[SharingServer]:
+    _session_server.reset()
+    yield _session_server
+    _session_server.reset()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[..., SharingServer]]:
+    started: list[SharingServer] = []
+
+    def start(root: Path, **options: Any) -> SharingServer:
+        options.setdefault("token", TEST_TOKEN)
+        server = SharingServer(root, **options).start()
+        started.append(server)
+        server.write_profile(tmp_path / f"server-{len(started)}.share")
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
