@@ -1,0 +1,44 @@
+"""The one Dagster resource: where the sharesync config lives, and engines built from it at run time.
+
+Definitions are built from the config when the code location loads, which must stay fast
+and offline; so the resource holds only the config's path. The profile, the state store,
+HTTP clients and Spark are touched when an op or a sensor asks for :meth:`engine`, inside
+the run (or the tick) that needs them, and closed when it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from sync.config import SharesyncConfig, load_config
+
+if TYPE_CHECKING:
+    from pipelines.engine import SyncEngine
+
+RESOURCE_KEY = "sharesync"
+
+
+class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The sharesync config file behind every sync, check and sensor of this code location."""
+
+    config_path: str
+    lease_ttl_seconds: int = 120
+
+    def load_config(self) -> SharesyncConfig:
+        """The validated config, read afresh (env overrides apply, as in the CLI)."""
+        return load_config(Path(self.config_path))
+
+    @contextmanager
+    def engine(self) -> Iterator[SyncEngine]:
+        """A :class:`SyncEngine` for this run; its clients are created on first use, closed on exit."""
+        from pipelines.engine import SyncEngine  # Spark, SQLAlchemy, httpx: paid at run time, not at load
+
+        with SyncEngine(self.load_config(), lease_ttl=timedelta(seconds=self.lease_ttl_seconds)) as engine:
+            yield engine
+
