@@ -76,4 +76,4 @@ def apply_append(
     writer.save(target)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
-    return ApplyStats(rows, inserted, 0, 0, version_after(target, state.version, commits), added)
+    return ApplyStats(rows, inserted, 0, 0, version_after(state.version, commits), added)

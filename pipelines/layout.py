@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelines.schema_evolution import check_schema, fields_of
 from pipelines.staged import CDF_COLUMNS, COMMIT_TIMESTAMP, COMMIT_VERSION
-from pipelines.target import TargetState, commit_metrics, inspect_target, quote_identifier
+from pipelines.target import Commit, TargetState, commit_metrics, quote_identifier
 from sync.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:
@@ -118,21 +118,22 @@ def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:
     """The first write creates the table; the default save mode fails if one appeared meanwhile."""
     out.write.format("delta").save(target)
     commits = commit_metrics(target, None)
-    return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(target, None, commits))
+    return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
 
 
 # A DataFrame save is "WRITE" on Delta Lake/Spark; Sail calls the one that creates a table "CREATE TABLE".
 WRITES = ("WRITE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "REPLACE TABLE")
 
 
-def total(commits: Sequence[tuple[str, dict[str, Any]]], operations: str | Sequence[str], metric: str) -> int:
+def total(commits: Sequence[Commit], operations: str | Sequence[str], metric: str) -> int:
     """Sum one ``operationMetrics`` entry over the commits of the given operation(s)."""
     ops = (operations,) if isinstance(operations, str) else tuple(operations)
-    return sum(int(metrics.get(metric) or 0) for op, metrics in commits if op in ops)
+    return sum(int(c.metrics.get(metric) or 0) for c in commits if c.operation in ops)
 
 
-def version_after(target: str, before: int | None, commits: Sequence[object]) -> int | None:
-    return inspect_target(target).version if commits else before
+def version_after(before: int | None, commits: Sequence[Commit]) -> int | None:
+    """The target's version after a job: its last commit, or unchanged if it made none."""
+    return commits[-1].version if commits else before
 
 
 def row_count(target: str) -> int:

@@ -121,7 +121,7 @@ def apply_merge(
     deleted = total(commits, "MERGE", "numTargetRowsDeleted")
     if soft_delete and updated:  # the metrics count the soft-delete clause as updates
         updated, deleted = updated - soft_deleted, deleted + soft_deleted
-    return ApplyStats(rows, inserted, updated, deleted, version_after(target, state.version, commits), added)
+    return ApplyStats(rows, inserted, updated, deleted, version_after(state.version, commits), added)
 
 
 def _merge_source(

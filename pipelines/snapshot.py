@@ -95,7 +95,7 @@ def _replace(
         session.sql(f"DELETE FROM {register_target(session, target)}")
         commits = commit_metrics(target, state.version)
         deleted = total(commits, "DELETE", "numDeletedRows")
-        return ApplyStats(0, 0, 0, deleted, version_after(target, state.version, commits))
+        return ApplyStats(0, 0, 0, deleted, version_after(state.version, commits))
     previous = row_count(target) if state.exists else 0
     df = read_staged(session, staged, files)
     data_columns = projection(df, keys, columns, target)
@@ -115,4 +115,4 @@ def _replace(
     writer.save(target)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
-    return ApplyStats(rows, inserted, 0, previous, version_after(target, state.version, commits), added)
+    return ApplyStats(rows, inserted, 0, previous, version_after(state.version, commits), added)

@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlparse
 
 from sync.errors import TargetError
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "Commit",
     "TargetState",
     "commit_metrics",
     "inspect_target",
@@ -81,8 +82,14 @@ def inspect_target(path: str) -> TargetState:
     return TargetState(path, table.version(), json.loads(table.schema().to_json()))
 
 
-def commit_metrics(path: str, after_version: int | None) -> list[tuple[str, dict[str, Any]]]:
-    """``(operation, operationMetrics)`` of each commit newer than ``after_version``, oldest first.
+class Commit(NamedTuple):
+    version: int
+    operation: str  # commitInfo.operation: "MERGE", "WRITE", "DELETE", …
+    metrics: dict[str, Any]  # commitInfo.operationMetrics
+
+
+def commit_metrics(path: str, after_version: int | None) -> list[Commit]:
+    """The commits newer than ``after_version``, oldest first.
 
     Both Sail and Delta Lake on Apache Spark record MERGE/WRITE/DELETE row counts in the
     commit's ``commitInfo.operationMetrics``; reading them is free, where counting rows would
@@ -95,9 +102,12 @@ def commit_metrics(path: str, after_version: int | None) -> list[tuple[str, dict
     start = -1 if after_version is None else after_version
     if newest <= start:
         return []
-    commits = [c for c in table.history(newest - start) if c.get("version", newest) > start]
-    commits.sort(key=lambda c: int(c.get("version", 0)))
-    return [(str(c.get("operation", "")), dict(c.get("operationMetrics") or {})) for c in commits]
+    commits = [
+        Commit(int(c["version"]), str(c.get("operation", "")), dict(c.get("operationMetrics") or {}))
+        for c in table.history(newest - start)
+        if int(c["version"]) > start
+    ]
+    return sorted(commits)
 
 
 def table_name(path: str) -> str:
