@@ -6,6 +6,8 @@
 * ``sharing_server``: a running :class:`~sync.server.runner.SharingServer` over ``provider_root``
   with ``.endpoint``, ``.token``, ``.root``, ``.faults``, ``.clock`` and ``.profile_path``.
   Shared by the session; faults and clock are reset around every test.
+* ``session_sharing_server`` (session): the same server without the resets, for session-scoped
+  fixtures of other suites; leave its faults and clock alone.
 * ``start_server(root, **options)``: start another server (own token, faults, settings);
   it is stopped when the test ends.
 """
@@ -38,17 +40,17 @@ def provider_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def _session_server(provider_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharingServer]:
+def session_sharing_server(provider_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharingServer]:
     with SharingServer(provider_root, token=TEST_TOKEN) as server:
         server.write_profile(tmp_path_factory.mktemp("profiles") / "local.share")
         yield server
 
 
 @pytest.fixture
-def sharing_server(_session_server: SharingServer) -> Iterator[SharingServer]:
-    _session_server.reset()
-    yield _session_server
-    _session_server.reset()
+def sharing_server(session_sharing_server: SharingServer) -> Iterator[SharingServer]:
+    session_sharing_server.reset()
+    yield session_sharing_server
+    session_sharing_server.reset()
 
 
 @pytest.fixture

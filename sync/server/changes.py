@@ -18,7 +18,6 @@ from sync.server.answers import Answer, Context, change_line, metadata_line, pro
 from sync.server.deltalog import Commit, FileEntry
 from sync.server.history import (
     check_changes_available,
-    commit_at,
     ensure_positive,
     served_change_files,
     snapshot_at,
@@ -180,16 +179,15 @@ def answer_changes(ctx: Context, params: ChangesParams) -> Answer:
         start, end = int(page["sv"]), int(page["ev"])
     first = int(page["fs"]) if page else start
 
-    check_changes_available(ctx.log, ctx.table, start, end)
+    commits = check_changes_available(ctx.log, ctx.table, start, end)
     head = snapshot_at(ctx.log, ctx.table, first if params.include_historical_metadata else latest, check_files=False)
     if not snapshot_at(ctx.log, ctx.table, start, check_files=False).metadata.cdf_enabled:
         raise _not_recorded(start, start, end)
     lines_of: Lines = {}
-    for version in range(start, end + 1):
-        commit = commit_at(ctx.log, ctx.table, version)
+    for commit in commits:
         if commit.metadata is not None and not commit.metadata.cdf_enabled:
-            raise _not_recorded(version, start, end)
-        lines_of[version] = (commit, _cdf_lines(commit))
+            raise _not_recorded(commit.version, start, end)
+        lines_of[commit.version] = (commit, _cdf_lines(commit))
 
     actions: list[WireModel] = [
         protocol_line(head.min_reader_version, ctx.table),
@@ -231,9 +229,8 @@ def answer_query_changes(ctx: Context, request: QueryRequest) -> Answer:
         else min(request.ending_version if request.ending_version is not None else latest, latest)
     )
 
-    check_changes_available(ctx.log, ctx.table, start, end)
+    commits = check_changes_available(ctx.log, ctx.table, start, end)
     head = snapshot_at(ctx.log, ctx.table, first, check_files=False)
-    commits = [commit_at(ctx.log, ctx.table, v) for v in range(start, end + 1)]
     lines_of: Lines = {c.version: (c, _data_change_lines(c)) for c in commits}
     actions: list[WireModel] = [
         protocol_line(head.min_reader_version, ctx.table),

@@ -320,6 +320,14 @@ class DeltaLog:
             raise VersionUnavailable(version, listing.contiguous_start(), listing.latest)
         return self._commit(version, stat)
 
+    def commits(self, start: int, end: int) -> list[Commit]:
+        """The commits ``start..end`` (one directory listing for the whole range)."""
+        listing = self._list()
+        missing = next((v for v in range(start, end + 1) if v not in listing.commits), None)
+        if missing is not None:
+            raise VersionUnavailable(missing, listing.contiguous_start(), listing.latest)
+        return [self._commit(v, listing.commits[v]) for v in range(start, end + 1)]
+
     def _commit(self, version: int, stat: os.stat_result) -> Commit:
         with self._lock:
             cached = self._commits.get(version)
@@ -401,14 +409,14 @@ class DeltaLog:
 
     def file_path(self, log_path: str) -> Path:
         """The file on disk behind a log path; absolute or escaping paths are refused."""
-        relative = unquote(log_path)
-        if "://" in relative or relative.startswith("/"):
+        relative = unquote(log_path)  # log paths are URI-encoded (Delta protocol, "Add File")
+        if "://" in relative or os.path.isabs(relative):
             raise LogError("a table containing absolute paths cannot be shared")
-        resolved = (self.path / relative).resolve()
-        if not resolved.is_relative_to(self.path.resolve()):
+        normalized = os.path.normpath(relative)  # lexical: cheap enough to run for every file served
+        if normalized == ".." or normalized.startswith("../"):
             raise LogError(f"file path {log_path!r} points outside the table")
-        return resolved
+        return self.path / normalized
 
     def files_exist(self, entries: tuple[FileEntry, ...] | list[FileEntry]) -> bool:
         """True when every file is still on disk (VACUUM deletes the files of old versions)."""
-        return all(self.file_path(e.path).is_file() for e in entries)
+        return all(os.path.isfile(self.file_path(e.path)) for e in entries)

@@ -35,9 +35,10 @@ def snapshot_at(log: DeltaLog, table: SharedTable, version: int | None, *, check
     except VersionUnavailable as exc:
         if exc.version < exc.earliest:
             raise history_unavailable(table.full_name, exc.earliest, version=exc.version, latest=exc.latest) from None
+        # Not "Cannot time travel …" (the reference's wording for both directions): clients read
+        # that as lost history, but a version from the future is a wrong argument, not a gap.
         raise invalid(
-            f"Cannot time travel Delta table to version {exc.version}. "
-            f"Available versions: [{exc.earliest}, {exc.latest}]."
+            f"Table version {exc.version} does not exist: the latest version of {table.full_name} is {exc.latest}."
         ) from None
     if check_files and not log.files_exist(snap.files):
         earliest = _earliest_complete_snapshot(log, snap.version)
@@ -59,11 +60,12 @@ def earliest_change_version(log: DeltaLog) -> int:
     return max(log.earliest_change_version(), log.earliest_version())
 
 
-def commit_at(log: DeltaLog, table: SharedTable, version: int) -> Commit:
+def commits_in(log: DeltaLog, table: SharedTable, start: int, end: int) -> list[Commit]:
+    """The commits of a version range, or "not available" when the log lost some of them."""
     try:
-        return log.commit(version)
-    except VersionUnavailable:
-        raise history_unavailable(table.full_name, earliest_change_version(log), version=version) from None
+        return log.commits(start, end)
+    except VersionUnavailable as exc:
+        raise history_unavailable(table.full_name, earliest_change_version(log), version=exc.version) from None
 
 
 def version_at(log: DeltaLog, table: SharedTable, timestamp: str, name: str = "timestamp") -> int:
@@ -106,15 +108,18 @@ def version_at_or_after(log: DeltaLog, table: SharedTable, timestamp: str, name:
     return found
 
 
-def check_changes_available(log: DeltaLog, table: SharedTable, start: int, end: int) -> None:
-    """Refuse a range whose commits or files are gone, naming the earliest servable version."""
+def check_changes_available(log: DeltaLog, table: SharedTable, start: int, end: int) -> list[Commit]:
+    """The commits of ``[start, end]`` if their files are all on disk; else "not available",
+    naming the earliest version from which every later version can still be served."""
     earliest = earliest_change_version(log)
     latest = log.latest_version()
     if start < earliest:
         raise history_unavailable(table.full_name, earliest, version=start, latest=latest)
-    for version in range(end, start - 1, -1):
-        if not log.files_exist(served_change_files(log.commit(version))):
-            raise history_unavailable(table.full_name, version + 1, version=start, latest=latest)
+    commits = commits_in(log, table, start, end)
+    for commit in reversed(commits):
+        if not log.files_exist(served_change_files(commit)):
+            raise history_unavailable(table.full_name, commit.version + 1, version=start, latest=latest)
+    return commits
 
 
 def served_change_files(commit: Commit) -> tuple[FileEntry, ...]:

@@ -217,7 +217,7 @@ def test_starting_version_query_returns_data_changes(api: httpx.Client, sharing_
             {"startingVersion": 3, "endingVersion": 2},
             "startingVersion(3) must be smaller than or equal to endingVersion(2).",
         ),
-        ({"version": 999}, "Cannot time travel Delta table to version 999. Available versions: [0, "),
+        ({"version": 999}, "Table version 999 does not exist: the latest version of demo.sales.orders is "),
         ({"maxFiles": 0}, "maxFiles must be a positive number."),
     ],
 )
