@@ -16,12 +16,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypedDict, Unpack
+from typing import Any, Self, TypedDict, Unpack
 
 import httpx
 from pydantic import Field
 
-from sync.http import RetryPolicy, SharingHttp, Timeouts, build_http_client, table_version_header
+from sync.http import (
+    RetryPolicy,
+    SharingHttp,
+    Timeouts,
+    build_http_client,
+    table_version_header,
+)
 from sync.ndjson import ANY_FILES, CHANGE_FILES, FileStream, PageCursor, StreamCall
 from sync.profile import Profile
 from sync.redact import install_log_redaction
@@ -232,7 +238,7 @@ class SharingClient:
         if self._owns_http:
             self._client.close()
 
-    def __enter__(self) -> SharingClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -265,7 +271,7 @@ class SharingClient:
     def _listing(
         self,
         url: str,
-        model: type[ListSharesPage] | type[ListSchemasPage] | type[ListTablesPage],
+        model: type[ListSharesPage | ListSchemasPage | ListTablesPage],
         context: str,
         max_results: int | None,
     ) -> Iterator[Any]:

@@ -256,6 +256,10 @@ def translate_httpx_errors(context: str) -> Iterator[None]:
         raise TransportError(f"{context}: timed out ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})") from None
     except httpx.TransportError as exc:
         raise TransportError(f"{context}: connection failed ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})") from None
+    except httpx.DecodingError as exc:  # a body that does not decode (gzip cut short): fetch it again
+        raise TransportError(f"{context}: the response body did not decode ({redact(str(exc))})") from None
+    except httpx.TooManyRedirects as exc:
+        raise ProtocolViolation(f"{context}: too many redirects ({redact(str(exc))})") from None
     except httpx.InvalidURL as exc:
         raise ConfigError(f"{context}: invalid URL ({redact(str(exc))}); check the profile's endpoint") from None
 
@@ -416,9 +420,8 @@ class SharingHttp:
         """GET a JSON document into ``model``, with retries."""
 
         def attempt() -> M:
-            with self.open("GET", url, params=params, context=context) as response:
-                with translate_httpx_errors(context):
-                    body = _read_bounded(response, MAX_JSON_BYTES, context)
+            with self.open("GET", url, params=params, context=context) as response, translate_httpx_errors(context):
+                body = _read_bounded(response, MAX_JSON_BYTES, context)
             try:
                 return model.model_validate_json(body)
             except ValidationError as exc:

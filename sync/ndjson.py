@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from sync.errors import ProtocolViolation, SharesyncError, StreamError, TruncatedStream
 from sync.http import (
@@ -27,7 +27,18 @@ from sync.http import (
     table_version_header,
     translate_httpx_errors,
 )
-from sync.wire import Action, AddFile, CdfFile, DataFile, EndStreamAction, File, Metadata, Protocol, RemoveFile, parse_action
+from sync.wire import (
+    Action,
+    AddFile,
+    CdfFile,
+    DataFile,
+    EndStreamAction,
+    File,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    parse_action,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +272,7 @@ class FileStream:
             self._current.close()
             self._current = None
 
-    def __enter__(self) -> FileStream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

@@ -21,7 +21,7 @@ from sync.download import (
     refresher_for,
     staged_name,
 )
-from sync.errors import DownloadError, NotFound, UrlExpired
+from sync.errors import DownloadError, NotFound, TransportError, UrlExpired
 from sync.http import RetryPolicy
 from sync.wire import AddFile, CdfFile, DataFile, File, RemoveFile
 
@@ -236,9 +236,9 @@ def test_a_body_broken_half_way_is_undone_and_retried(downloader: Callable[..., 
 
 def test_a_crash_never_leaves_a_file_that_looks_complete(downloader: Callable[..., Downloader]) -> None:
     storage = Storage({"a": 1000})
-    storage.failures["a"] = [httpx.Response(200, stream=BreakingStream(data("a", 1000), 400))] * 10
+    storage.failures["a"] = [httpx.Response(200, stream=BreakingStream(data("a", 1000), 400)) for _ in range(10)]
     d = downloader(storage)
-    with pytest.raises(Exception):
+    with pytest.raises(TransportError, match="connection reset mid-body"):
         d.download([make_file("a", 1000)])
     assert list(d.staging_dir.iterdir()) == []
 

@@ -23,8 +23,13 @@ from sync.errors import (
     TransportError,
     Unauthorized,
 )
+from sync.http import (
+    HISTORY_UNAVAILABLE_PHRASES,
+    RetryPolicy,
+    parse_capabilities,
+    parse_retry_after,
+)
 from sync.redact import redact
-from sync.http import HISTORY_UNAVAILABLE_PHRASES, RetryPolicy, parse_capabilities, parse_retry_after
 
 from .conftest import FIXTURES, TOKEN, FakeClock, error
 
@@ -57,7 +62,7 @@ def counting(*responses: httpx.Response | Exception) -> tuple[list[httpx.Request
 @pytest.mark.parametrize("status", sorted(DOCUMENTED))
 def test_every_documented_status_maps_to_its_class_with_code_and_message(make_client: Make, status: int) -> None:
     body = json.loads((FIXTURES / f"error_{status}.json").read_text())
-    seen, handler = counting(httpx.Response(status, json=body))
+    _seen, handler = counting(httpx.Response(status, json=body))
     client = make_client(handler, retry=RetryPolicy(max_attempts=1))
     with pytest.raises(SharingHTTPError) as info:
         client.get_share("vaccine_share")
@@ -88,7 +93,7 @@ def test_transient_statuses_are_retried_until_success(make_client: Make, clock: 
 
 
 def test_retry_after_is_honoured(make_client: Make, clock: FakeClock) -> None:
-    seen, handler = counting(error(429, **{"Retry-After": "7"}), error(503, **{"Retry-After": "3"}),
+    _seen, handler = counting(error(429, **{"Retry-After": "7"}), error(503, **{"Retry-After": "3"}),
                              httpx.Response(200, json={}))
     make_client(handler).list_shares()
     assert clock.sleeps == [7.0, 3.0]
@@ -157,7 +162,7 @@ def test_the_default_http_client_has_connect_and_read_timeouts() -> None:
 
 def test_non_json_error_body_gives_status_and_a_short_redacted_snippet(make_client: Make) -> None:
     html = "<html><body>Bad gateway " + "x" * 5000 + f" Bearer {TOKEN}</body></html>"
-    seen, handler = counting(httpx.Response(502, text=html), httpx.Response(400, text=f"oops {TOKEN} " * 3))
+    _seen, handler = counting(httpx.Response(502, text=html), httpx.Response(400, text=f"oops {TOKEN} " * 3))
     client = make_client(handler, retry=RetryPolicy(max_attempts=1))
     with pytest.raises(ServerError) as info:
         client.list_shares()
@@ -170,7 +175,7 @@ def test_non_json_error_body_gives_status_and_a_short_redacted_snippet(make_clie
 
 
 def test_empty_error_body_uses_the_reason_phrase(make_client: Make) -> None:
-    seen, handler = counting(httpx.Response(404))
+    _seen, handler = counting(httpx.Response(404))
     with pytest.raises(NotFound, match=r"HTTP 404: empty error body"):
         make_client(handler).get_share("x")
 
@@ -196,14 +201,14 @@ def test_history_unavailable_wordings(make_client: Make, message: str) -> None:
 
 
 def test_other_bad_requests_stay_bad_requests(make_client: Make) -> None:
-    seen, handler = counting(error(400, "INVALID_PARAMETER_VALUE", "startingVersion cannot be negative."))
+    _seen, handler = counting(error(400, "INVALID_PARAMETER_VALUE", "startingVersion cannot be negative."))
     with pytest.raises(BadRequest) as info:
         make_client(handler).get_share("x")
     assert type(info.value) is BadRequest
 
 
 def test_401_with_an_expired_token_says_so(make_client: Make) -> None:
-    seen, handler = counting(error(401, "UNAUTHENTICATED", "bad token"))
+    _seen, handler = counting(error(401, "UNAUTHENTICATED", "bad token"))
     profile = {"shareCredentialsVersion": 1, "endpoint": "https://srv.example.com", "bearerToken": TOKEN,
                "expirationTime": "2020-01-01T00:00:00Z"}
     with pytest.raises(Unauthorized, match=r"bearerToken expired at 2020-01-01"):

@@ -13,8 +13,19 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from sync.client import ChangesResult, SharingClient
-from sync.download import Downloader, ProgressUpdate, RefreshTokenRefresher, refresher_for
-from sync.errors import HistoryUnavailable, NotFound, ServerError, StreamError, Unauthorized
+from sync.download import (
+    Downloader,
+    ProgressUpdate,
+    RefreshTokenRefresher,
+    refresher_for,
+)
+from sync.errors import (
+    HistoryUnavailable,
+    NotFound,
+    ServerError,
+    StreamError,
+    Unauthorized,
+)
 from sync.http import RetryPolicy, Timeouts
 from sync.profile import load_profile, parse_profile
 from sync.samples import apply_random_commits, create_sample_table, sample_rows

@@ -91,13 +91,13 @@ def test_metadata(make_client: Make) -> None:
 
 
 def test_metadata_without_version_header_is_a_protocol_violation(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([protocol(), metadata(), end()], version=None))
+    _seen, handler = recorder(ndjson([protocol(), metadata(), end()], version=None))
     with pytest.raises(ProtocolViolation, match="no Delta-Table-Version header"):
         make_client(handler).metadata(TABLE)
 
 
 def test_a_file_in_a_metadata_answer_is_a_protocol_violation(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end()]))
+    _seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end()]))
     with pytest.raises(ProtocolViolation, match="unexpected file line"):
         make_client(handler).metadata(TABLE)
 
@@ -165,7 +165,7 @@ def test_query_pages_are_followed(make_client: Make) -> None:
 
 
 def test_a_page_of_another_version_is_a_protocol_violation(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end(nextPageToken="p2")], version=5),
+    _seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end(nextPageToken="p2")], version=5),
                              ndjson([protocol(), metadata(), file("b"), end()], version=6))
     with pytest.raises(ProtocolViolation, match=r"table changed between pages \(version 5 → 6\)"):
         make_client(handler).query(TABLE)
@@ -173,7 +173,7 @@ def test_a_page_of_another_version_is_a_protocol_violation(make_client: Make) ->
 
 def test_the_iterator_streams_without_reading_the_whole_body(make_client: Make) -> None:
     stream = LineStream([protocol(), metadata(), *(file(f"f{i}") for i in range(1000)), end()])
-    seen, handler = recorder(streamed(stream))
+    _seen, handler = recorder(streamed(stream))
     with make_client(handler).iter_query(TABLE) as files:
         assert files.version == 5 and files.metadata.id == "table-id"  # known before the first file
         first = next(files)
@@ -207,7 +207,7 @@ def test_a_line_cut_in_half_is_a_truncated_stream(make_client: Make) -> None:
 
 
 def test_an_empty_body_is_a_truncated_stream(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([], tail=""))
+    _seen, handler = recorder(ndjson([], tail=""))
     with pytest.raises(TruncatedStream, match="before its protocol and metaData"):
         make_client(handler, retry=RetryPolicy(max_attempts=1)).query(TABLE)
 
@@ -220,7 +220,7 @@ def test_an_error_message_fails_the_call(make_client: Make) -> None:
 
 
 def test_an_error_message_before_the_header_fails_the_call(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([end(errorMessage="no such snapshot")]))
+    _seen, handler = recorder(ndjson([end(errorMessage="no such snapshot")]))
     with pytest.raises(StreamError, match="no such snapshot"):
         make_client(handler).metadata(TABLE)
 
@@ -234,7 +234,7 @@ def test_a_legacy_server_without_end_stream_action_is_accepted(make_client: Make
 
 def test_a_server_that_says_false_is_treated_as_legacy(make_client: Make) -> None:
     headers = {"delta-sharing-capabilities": "responseformat=parquet;includeendstreamaction=false"}
-    seen, handler = recorder(ndjson([protocol(), metadata(), file("a")], echo=False, headers=headers))
+    _seen, handler = recorder(ndjson([protocol(), metadata(), file("a")], echo=False, headers=headers))
     assert len(make_client(handler).query(TABLE).files) == 1
 
 
@@ -258,7 +258,7 @@ def test_grammar_violations(make_client: Make, lines: list[Any], match: str) -> 
 
 def test_a_delta_format_answer_is_refused(make_client: Make) -> None:
     headers = {"delta-sharing-capabilities": "responseformat=delta"}
-    seen, handler = recorder(ndjson([protocol(), metadata(), end()], echo=False, headers=headers))
+    _seen, handler = recorder(ndjson([protocol(), metadata(), end()], echo=False, headers=headers))
     with pytest.raises(ProtocolViolation, match="asked for responseformat=parquet, got 'delta'"):
         make_client(handler).query(TABLE)
 
@@ -279,7 +279,7 @@ def test_a_page_broken_mid_stream_resumes_without_repeating_files(make_client: M
 def test_a_resumed_page_with_other_files_is_refused(make_client: Make) -> None:
     first = [protocol(), metadata(), file("a"), file("b"), end()]
     other = [protocol(), metadata(), file("x"), file("b"), end()]
-    seen, handler = recorder(streamed(LineStream(first, break_after=3)), streamed(LineStream(other)))
+    _seen, handler = recorder(streamed(LineStream(first, break_after=3)), streamed(LineStream(other)))
     with pytest.raises(ProtocolViolation, match="lists different files"):
         make_client(handler).query(TABLE)
 
@@ -318,7 +318,7 @@ def test_changes_by_timestamp_and_pages(make_client: Make) -> None:
 
 
 def test_a_snapshot_file_in_a_change_feed_is_refused(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end()]))
+    _seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end()]))
     with pytest.raises(ProtocolViolation, match="unexpected file line"):
         make_client(handler).changes(TABLE, starting_version=0)
 
