@@ -56,6 +56,7 @@ from pipelines.staged import (
     staged_files,
 )
 from pipelines.target import TargetState, commit_metrics, inspect_target, quote_identifier, register_target
+from sync.errors import SyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -96,6 +97,8 @@ def apply_merge(
     overwritten by this batch even when not older — the replay re-applies history the target
     already claims to have. Re-running such a batch rewrites the same values again.
     """
+    if not keys or isinstance(keys, str):
+        raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
     files = staged_files(staged)
     if not files:
         return ApplyStats()

@@ -26,7 +26,7 @@ from pipelines_support import (
 )
 
 from pipelines.merge import apply_merge
-from sync.errors import SchemaIncompatible, TargetError
+from sync.errors import SchemaIncompatible, SyncError, TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -231,6 +231,8 @@ def test_unknown_key_or_column_is_a_schema_error(spark: SparkSession, stage: Sta
         apply_merge(spark, batch, target, keys=["nope"])
     with pytest.raises(SchemaIncompatible, match="'missing'"):
         apply_merge(spark, batch, target, keys=["id"], columns=["missing"])
+    with pytest.raises(SyncError, match="key columns"):
+        apply_merge(spark, batch, target, keys=[])
     assert not Path(target).exists()
 
 
