@@ -209,7 +209,12 @@ class ChangesResult(_FilesResult):
 
 
 class SharingClient:
-    """A client for one sharing server, authenticated by one profile. Thread-safe."""
+    """A client for one sharing server, authenticated by one profile. Thread-safe.
+
+    ``http`` injects the transport (tests: ``httpx.MockTransport``; the engine: a shared
+    pool); ``timeouts`` and ``ca_bundle`` only shape the client built when none is given.
+    ``page_size`` / ``max_files`` are default page sizes (None: the server's).
+    """
 
     def __init__(
         self,
