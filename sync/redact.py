@@ -24,11 +24,14 @@ _secret_pattern: re.Pattern[str] | None = None
 _URL_QUERY = re.compile(r"(?P<base>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]+)\?[^\s\"'<>)]*")
 # user:password@host in any URL (database URLs, proxies).
 _URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
-# "Bearer abc…" in headers echoed into messages.
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
-# Secret-looking key/value pairs in JSON or form bodies.
+# "Bearer abc…" in headers echoed into messages. Tokens are long; prose ("the bearer token is
+# missing") is not, so only a run of 12+ token characters is masked.
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}")
+# Secret-looking key/value pairs in JSON ("key": "v") or form/query bodies (key=v); a plain
+# "password: required" in a validation message is not a value and stays readable.
+_SECRET_KEYS = r"(?:bearerToken|access_token|refresh_token|client_secret|clientSecret|password)"
 _KEY_VALUE = re.compile(
-    r"(?i)(?P<key>[\"']?(?:bearerToken|access_token|refresh_token|client_secret|clientSecret|password)[\"']?\s*[:=]\s*)"
+    rf"(?i)(?P<key>[\"']{_SECRET_KEYS}[\"']\s*:\s*|\b{_SECRET_KEYS}=)"
     r"(?P<q>[\"']?)(?P<val>[^\"'&,\s}]+)"
 )
 

@@ -2,7 +2,8 @@
 
 Commands are imported only when invoked (a lazy click group) so that ``sharesync sync``
 with nothing to do never pays for importing Spark or Dagster. Exit codes: 0 all fine,
-1 a table failed, 2 usage / config / profile / state-store error (one clear line on stderr).
+1 a table failed (the others still ran), 2 the command could not run: usage, config, profile,
+provider or state-store error (one clear line on stderr).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import click
 
-from sync.errors import ConfigError, Permanent, SharesyncError, StateError
+from sync.errors import SharesyncError
 from sync.redact import install_log_redaction, redact
 
 # command name → "module:attribute"; each module owns one command (or group).
@@ -74,10 +75,10 @@ def main(argv: list[str] | None = None) -> Any:
     install_log_redaction()
     try:
         return cli.main(args=argv, prog_name="sharesync", standalone_mode=True)
-    except (ConfigError, StateError) as exc:
-        fail(str(exc))
     except SharesyncError as exc:
-        fail(str(exc), EXIT_USAGE if isinstance(exc, Permanent) else EXIT_TABLE_FAILED)
+        # A command that could not even start (bad config or profile, unreachable provider or
+        # state store) exits 2; per-table failures are reported by the command itself (exit 1).
+        fail(str(exc))
 
 
 if __name__ == "__main__":
