@@ -203,7 +203,8 @@ async def table_version(request: Request, state: ServerState) -> Response:
 
 async def table_metadata(request: Request, state: ServerState) -> Response:
     ctx = _context(request, state, _table(request, state))
-    return _stream(await run_in_threadpool(answer_metadata, ctx), ctx)
+    version, timestamp = request.query_params.get("version"), request.query_params.get("timestamp")
+    return _stream(await run_in_threadpool(answer_metadata, ctx, version, timestamp), ctx)
 
 
 async def table_query(request: Request, state: ServerState) -> Response:

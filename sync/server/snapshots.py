@@ -62,11 +62,25 @@ class QueryRequest(BaseModel):
             )
 
 
-def answer_metadata(ctx: Context) -> Answer:
-    snap = snapshot_at(ctx.log, ctx.table, None, check_files=False)
+def answer_metadata(ctx: Context, version: str | None = None, timestamp: str | None = None) -> Answer:
+    """Protocol and metadata of the latest version, or of ``version`` / ``timestamp`` (newer
+    reference servers accept those for the Spark connector's ``versionAsOf``)."""
+    target: int | None = None
+    if version is not None or timestamp is not None:
+        if not snapshot_at(ctx.log, ctx.table, None, check_files=False).metadata.cdf_enabled:
+            raise history_not_shared(ctx.table.full_name)
+        if version is not None and timestamp is not None:
+            raise invalid("Only one of version, timestamp can be set.")
+        if version is not None:
+            if not version.isdigit():
+                raise invalid("version is not a valid number.")
+            target = int(version)
+        else:
+            target = version_at(ctx.log, ctx.table, timestamp or "")
+    snap = snapshot_at(ctx.log, ctx.table, target, check_files=False)
     actions: list[WireModel] = [
         protocol_line(snap.min_reader_version, ctx.table),
-        metadata_line(snap.metadata, snapshot=snap),
+        metadata_line(snap.metadata, version=target, snapshot=snap),
     ]
     if ctx.include_end_stream:
         actions.append(ctx.end_stream())
@@ -123,7 +137,7 @@ def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
     # the capability (older clients asked for those fields and read the token from it).
     latest_query = not is_version_query and request.starting_version is None
     wants_refresh = bool(request.include_refresh_token) and latest_query
-    if ctx.include_end_stream or page_size is not None or wants_refresh:
+    if ctx.include_end_stream or page_size is not None or request.include_refresh_token:
         next_token = None
         if stop < len(selected):
             next_token = ctx.issue_token(PAGE_TOKEN, {"v": snap.version, "i": stop, "c": sum_})

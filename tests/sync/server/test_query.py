@@ -51,6 +51,15 @@ def test_metadata_lines_and_headers(api: httpx.Client, sharing_server: SharingSe
     assert response.headers["delta-sharing-capabilities"] == "responseformat=parquet"
 
 
+def test_metadata_at_a_version(api: httpx.Client) -> None:
+    response = api.get(f"{ORDERS}/metadata", params={"version": 1})
+    metadata = actions(response)[1]
+    assert response.headers["Delta-Table-Version"] == "1"
+    assert isinstance(metadata, Metadata) and metadata.version == 1
+    refused = api.get("/shares/samples/schemas/all_types/tables/no_cdf/metadata", params={"version": 0})
+    assert "change data feed is not enabled" in error(refused, 400)["message"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
