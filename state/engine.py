@@ -50,10 +50,11 @@ _WRITE = "sharesync_write"
 class Database:
     """A state database: its engine, its safe-to-print URL, and transaction helpers."""
 
-    def __init__(self, engine: Engine, url: URL, display_url: str) -> None:
+    def __init__(self, engine: Engine, url: URL, display_url: str, write_lock: threading.Lock | None) -> None:
         self.engine = engine
         self.url = url
         self.display_url = display_url
+        self._write_lock = write_lock
 
     @property
     def dialect(self) -> str:
@@ -68,10 +69,29 @@ class Database:
     @contextmanager
     def write(self, action: str) -> Iterator[Connection]:
         """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so concurrent writers queue."""
-        with self.translate(action), self.engine.connect() as conn:
+        with self.translate(action), self._in_process_turn(action), self.engine.connect() as conn:
             conn.execution_options(**{_WRITE: True})
             with conn.begin():
                 yield conn
+
+    @contextmanager
+    def _in_process_turn(self, action: str) -> Iterator[None]:
+        # SQLite has one writer at a time, and its busy handler polls with growing sleeps (up
+        # to 100 ms), so a waiting writer keeps losing to newly arriving ones. Threads of one
+        # process (workers, lease heartbeats) therefore queue on a lock first; only one
+        # connection per process then waits on the file lock.
+        if self._write_lock is None:
+            yield
+            return
+        if not self._write_lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise StateStoreUnavailable(
+                f"state database '{self.url.database}' stayed busy in this process for "
+                f"{SQLITE_BUSY_TIMEOUT_MS // 1000} s while {action}"
+            )
+        try:
+            yield
+        finally:
+            self._write_lock.release()
 
     @contextmanager
     def translate(self, action: str) -> Iterator[None]:
@@ -174,7 +194,7 @@ def prepare_sqlite_file(url: URL) -> None:
         )
 
 
-_engines: dict[tuple[int, str], Engine] = {}
+_engines: dict[tuple[int, str], tuple[Engine, threading.Lock | None]] = {}
 _engines_lock = threading.Lock()
 
 
@@ -185,11 +205,13 @@ def database_for(url: URL) -> Database:
     """
     key = (os.getpid(), url.render_as_string(hide_password=False))
     with _engines_lock:
-        engine = _engines.get(key)
-        if engine is None:
+        entry = _engines.get(key)
+        if entry is None:
             engine = _create_engine(url)
-            _engines[key] = engine
-    return Database(engine, url, display(url))
+            entry = (engine, threading.Lock() if engine.dialect.name == "sqlite" else None)
+            _engines[key] = entry
+    engine, write_lock = entry
+    return Database(engine, url, display(url), write_lock)
 
 
 def dispose_engines() -> None:
@@ -197,7 +219,7 @@ def dispose_engines() -> None:
     with _engines_lock:
         mine = [key for key in _engines if key[0] == os.getpid()]
         for key in mine:
-            _engines.pop(key).dispose()
+            _engines.pop(key)[0].dispose()
 
 
 def _create_engine(url: URL) -> Engine:

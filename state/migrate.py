@@ -21,27 +21,49 @@ import logging
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 
 from state.engine import Database, database_for, parse_url, prepare_sqlite_file, sqlite_path
 from state.models import VERSION_TABLE
 from sync.errors import StateError, StateSchemaTooNew
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 log = logging.getLogger("sharesync.state")
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+VERSIONS_DIR = MIGRATIONS_DIR / "versions"
 
 # pg_advisory_xact_lock key: any constant unique to sharesync ("shrsync" in ASCII).
 _PG_MIGRATION_LOCK = 0x73687273796E63
 
 
+# Opening a store whose schema is current must not pay for importing Alembic (~0.3 s of CPU
+# in every one of 20 parallel run processes), so the shipped revisions are read from the
+# file names: revisions are a linear, zero-padded sequence and files are named
+# "<revision>_<slug>.py" (alembic.ini's file_template). tests/state/test_migrations.py checks
+# that Alembic's own view of the scripts agrees. Alembic is imported only to upgrade.
+@cache
+def known_revisions() -> frozenset[str]:
+    """Every schema revision this sharesync ships."""
+    return frozenset(
+        path.name.split("_", 1)[0] for path in VERSIONS_DIR.glob("*.py") if not path.name.startswith("__")
+    )
+
+
+def head_revision() -> str:
+    """The newest schema revision this sharesync ships."""
+    revisions = known_revisions()
+    assert revisions, f"no migration scripts in {VERSIONS_DIR}"
+    return max(revisions)
+
+
 def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     if connection is not None:
@@ -49,25 +71,11 @@ def _config(connection: Connection | None = None) -> Config:
     return config
 
 
-@cache
-def _scripts() -> ScriptDirectory:
-    return ScriptDirectory.from_config(_config())
-
-
-def head_revision() -> str:
-    """The newest schema revision this sharesync ships."""
-    head = _scripts().get_current_head()
-    assert head is not None, "state/migrations/versions is empty"
-    return head
-
-
-@cache
-def known_revisions() -> frozenset[str]:
-    return frozenset(script.revision for script in _scripts().walk_revisions())
-
-
 def _stored_revision(conn: Connection) -> str | None:
-    heads = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_heads()
+    """The revision in our version table, read with plain SQL (nothing is created)."""
+    if not inspect(conn).has_table(VERSION_TABLE):
+        return None
+    heads = list(conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
     if len(heads) > 1:
         raise StateError(f"state database has several schema heads {sorted(heads)}; it was edited by hand")
     return heads[0] if heads else None
@@ -99,11 +107,18 @@ def ensure_schema(db: Database) -> str:
 
 
 def _upgrade_locked(db: Database, target: str) -> tuple[str | None, str | None]:
+    # Imported before taking the lock, which every other writer of the database waits for.
+    from alembic import command
+    from alembic.util import CommandError
+
+    wanted = head_revision() if target == "head" else target
     with db.write("migrating the schema") as conn:
         if db.dialect == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
         before = _stored_revision(conn)  # re-read under the lock: another opener may have migrated
         _refuse_unknown(db, before)
+        if before == wanted:
+            return before, before
         try:
             command.upgrade(_config(conn), target)
         except CommandError as error:

@@ -49,7 +49,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from sqlalchemy import Connection, Row, delete, func, insert, or_, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from state.domain import Checkpoint, Lease, RunRecord, RunStats, RunStatus
 from state.engine import Database, database_for, parse_url, prepare_sqlite_file
@@ -153,7 +152,14 @@ class StateStore:
             return self._now(conn)
 
     def _upsert(self) -> Any:
-        return postgresql.insert if self._db.dialect == "postgresql" else sqlite.insert
+        """The dialect's INSERT with ON CONFLICT (imported lazily: only one backend is in use)."""
+        if self._db.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
 
     # -- checkpoints ------------------------------------------------------------------------
 

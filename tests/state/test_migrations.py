@@ -126,6 +126,20 @@ def test_models_match_the_migrations(store_url: str) -> None:
         engine.dispose()
 
 
+def test_revision_files_follow_the_naming_that_open_relies_on() -> None:
+    """open_store reads the shipped revisions from file names (no Alembic import); Alembic must agree."""
+    from alembic.script import ScriptDirectory
+
+    from state.migrate import VERSIONS_DIR, _config, known_revisions
+
+    scripts = ScriptDirectory.from_config(_config())
+    assert known_revisions() == {script.revision for script in scripts.walk_revisions()}
+    assert scripts.get_heads() == [head_revision()]  # one linear history, newest = highest number
+    for script in scripts.walk_revisions():
+        assert Path(script.path).name.startswith(f"{script.revision}_")
+        assert Path(script.path).parent == VERSIONS_DIR
+
+
 def test_migrations_run_from_an_installed_package(tmp_path: Path) -> None:
     """The migration scripts ship as package data: build the package and migrate with it alone."""
     pytest.importorskip("setuptools")
