@@ -1,0 +1,155 @@
+"""The peer pipeline: what a user would write instead of sharesync, run as its own process.
+
+The official ``delta-sharing`` connector reads the share into pandas, pandas keeps the newest
+change per key, and ``deltalake`` writes/MERGEs the result into a local Delta table:
+
+* ``bootstrap``: ``get_table_version`` → ``load_as_pandas(url, version=V)`` →
+  ``pa.Table.from_pandas`` (cast to the share's schema) → ``write_deltalake(mode="overwrite")``;
+* ``incremental``: ``load_table_changes_as_pandas(url, starting_version=last+1)`` (all new
+  versions in one call) → sort by ``_commit_version``/change rank, ``drop_duplicates(keep="last")``
+  per key → one ``deltalake`` MERGE (delete / update / insert clauses).
+
+The last applied version is kept in ``<target>.peer.json``. Nothing here imports sharesync: the
+peer must stand on its own. Prints one JSON line with the phase timings and row counts.
+
+``python -m bench.peer --profile P --table share.schema.table --target DIR bootstrap [--version V]``
+``python -m bench.peer --profile P --table share.schema.table --target DIR incremental``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+_PRIMITIVES = {
+    "long": "int64", "integer": "int32", "short": "int16", "byte": "int8", "double": "float64",
+    "float": "float32", "string": "string", "boolean": "bool_", "date": "date32", "binary": "binary",
+}  # fmt: skip
+
+
+def arrow_schema(schema_string: str):  # noqa: ANN201 - pyarrow is imported lazily like the rest
+    """The share's Delta schema (primitive types only) as an Arrow schema."""
+    import pyarrow as pa
+
+    fields = []
+    for field in json.loads(schema_string)["fields"]:
+        kind = field["type"]
+        if kind in _PRIMITIVES:
+            arrow = getattr(pa, _PRIMITIVES[kind])()
+        elif kind == "timestamp":
+            arrow = pa.timestamp("us", tz="UTC")
+        elif (m := re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", kind)) is not None:
+            arrow = pa.decimal128(int(m.group(1)), int(m.group(2)))
+        else:
+            raise SystemExit(f"peer: unsupported type {kind!r}")
+        fields.append(pa.field(field["name"], arrow, nullable=field.get("nullable", True)))
+    return pa.schema(fields)
+
+
+def _state_file(target: Path) -> Path:
+    return target.with_name(target.name + ".peer.json")
+
+
+def bootstrap(url: str, target: Path, version: int | None, key: str) -> dict[str, object]:
+    import delta_sharing
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    timings: dict[str, float] = {}
+    began = time.monotonic()
+    if version is None:
+        version = delta_sharing.get_table_version(url)
+    schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
+    df = delta_sharing.load_as_pandas(url, version=version)
+    timings["load"] = time.monotonic() - began
+    mark = time.monotonic()
+    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    rows = len(df)
+    del df
+    timings["to_arrow"] = time.monotonic() - mark
+    mark = time.monotonic()
+    write_deltalake(str(target), table, mode="overwrite")
+    timings["write"] = time.monotonic() - mark
+    _state_file(target).write_text(json.dumps({"version": version, "key": key}))
+    return {"version": version, "rows": rows, "timings": timings}
+
+
+def incremental(url: str, target: Path, key: str) -> dict[str, object]:
+    import delta_sharing
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    state = json.loads(_state_file(target).read_text())
+    last = int(state["version"])
+    timings: dict[str, float] = {}
+    began = time.monotonic()
+    latest = delta_sharing.get_table_version(url)
+    if latest <= last:
+        return {"version": last, "rows": 0, "timings": {"poll": time.monotonic() - began}}
+    schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
+    df = delta_sharing.load_table_changes_as_pandas(url, starting_version=last + 1, ending_version=latest)
+    timings["load"] = time.monotonic() - began
+    rows = len(df)
+
+    mark = time.monotonic()
+    # Newest change per key; within a version an insert/postimage beats a delete beats a preimage.
+    rank = df["_change_type"].map({"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 2})
+    df = (
+        df.assign(_rank=rank)
+        .sort_values(["_commit_version", "_rank"], kind="stable")
+        .drop_duplicates(subset=[key], keep="last")
+    )
+    columns = list(schema.names)
+    source = pa.Table.from_pandas(
+        df[[*columns, "_change_type"]], schema=schema.append(pa.field("_change_type", pa.string())),
+        preserve_index=False,
+    )
+    net = len(df)
+    del df
+    timings["dedup"] = time.monotonic() - mark
+
+    mark = time.monotonic()
+    upsert = "s._change_type IN ('insert', 'update_postimage')"
+    values = {f"`{c}`": f"s.`{c}`" for c in columns}
+    metrics = (
+        DeltaTable(str(target))
+        .merge(source, f"t.`{key}` = s.`{key}`", source_alias="s", target_alias="t")
+        .when_matched_delete(predicate=f"NOT ({upsert})")
+        .when_matched_update(updates=values, predicate=upsert)
+        .when_not_matched_insert(updates=values, predicate=upsert)
+        .execute()
+    )
+    timings["merge"] = time.monotonic() - mark
+    _state_file(target).write_text(json.dumps({"version": latest, "key": key}))
+    counts = {k: metrics.get(k) for k in ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted")}
+    return {"version": latest, "rows": rows, "net_keys": net, "timings": timings, **counts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="peer pipeline: delta-sharing → pandas → deltalake MERGE")
+    parser.add_argument("--profile", required=True, type=Path)
+    parser.add_argument("--table", required=True, help="share.schema.table")
+    parser.add_argument("--target", required=True, type=Path)
+    parser.add_argument("--key", default="id")
+    sub = parser.add_subparsers(dest="command", required=True)
+    boot = sub.add_parser("bootstrap")
+    boot.add_argument("--version", type=int, default=None)
+    sub.add_parser("incremental")
+    args = parser.parse_args(argv)
+    url = f"{args.profile}#{args.table}"
+    began = time.monotonic()
+    if args.command == "bootstrap":
+        result = bootstrap(url, args.target, args.version, args.key)
+    else:
+        result = incremental(url, args.target, args.key)
+    result["seconds"] = time.monotonic() - began
+    print(json.dumps({"pipeline": "peer", "command": args.command, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
