@@ -84,6 +84,12 @@ def main() -> None:
         t0 = time.perf_counter()
         again = apply_merge(spark, batch, target, keys=["id"])
         print(f"re-apply same batch (no-op) -> {again.changed_rows} changes: {time.perf_counter() - t0:.2f} s")
+
+        soft = str(work / "soft")
+        replace_target(spark, snapshot, soft, soft_delete=True)
+        t0 = time.perf_counter()
+        stats = apply_merge(spark, batch, soft, keys=["id"], soft_delete=True)
+        print(f"soft-delete merge (incl. counting soft deletes) -> {stats}: {time.perf_counter() - t0:.2f} s")
     finally:
         stop_spark()
         shutil.rmtree(work, ignore_errors=True)
