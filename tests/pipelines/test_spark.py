@@ -30,3 +30,12 @@ def test_sessions_are_cached_per_config_and_use_utc(spark: SparkSession) -> None
     assert other.conf.get("spark.sql.shuffle.partitions") == "3"
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.sql("SELECT CAST(TIMESTAMP '2024-01-01 00:00:00' AS LONG) AS s").collect()[0]["s"] == 1704067200
+
+
+def test_concurrent_callers_share_one_new_session(spark: SparkSession) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    config = SparkConfig(conf={"spark.sql.shuffle.partitions": "5"})
+    with ThreadPoolExecutor(8) as pool:
+        sessions = list(pool.map(lambda _: get_spark(config), range(8)))
+    assert all(s is sessions[0] for s in sessions)
