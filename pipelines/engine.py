@@ -240,7 +240,7 @@ class _TableRun:
         while True:
             source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
             options = self._options(context, backfill, history_gap)
-            plan = plan_sync(_view(checkpoint), source, options)
+            plan = plan_sync(_view(checkpoint, table), source, options)
             try:
                 checkpoint = self._execute(plan, context, checkpoint)
             except HistoryUnavailable as exc:
@@ -570,8 +570,11 @@ class _TableRun:
         return self.engine._progress(f"{self.table.name} {label}", files)
 
 
-def _view(checkpoint: Checkpoint | None) -> CheckpointView | None:
-    return None if checkpoint is None else CheckpointView(checkpoint.version, checkpoint.table_id)
+def _view(checkpoint: Checkpoint | None, table: TableConfig) -> CheckpointView | None:
+    if checkpoint is None:
+        return None
+    matches = checkpoint.target == table.target and checkpoint.mode == table.mode.value
+    return CheckpointView(checkpoint.version, checkpoint.table_id, target_matches=matches)
 
 
 def _max_timestamp(files: Iterable[Any]) -> datetime | None:

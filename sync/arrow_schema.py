@@ -38,9 +38,14 @@ CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 
+# Nullable although never null: targets inherit the staged nullability (the guard column
+# ``_sharesync_version``, append mode's change columns), and Sail's ``mergeSchema`` silently adds
+# no column to a Delta table that has a NOT NULL column (pysail 0.7.2), which would make every
+# additive schema change at the provider fail in merge mode and lose the new column in append
+# and snapshot mode. tests/e2e/test_schema.py covers it.
 CHANGE_COLUMNS: tuple[pa.Field, ...] = (
-    pa.field(CHANGE_TYPE, pa.string(), nullable=False),
-    pa.field(COMMIT_VERSION, pa.int64(), nullable=False),
+    pa.field(CHANGE_TYPE, pa.string()),
+    pa.field(COMMIT_VERSION, pa.int64()),
     pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC")),
 )
 

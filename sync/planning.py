@@ -7,7 +7,8 @@ table id and CDF flag); the output is one frozen plan, applied by the engine wit
 * :class:`Bootstrap`    — copy the snapshot at a version, then (optionally) apply the changes
   after it. Used for the first sync, snapshot mode, and every case where changes cannot be
   trusted: the provider re-created the table (new ``metaData.id``), vacuumed the history we
-  need, or does not publish a change data feed.
+  need, or does not publish a change data feed; and when the config moved the table to
+  another target or mode than its checkpoint describes.
 * :class:`ApplyChanges` — apply ``[checkpoint+1 … latest]`` in batches of at most
   ``max_versions_per_batch`` versions; the checkpoint advances after each batch, so a crash
   loses at most one batch of work and never skips one.
@@ -30,6 +31,7 @@ class BootstrapReason(StrEnum):
     HISTORY_GAP = "history gap"
     NO_CDF = "source has no change data feed"
     SOURCE_REWOUND = "source version went backwards"
+    TARGET_CHANGED = "target or mode changed in the config"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class CheckpointView:
 
     version: int
     source_table_id: str | None
+    # False when the config now names another target or mode than the one the checkpoint
+    # describes: the new target holds nothing yet, so it is bootstrapped, never skipped.
+    target_matches: bool = True
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,16 @@ def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: Pl
 
     if checkpoint is None:
         return _first_sync(source, options, latest)
+
+    if not checkpoint.target_matches:
+        return Bootstrap(
+            latest,
+            BootstrapReason.TARGET_CHANGED,
+            warning=(
+                f"the config names another target or mode than the checkpoint (version {checkpoint.version}) "
+                f"describes; bootstrapping the configured target from the snapshot at version {latest}"
+            ),
+        )
 
     if checkpoint.source_table_id is not None and source.table_id is not None:
         if checkpoint.source_table_id != source.table_id:

@@ -55,6 +55,8 @@ def test_changes_are_batched_from_checkpoint_plus_one() -> None:
         ),
         (CheckpointView(12, "t1"), SOURCE, MERGE, BootstrapReason.SOURCE_REWOUND),
         (CheckpointView(2, "t1"), SOURCE, PlanOptions(mode=Mode.SNAPSHOT), BootstrapReason.SNAPSHOT_MODE),
+        (CheckpointView(2, "t1", target_matches=False), SOURCE, MERGE, BootstrapReason.TARGET_CHANGED),
+        (CheckpointView(10, "t1", target_matches=False), SOURCE, MERGE, BootstrapReason.TARGET_CHANGED),
     ],
 )
 def test_rebootstrap_cases(

@@ -1,0 +1,48 @@
+"""Nothing new at the provider: one ``/version`` call per table, no lease work, no engine."""
+
+from __future__ import annotations
+
+from conftest import Workspace, never_spark
+from verify import assert_merge_target_matches, assert_snapshot_target_matches, source_version
+
+from pipelines.results import TableOutcome
+
+
+def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspace: Workspace) -> None:
+    workspace.table("m", rows=10)
+    workspace.table("s", rows=10, partitioned=False, seed=1)
+    workspace.table("a", rows=10, seed=2)
+    config = workspace.config(workspace.spec("m"), workspace.spec("s", "snapshot"), workspace.spec("a", "append"))
+    first = workspace.engine(config).sync_all()
+    assert {r.outcome for r in first} == {TableOutcome.SYNCED}
+    runs_before = {t.name: len(workspace.engine(config).store.runs_for(t.name)) for t in config.tables}
+
+    client, transport = workspace.counting_client(config)
+    idle = workspace.engine(config, client=client, spark=never_spark)
+    results = idle.sync_all()
+
+    assert [r.outcome for r in results] == [TableOutcome.UP_TO_DATE] * 3
+    assert all(r.batches == () and r.error is None for r in results)
+    assert transport.endpoints == ["version"] * 3
+    assert {t.name: len(idle.store.runs_for(t.name)) for t in config.tables} == runs_before
+
+    # The same holds table by table, and the engine really is the one that syncs otherwise.
+    transport.requests.clear()
+    assert idle.sync_table(workspace.name("m")).outcome is TableOutcome.UP_TO_DATE
+    assert transport.endpoints == ["version"]
+    workspace.commit("m", 1, seed=5)
+    result = workspace.engine(config).sync_table(workspace.name("m"))
+    assert result.outcome is TableOutcome.SYNCED
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
+
+
+def test_a_changed_target_in_the_config_is_bootstrapped_not_skipped(workspace: Workspace) -> None:
+    workspace.table("s", rows=10, partitioned=False)
+    workspace.engine(workspace.config(workspace.spec("s", "snapshot"))).sync_all()
+
+    moved = workspace.spec("s", "snapshot", target="warehouse/s-moved")
+    result = workspace.engine(workspace.config(moved)).sync_table(workspace.name("s"))
+
+    assert result.outcome is TableOutcome.SYNCED
+    assert result.warnings, "moving a table to a new target deserves a word"
+    assert_snapshot_target_matches(workspace.path("s"), str(workspace.root / "warehouse" / "s-moved"), 0)

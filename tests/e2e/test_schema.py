@@ -1,0 +1,112 @@
+"""Schema changes at the provider: additive ones evolve the target, breaking ones stop that table only."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from conftest import Workspace
+from deltalake import DeltaTable, write_deltalake
+from verify import (
+    assert_append_target_matches,
+    assert_merge_target_matches,
+    assert_snapshot_target_matches,
+    source_version,
+)
+
+from pipelines.results import TableOutcome
+from sync.cli.main import main
+from sync.samples import sample_rows
+
+MODES = {"m": "merge", "a": "append", "s": "snapshot"}
+
+
+def _add_column(path: str, seed: int) -> None:
+    """Append rows carrying a new ``note`` column, then update old rows to set it."""
+    rows = sample_rows(random.Random(seed), [1000 + seed, 1001 + seed])
+    rows = rows.append_column("note", pa.array(["fresh", None], pa.string()))
+    write_deltalake(path, rows, mode="append", schema_mode="merge")
+    DeltaTable(path).update(updates={"note": "'set'", "qty": "qty + 7"}, predicate="id <= 3")
+
+
+def test_an_added_column_evolves_every_mode(workspace: Workspace) -> None:
+    for seed, table in enumerate(MODES):
+        workspace.table(table, rows=15, seed=seed)
+    config = workspace.config(*(workspace.spec(t, mode) for t, mode in MODES.items()))
+    engine = workspace.engine(config)
+    first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+    for seed, table in enumerate(MODES):
+        workspace.commit(table, 2, seed=seed)
+        _add_column(str(workspace.path(table)), seed)
+
+    results = engine.sync_all()
+
+    assert [r.outcome for r in results] == [TableOutcome.SYNCED] * 3, [r.error for r in results]
+    m, a, s = (workspace.path(t) for t in MODES)
+    for table in MODES:
+        assert "note" in DeltaTable(workspace.target(table)).schema().to_arrow().names
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+    assert_append_target_matches(a, workspace.target("a"), bootstrap_version=first[workspace.name("a")], end_version=source_version(a))
+    assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
+
+
+def _drop_column(path: str) -> None:
+    current = DeltaTable(path).to_pyarrow_table().drop_columns(["qty"])
+    write_deltalake(path, current, mode="overwrite", schema_mode="overwrite", partition_by=None)
+
+
+def _retype_column(path: str) -> None:
+    current = DeltaTable(path).to_pyarrow_table()
+    index = current.schema.get_field_index("small")
+    current = current.set_column(index, "small", current["small"].cast(pa.string()))
+    write_deltalake(path, current, mode="overwrite", schema_mode="overwrite", partition_by=None)
+
+
+@pytest.mark.parametrize("mode", ["merge", "append", "snapshot"])
+def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
+    workspace: Workspace, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace.table("dropped", rows=12, partitioned=False, seed=1)
+    workspace.table("retyped", rows=12, partitioned=False, seed=2)
+    workspace.table("fine", rows=12, seed=3)
+    config = workspace.config(
+        workspace.spec("dropped", mode), workspace.spec("retyped", mode), workspace.spec("fine", "merge")
+    )
+    engine = workspace.engine(config)
+    assert {r.outcome for r in engine.sync_all()} == {TableOutcome.SYNCED}
+    before = {c.name: c.version for c in engine.store.list_checkpoints()}
+    _drop_column(str(workspace.path("dropped")))
+    _retype_column(str(workspace.path("retyped")))
+    workspace.commit("fine", 3, seed=4)
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--config", str(workspace.config_file), "sync"])
+    assert exit_.value.code == 1
+    out = capsys.readouterr().out
+
+    after = {c.name: c.version for c in engine.store.list_checkpoints()}
+    assert after[workspace.name("dropped")] == before[workspace.name("dropped")]
+    assert after[workspace.name("retyped")] == before[workspace.name("retyped")]
+    fine = workspace.path("fine")
+    assert after[workspace.name("fine")] == source_version(fine)
+    assert_merge_target_matches(fine, workspace.target("fine"), ["id"], source_version(fine))
+    runs = engine.store.latest_runs([workspace.name("dropped"), workspace.name("retyped")])
+    assert "'qty'" in (runs[workspace.name("dropped")].error or "")
+    assert "'small'" in (runs[workspace.name("retyped")].error or "")
+    assert "breaking schema change" in out and "reset" in out
+
+    # The way out the error names: reset, then the next sync re-bootstraps with the new schema.
+    for table in ("dropped", "retyped"):
+        assert main(["--config", str(workspace.config_file), "reset", workspace.name(table)]) in (0, None)
+    results = {r.name: r for r in engine.sync_all()}
+    for table in ("dropped", "retyped"):
+        result = results[workspace.name(table)]
+        assert result.outcome is TableOutcome.SYNCED, result.error
+        path, target = workspace.path(table), workspace.target(table)
+        if mode == "merge":
+            assert_merge_target_matches(path, target, ["id"], source_version(path))
+        elif mode == "append":
+            assert_append_target_matches(path, target, bootstrap_version=source_version(path), end_version=source_version(path))
+        else:
+            assert_snapshot_target_matches(path, target, source_version(path))
