@@ -16,11 +16,10 @@ if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
 
-# No default 'main' cluster: nothing to start, nothing listening on 5432.
-$SUDO mkdir -p /etc/postgresql-common
-if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
-    echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
-fi
+# No default 'main' cluster: nothing to start, nothing listening on 5432. A drop-in, because
+# createcluster.conf itself is managed by ucf and a pre-existing copy would make it prompt.
+$SUDO mkdir -p /etc/postgresql-common/createcluster.d
+echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.d/sharesync-ci.conf >/dev/null
 
 # Keep package scripts from starting services (containers without an init system, CI hosts).
 POLICY=/usr/sbin/policy-rc.d
@@ -39,7 +38,8 @@ trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql >/dev/null
 
 ls -d /usr/lib/postgresql/*/bin/initdb
 echo "install-postgres: installed; tests start their own cluster"
