@@ -1,0 +1,123 @@
+"""In-process materializations against the local sharing server: correct targets, useful metadata."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+from dagster_support import APPEND_TABLE, MERGE_TABLE, Site, check_results, materialization, materialize
+from verify import assert_append_target_matches, assert_merge_target_matches
+
+from pipelines.materialization import STAT_KEYS
+from state import open_store
+from sync.timestamps import from_millis
+
+pytestmark = pytest.mark.slow
+
+
+def test_first_materialization_bootstraps_both_tables_with_metadata(site: Site) -> None:
+    defs = site.definitions()
+    merge_key, append_key = site.key(MERGE_TABLE), site.key(APPEND_TABLE)
+    before = datetime.now(UTC)
+
+    result = materialize(defs, dg.AssetSelection.assets(merge_key, append_key))
+
+    assert result.success
+    version = site.source_version(MERGE_TABLE)
+    assert_merge_target_matches(site.source_path(MERGE_TABLE), site.target(MERGE_TABLE), ["id"], version)
+    append_version = site.source_version(APPEND_TABLE)
+    assert_append_target_matches(
+        site.source_path(APPEND_TABLE),
+        site.target(APPEND_TABLE),
+        bootstrap_version=append_version,
+        end_version=append_version,
+    )
+
+    meta = materialization(result, merge_key)
+    assert meta["outcome"] == "synced"
+    assert meta["_data_version"] == str(version)
+    assert (meta["source_version_from"], meta["source_version_to"]) == (version, version)
+    assert meta["checkpoint_version"] == meta["source_version"] == version
+    for key in (*STAT_KEYS, "batches", "dagster/row_count"):
+        assert isinstance(meta[key], int), key
+    for key in ("duration_seconds", "lag_seconds"):
+        assert isinstance(meta[key], float), key
+    commit = from_millis(site.commit_millis(MERGE_TABLE, version))
+    assert meta["source_commit_to"] == pytest.approx(commit.timestamp())
+    assert meta["lag_seconds"] >= (before - commit).total_seconds() - 1
+    assert meta["rows_inserted"] == meta["dagster/row_count"] == len(_rows(site.target(MERGE_TABLE)))
+    assert meta["files_downloaded"] > 0 and meta["bytes_downloaded"] > 0
+    assert meta["dagster/uri"] == f"file://{site.target(MERGE_TABLE)}"
+    columns = [c.name for c in meta["dagster/column_schema"].columns]
+    assert columns[:2] == ["id", "region"] and "_sharesync_version" in columns
+
+    assert materialization(result, append_key)["outcome"] == "synced"
+    checks = check_results(result)
+    assert checks[("sharesync/dg/sales/orders", "row_count_matches_source")].passed
+    assert checks[("sharesync/dg/sales/events", "row_count_matches_source")].passed  # skipped: append mode
+
+
+def test_incremental_materialization_applies_only_new_versions(site: Site) -> None:
+    defs = site.definitions()
+    key = site.key(MERGE_TABLE)
+    selection = dg.AssetSelection.assets(key).without_checks()
+    first = site.source_version(MERGE_TABLE)
+    materialize(defs, selection)
+    site.commit(MERGE_TABLE, 3, seed=21)
+    latest = site.source_version(MERGE_TABLE)
+
+    meta = materialization(materialize(defs, selection), key)
+
+    assert (meta["source_version_from"], meta["source_version_to"]) == (first + 1, latest)
+    assert meta["source_commit_from"] <= meta["source_commit_to"]
+    assert_merge_target_matches(site.source_path(MERGE_TABLE), site.target(MERGE_TABLE), ["id"], latest)
+
+    again = materialization(materialize(defs, selection), key)
+    assert again["outcome"] == "up_to_date"
+    assert again["rows_inserted"] == again["files_downloaded"] == 0
+    assert again["_data_version"] == str(latest)
+
+
+def test_backfill_from_a_timestamp_replays_from_that_version(site: Site) -> None:
+    defs = site.definitions()
+    key = site.key(MERGE_TABLE)
+    selection = dg.AssetSelection.assets(key).without_checks()
+    materialize(defs, selection)
+    latest = site.source_version(MERGE_TABLE)
+    replay_from = 2
+    start = from_millis(site.commit_millis(MERGE_TABLE, replay_from)).isoformat()
+
+    result = materialize(
+        defs, selection, run_config={"ops": {site.op(MERGE_TABLE): {"config": {"starting_timestamp": start}}}}
+    )
+
+    meta = materialization(result, key)
+    assert (meta["source_version_from"], meta["source_version_to"]) == (replay_from, latest)
+    assert_merge_target_matches(site.source_path(MERGE_TABLE), site.target(MERGE_TABLE), ["id"], latest)
+    checkpoint = open_store(site.config().state_store).get_checkpoint(site.table_config(MERGE_TABLE).name)
+    assert checkpoint is not None and checkpoint.version == latest
+
+
+def test_backfill_config_without_a_start_fails_at_once(site: Site, instance: dg.DagsterInstance) -> None:
+    defs = site.definitions()
+    config = {"ops": {site.op(MERGE_TABLE): {"config": {"full_refresh": True}}}}
+
+    result = materialize(
+        defs,
+        dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(),
+        run_config=config,
+        instance=instance,
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "need starting_timestamp" in failures[0].step_failure_data.error.message  # type: ignore[union-attr]
+    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+
+
+def _rows(target: str) -> list[dict[str, object]]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(target).to_pyarrow_table().to_pylist()

@@ -1,0 +1,104 @@
+"""The source-version sensor, the observe op and the schedules."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+from dagster_support import APPEND_TABLE, MERGE_TABLE, Site, full_name, materialize
+
+from pipelines.sensors import SENSOR_NAME, SensorCursor, plan_tick
+from pipelines.sources import DATA_VERSION_TAG
+from sync.errors import ServerError
+
+
+def _tick(defs: dg.Definitions, cursor: str | None) -> dg.SensorResult:
+    sensor = defs.resolve_sensor_def(SENSOR_NAME)
+    context = dg.build_sensor_context(cursor=cursor, resources=dict(defs.resources or {}))
+    result = sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def _observed(result: dg.SensorResult) -> dict[str, str]:
+    return {e.asset_key.path[-1]: e.tags[DATA_VERSION_TAG] for e in result.asset_events}  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_sensor_requests_only_tables_whose_version_advanced(site: Site) -> None:
+    defs = site.definitions()
+    orders, events = full_name(MERGE_TABLE), full_name(APPEND_TABLE)
+    v_orders, v_events = site.source_version(MERGE_TABLE), site.source_version(APPEND_TABLE)
+
+    first = _tick(defs, None)  # nothing synced yet: both tables are behind
+
+    requested = {r.run_key: r for r in first.run_requests or []}
+    assert set(requested) == {f"{orders}@{v_orders}", f"{events}@{v_events}"}
+    request = requested[f"{orders}@{v_orders}"]
+    assert request.asset_selection == [site.key(MERGE_TABLE)]
+    assert request.tags["sharesync/table"] == orders
+    assert {k.name for k in request.asset_check_keys or []} == {"row_count_matches_source", "profile_token_expiry"}
+    assert _observed(first) == {MERGE_TABLE: str(v_orders), APPEND_TABLE: str(v_events)}
+
+    second = _tick(defs, first.cursor)  # no change, runs not done yet: nothing twice
+    assert not second.run_requests and not second.asset_events and second.skip_reason
+
+    materialize(defs, dg.AssetSelection.assets(site.key(MERGE_TABLE), site.key(APPEND_TABLE)).without_checks())
+    site.commit(MERGE_TABLE, 2, seed=31)
+    third = _tick(defs, second.cursor)
+
+    assert [r.run_key for r in third.run_requests or []] == [f"{orders}@{v_orders + 2}"]
+    assert _observed(third) == {MERGE_TABLE: str(v_orders + 2)}
+
+    fresh = _tick(defs, None)  # a new sensor (empty cursor) after syncing: observes, requests nothing stale
+    assert [r.run_key for r in fresh.run_requests or []] == [f"{orders}@{v_orders + 2}"]
+    assert set(_observed(fresh)) == {MERGE_TABLE, APPEND_TABLE}
+
+
+def test_plan_tick_skips_a_table_whose_version_cannot_be_read(site: Site) -> None:
+    site.write_config()
+    config = site.config()
+    versions = {full_name(MERGE_TABLE): ServerError(503, None, "down"), full_name(APPEND_TABLE): 4}
+
+    tick = plan_tick(config, config.tables, versions, {}, SensorCursor())
+
+    assert [r.run_key for r in tick.run_requests] == [f"{full_name(APPEND_TABLE)}@4"]
+    assert len(tick.errors) == 1 and "503" in tick.errors[0]
+    assert tick.cursor.observed == {full_name(APPEND_TABLE): 4}
+
+
+def test_cursor_round_trips_and_tolerates_garbage() -> None:
+    cursor = SensorCursor({"a.b.c": 3}, {"a.b.c": 3})
+    assert SensorCursor.parse(cursor.dumps()) == cursor
+    assert SensorCursor.parse("not json") == SensorCursor()
+    assert SensorCursor.parse(None) == SensorCursor()
+
+
+def test_sensor_interval_and_schedules_come_from_the_config(site: Site) -> None:
+    site.write_config(
+        site.merge_spec(schedule="*/10 * * * *"), site.append_spec(),
+        defaults={"schedule": "0 * * * *"}, sensor_interval_seconds=45,
+    )
+    defs = site.definitions()
+
+    assert defs.resolve_sensor_def(SENSOR_NAME).minimum_interval_seconds == 45
+    schedules = {s.cron_schedule: s for s in defs.schedules or []}  # type: ignore[union-attr]
+    assert set(schedules) == {"*/10 * * * *", "0 * * * *"}
+    assert schedules["*/10 * * * *"].tags == {"sharesync/table": full_name(MERGE_TABLE)}  # type: ignore[union-attr]
+    assert schedules["0 * * * *"].execution_timezone == "UTC"  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_observing_the_sources_records_their_versions_as_data_versions(site: Site) -> None:
+    defs = site.definitions()
+    config = site.config()
+    from pipelines import naming
+
+    sources = [naming.source_key(t) for t in config.tables]
+    result = materialize(defs, dg.AssetSelection.assets(*sources))
+
+    observed = {
+        e.asset_key.path[-1]: e.asset_observation_data.asset_observation.tags[DATA_VERSION_TAG]  # type: ignore[union-attr]
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_OBSERVATION
+    }
+    assert observed == {MERGE_TABLE: str(site.source_version(MERGE_TABLE)), APPEND_TABLE: str(site.source_version(APPEND_TABLE))}
