@@ -56,7 +56,7 @@ def _earliest_complete_snapshot(log: DeltaLog, after: int) -> int:
 
 
 def earliest_change_version(log: DeltaLog) -> int:
-    """Changes of version v need v's commit and the snapshot before it (metadata, CDF flag)."""
+    """Changes of version v need v's commit and a snapshot at v (its metadata and CDF flag)."""
     return max(log.earliest_change_version(), log.earliest_version())
 
 
