@@ -49,9 +49,7 @@ _PG_MIGRATION_LOCK = 0x73687273796E63
 @cache
 def known_revisions() -> frozenset[str]:
     """Every schema revision this sharesync ships."""
-    return frozenset(
-        path.name.split("_", 1)[0] for path in VERSIONS_DIR.glob("*.py") if not path.name.startswith("__")
-    )
+    return frozenset(path.name.split("_", 1)[0] for path in VERSIONS_DIR.glob("*.py") if not path.name.startswith("__"))
 
 
 def head_revision() -> str:

@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import Any, Unpack
+from typing import Any
 
 from sqlalchemy import Connection, Row, delete, func, insert, or_, select, text, update
 
@@ -59,7 +59,7 @@ from sync.errors import CheckpointConflict, LeaseHeld, StateError
 from sync.redact import redact
 
 Clock = Callable[[], datetime]
-AnyRow = Row[Unpack[tuple[Any, ...]]]
+AnyRow = Row[*tuple[Any, ...]]
 
 # Stored error text is for people reading `status`; a full Spark trace would bloat every row.
 MAX_ERROR_CHARS = 8_000
@@ -551,4 +551,3 @@ def _to_lease(row: AnyRow) -> Lease:
 
 
 __all__ = ["Clock", "StateStore", "open_store"]
-

@@ -19,10 +19,11 @@ import pytest
 # name; spawned race workers also import their target functions by module name.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pg_server import Unavailable, drop_state_tables, postgres_database  # noqa: E402
-from state import StateStore, open_store  # noqa: E402
-from state.engine import dispose_engines  # noqa: E402
-from state_support import FakeClock  # noqa: E402
+from pg_server import Unavailable, drop_state_tables, postgres_database
+from state_support import FakeClock
+
+from state import StateStore, open_store
+from state.engine import dispose_engines
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 

@@ -85,7 +85,19 @@ def _throwaway_cluster(bindir: Path) -> Iterator[URL]:
             port = _free_port()
             options = f"-p {port} -k {sockets} -h 127.0.0.1 -F -c max_connections=200"
             try:
-                run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-w", "-t", "60", "-o", options, "start")
+                run(
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(logfile),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-o",
+                    options,
+                    "start",
+                )
             except subprocess.CalledProcessError:
                 continue
             started = True
@@ -101,6 +113,7 @@ def _throwaway_cluster(bindir: Path) -> Iterator[URL]:
                 cwd=base,
                 capture_output=True,
                 timeout=60,
+                check=False,  # best effort: the directory is removed either way
             )
         shutil.rmtree(base, ignore_errors=True)
 

@@ -14,8 +14,9 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier, Event
 from typing import Any
 
-from state import RunStats, RunStatus, open_store
 from state_support import make_checkpoint
+
+from state import RunStats, RunStatus, open_store
 from sync.errors import CheckpointConflict, LeaseHeld
 
 WAIT = 60.0
@@ -44,7 +45,7 @@ def _contend(body: Any) -> list[tuple[str, int, str]]:
     assert _barrier is not None
     try:
         return body(_barrier)  # type: ignore[no-any-return]
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - re-raised with the worker's traceback
         _barrier.abort()  # siblings stop waiting instead of hanging
         raise RuntimeError(traceback.format_exc()) from None
 

@@ -6,9 +6,9 @@ import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from state_support import FakeClock, make_checkpoint
 
 from state import Checkpoint, StateStore
-from state_support import FakeClock, make_checkpoint
 from sync.errors import CheckpointConflict, LeaseHeld
 
 NAME = "share.schema.orders"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from state_support import read_only
 
 from state import open_store
 from state.engine import dispose_engines
 from state.models import VERSION_TABLE
-from state_support import read_only
 from sync.cli.main import main
 
 
@@ -58,7 +58,7 @@ def test_url_comes_from_the_config_file(
     config = tmp_path / "conf" / "sharesync.yaml"
     config.parent.mkdir()
     config.write_text("profile: provider.share\nstate_store: sqlite:///state/from-config.db\n")
-    code, out, err = sharesync(capsys, "--config", str(config), "db", "upgrade")
+    code, _, err = sharesync(capsys, "--config", str(config), "db", "upgrade")
     assert code == 0, err
     assert (tmp_path / "conf" / "state" / "from-config.db").exists()  # relative to the config file
 
@@ -69,7 +69,7 @@ def test_url_comes_from_the_environment_without_a_config(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SHARESYNC_CONFIG", raising=False)
     monkeypatch.setenv("SHARESYNC_STATE_STORE", f"sqlite:///{tmp_path}/env.db")
-    code, out, err = sharesync(capsys, "db", "upgrade")
+    code, _, err = sharesync(capsys, "db", "upgrade")
     assert code == 0, err
     assert (tmp_path / "env.db").exists()
 

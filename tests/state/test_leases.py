@@ -6,9 +6,9 @@ import time
 from datetime import timedelta
 
 import pytest
+from state_support import FakeClock
 
 from state import StateStore
-from state_support import FakeClock
 from sync.errors import LeaseHeld
 
 NAME = "s.b.t"

@@ -167,6 +167,7 @@ def test_migrations_run_from_an_installed_package(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        check=False,  # the assertion below shows stderr
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == head_revision()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from state_support import read_only
 
 from state import open_store
 from state.engine import SQLITE_BUSY_TIMEOUT_MS, parse_url
-from state_support import read_only
 from sync.errors import ConfigError, StateStoreUnavailable
 from sync.redact import redact
 

@@ -20,8 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
 import state_race_workers as workers
+
 from state import RunStatus, open_store
 from sync.errors import LeaseHeld
 
@@ -112,9 +112,7 @@ def test_a_killed_holders_lease_is_taken_over_after_expiry(store_url: str) -> No
     store = open_store(store_url)
     acquired = SPAWN.Event()
     results: Any = SPAWN.Queue()
-    holder = SPAWN.Process(
-        target=workers.doomed_holder, args=(store_url, "s.b.t", ttl, acquired, results), daemon=True
-    )
+    holder = SPAWN.Process(target=workers.doomed_holder, args=(store_url, "s.b.t", ttl, acquired, results), daemon=True)
     holder.start()
     try:
         assert acquired.wait(60), "the holder never took the lease"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from state_support import FakeClock
 
 from state import RunStats, RunStatus, StateStore
-from state_support import FakeClock
 from sync.errors import StateError
 from sync.redact import register_secret
 
