@@ -21,7 +21,8 @@ Statistics rules (``shared/spec/delta-sharing-protocol.txt``, "Per-file Statisti
   treats NaN bounds as no bound). NaN rows may hide behind finite bounds too, because
   Parquet-style writers leave NaN out of min/max; since Spark orders NaN above all values,
   ``>``, ``>=`` and ``<>`` can be TRUE on them and are never pruned on float stats.
-  Bounds are widened by one unit in the last place against rounding in the JSON text.
+  Doubles are exact (writers print round-trip text); float32 bounds are printed as the
+  shortest float32 spelling (``0.1`` for 0.100000001…), so they are widened by a few ulps.
 * strings: Delta truncates long max values (a prefix, sometimes plus a tie-break character),
   so max is not an upper bound. What does hold, whichever writer: every value's first
   ``len(max) - 1`` characters are ``<= max[:-1]``. Only that is used; min (a prefix of the
@@ -282,7 +283,6 @@ def _bound(kind: Kind, raw: Any, *, lower: bool) -> Any:
     """A stats value as a safe bound of the column's type, or None when unusable."""
     if raw is None or (kind is Kind.BOOLEAN) != isinstance(raw, bool):  # True is also an int
         return None
-    direction = -math.inf if lower else math.inf
     match kind:
         case Kind.BOOLEAN | Kind.STRING:
             return raw if isinstance(raw, bool | str) else None
@@ -294,14 +294,15 @@ def _bound(kind: Kind, raw: Any, *, lower: bool) -> Any:
             if not isinstance(raw, int | float) or not math.isfinite(raw):
                 return None  # NaN, ±Infinity, or the strings "NaN"/"Infinity"
             value = float(raw)
-            if kind is Kind.FLOAT:  # printed float32: allow for its rounding
+            if kind is Kind.FLOAT:  # "0.1" means float32 0.100000001…: widen by a few float32 ulps
                 value += (abs(value) * 2.0**-20 + 2.0**-149) * (-1 if lower else 1)
-            return math.nextafter(value, direction)
+            return value
         case Kind.DECIMAL:
             if isinstance(raw, int):
                 return Decimal(raw)
             if isinstance(raw, float) and math.isfinite(raw):
-                return Decimal(math.nextafter(raw, direction))  # exact value of the neighbour float
+                # the exact value of the neighbouring float brackets the decimal the JSON spelled
+                return Decimal(math.nextafter(raw, -math.inf if lower else math.inf))
             return Decimal(raw) if isinstance(raw, str) else None
         case Kind.DATE:
             return date.fromisoformat(raw) if isinstance(raw, str) and len(raw) == 10 else None
