@@ -224,6 +224,10 @@ class StateStore:
 
     def _explain_lost_cas(self, conn: Connection, new: Checkpoint, expected: int | None) -> None:
         current = self._checkpoint(conn, new.name)
+        if current is None and expected is None:
+            # Lost the insert to a writer whose row was then reset before this read (PostgreSQL
+            # reads the latest committed state per statement): still somebody else's turn.
+            raise CheckpointConflict(f"checkpoint of {new.name} changed concurrently; plan again")
         if expected is None:
             assert current is not None
             raise CheckpointConflict(
@@ -326,7 +330,7 @@ class StateStore:
         if done != 1:
             raise StateError(
                 f"run {run_id} of {record.table} was already finished as {record.status.value}"
-                + (f" ({record.error})" if record.error else "")
+                + (f" ({record.error[:200]})" if record.error else "")
             )
         return record
 
