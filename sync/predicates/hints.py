@@ -126,10 +126,7 @@ def _json_value(kind: Kind, value: Literal) -> str | None:
         case Kind.BOOLEAN:
             return "true" if value else "false"
         case Kind.DOUBLE | Kind.FLOAT:
-            assert isinstance(value, float)
-            if not math.isfinite(value):
-                return None  # "inf" vs "Infinity": no spelling every server reads alike
-            return float32_text(value) if kind is Kind.FLOAT else repr(value)
+            return _number_text(kind, value)
         case Kind.DATE:
             assert isinstance(value, date)
             return value.isoformat()
@@ -211,8 +208,16 @@ def _sql_literal(kind: Kind, value: Literal) -> str | None:
             assert isinstance(value, Decimal)
             return format(value, "f")
         case Kind.DOUBLE | Kind.FLOAT:
-            assert isinstance(value, float)
-            if not math.isfinite(value):
-                return None
-            return float32_text(value) if kind is Kind.FLOAT else repr(value)
+            return _number_text(kind, value)
     return None  # timestamps (see above)
+
+
+def _number_text(kind: Kind, value: Literal) -> str | None:
+    """``0``, ``2.5``, ``0.1`` (a float32's shortest spelling); None for ±inf, which servers
+    spell differently (``inf``, ``Infinity``)."""
+    assert isinstance(value, float)
+    if not math.isfinite(value):
+        return None
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return float32_text(value) if kind is Kind.FLOAT else repr(value)
