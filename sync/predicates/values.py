@@ -8,6 +8,7 @@ protocol's "Partition Value Serialization" rules the same way.
 from __future__ import annotations
 
 import struct
+from contextlib import suppress
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -92,8 +93,9 @@ def float32_text(value: float) -> str:
     """The shortest decimal text that reads back as the same float32 (``0.1``, not ``0.10000000149011612``)."""
     for digits in range(1, 10):
         text = f"{value:.{digits}g}"
-        if to_float32(float(text)) == value:
-            return text
+        with suppress(OverflowError):  # near the float32 maximum, a short spelling may round past it
+            if to_float32(float(text)) == value:
+                return text
     return repr(value)
 
 
