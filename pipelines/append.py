@@ -67,6 +67,13 @@ def apply_append(
     if not state.exists:
         return create_target(out, target, rows)
     require_columns(state, list(CDF_COLUMNS), "append")
+    if after_version < 0:
+        # The log restarts (bootstrap after 'sharesync reset', a re-created source): no row of the
+        # target survives, so replace it in one commit, schema included — the documented way past
+        # a breaking schema change. (DELETE + append would refuse the new schema.)
+        out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
+        commits = commit_metrics(target, state.version)
+        return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
     added = added_columns(df, state, data_columns, exclude=CDF_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
     session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")

@@ -436,6 +436,12 @@ class _TableRun:
                     self.engine.spark, staged, table.target, columns=self._columns(), keys=table.keys,
                     row_filter=row_filter, soft_delete=table.soft_delete,
                 )
+            case Mode.SNAPSHOT if checkpoint is None or reason is BootstrapReason.TARGET_CHANGED:
+                # First sync, or after 'sharesync reset': the schema is replaced too, which is the
+                # documented way past a breaking schema change.
+                return merge.replace_target(
+                    self.engine.spark, staged, table.target, columns=self._columns(), row_filter=row_filter
+                )
             case Mode.SNAPSHOT:
                 return merge.apply_snapshot(
                     self.engine.spark, staged, table.target, columns=self._columns(), row_filter=row_filter

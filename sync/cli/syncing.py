@@ -111,53 +111,67 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"tables": rows, "warnings": warnings}, indent=2, default=str))
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("table", "mode", "checkpoint", "source", "lag", "last sync", "last status", "last error")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("table", no_wrap=True, min_width=max((len(r["name"]) for r in rows), default=5))
+    for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
+        table.add_column(name, no_wrap=True)
     for row in rows:
         table.add_row(
             row["name"],
             row["mode"],
-            _show(row["checkpoint_version"]),
-            _show(row["source_version"]),
+            f"{_show(row['checkpoint_version'])}/{_show(row['source_version'])}",
             _show(row["lag_versions"]),
-            _show(row["last_sync_at"]),
+            _show(_parse_iso(row["last_sync_at"])),
             _show(row["last_status"]),
-            _show(row["last_error"]),
         )
     console = Console()
     console.print(table)
+    for row in rows:
+        if row["last_error"]:
+            console.print(f"[red]last error:[/red] {row['name']}: {row['last_error']}", highlight=False, soft_wrap=True)
     for warning in warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
 
 
-def _print_results(results: list[Any]) -> None:
+def _print_results(results: list[Any], console: Any = None) -> None:
+    """One narrow row per table (fits 80 columns; names never cut), then each error and warning
+    in full on its own line, where a long message stays readable."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("table", "outcome", "versions", "inserted", "updated", "deleted", "files", "MB", "seconds")
+    console = console or Console()
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in results), default=5))
+    table.add_column("result", no_wrap=True)
+    table.add_column("versions", no_wrap=True)
+    table.add_column("+ins ~upd -del", no_wrap=True)
+    table.add_column("files", justify="right", no_wrap=True)
+    table.add_column("MB", justify="right", no_wrap=True)
+    table.add_column("s", justify="right", no_wrap=True)
     for r in results:
         stats = r.stats
-        versions = (
-            f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version)
-        )
+        versions = f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version)
+        outcome = {"up_to_date": "up to date", "synced": "synced", "failed": "[red]FAILED[/red]"}[r.outcome.value]
         table.add_row(
             r.name,
-            r.outcome.value if r.error is None else f"failed: {r.error}",
+            outcome,
             versions,
-            str(stats.rows_inserted),
-            str(stats.rows_updated),
-            str(stats.rows_deleted),
+            f"+{stats.rows_inserted} ~{stats.rows_updated} -{stats.rows_deleted}",
             str(stats.files_downloaded),
             f"{stats.bytes_downloaded / 1e6:.1f}",
-            f"{r.seconds:.2f}",
+            f"{r.seconds:.1f}",
         )
-    console = Console(stderr=False)
     console.print(table)
     for r in results:
+        if r.error:
+            console.print(f"[red]error:[/red] {r.name}: {r.error}", markup=True, highlight=False, soft_wrap=True)
         for warning in r.warnings:
-            console.print(f"[yellow]warning:[/yellow] {r.name}: {warning}")
+            console.print(f"[yellow]warning:[/yellow] {r.name}: {warning}", highlight=False, soft_wrap=True)
 
 
 def _timestamp(option: str, value: str) -> datetime:
@@ -167,9 +181,13 @@ def _timestamp(option: str, value: str) -> datetime:
         raise ConfigError(f"{option}: {exc}") from None
 
 
+def _parse_iso(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
 def _show(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
     return str(value)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,31 @@ def workspace(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Ite
     ws = Workspace(tmp_path, start_server(provider))
     yield ws
     ws.close()
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``cli("--config", path, "sync")`` runs ``sharesync`` in-process; returns exit code and output."""
+    from sync.cli.main import main
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
 
 
 def never_spark() -> Any:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
-from conftest import Workspace
+from conftest import CliResult, Workspace
 from deltalake import DeltaTable, write_deltalake
 from verify import (
     assert_append_target_matches,
@@ -16,7 +17,6 @@ from verify import (
 )
 
 from pipelines.results import TableOutcome
-from sync.cli.main import main
 from sync.samples import sample_rows
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
@@ -65,7 +65,7 @@ def _retype_column(path: str) -> None:
 
 @pytest.mark.parametrize("mode", ["merge", "append", "snapshot"])
 def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
-    workspace: Workspace, mode: str, capsys: pytest.CaptureFixture[str]
+    workspace: Workspace, mode: str, cli: Callable[..., CliResult]
 ) -> None:
     workspace.table("dropped", rows=12, partitioned=False, seed=1)
     workspace.table("retyped", rows=12, partitioned=False, seed=2)
@@ -80,10 +80,8 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     _retype_column(str(workspace.path("retyped")))
     workspace.commit("fine", 3, seed=4)
 
-    with pytest.raises(SystemExit) as exit_:
-        main(["--config", str(workspace.config_file), "sync"])
-    assert exit_.value.code == 1
-    out = capsys.readouterr().out
+    run = cli("--config", str(workspace.config_file), "sync")
+    assert run.code == 1
 
     after = {c.name: c.version for c in engine.store.list_checkpoints()}
     assert after[workspace.name("dropped")] == before[workspace.name("dropped")]
@@ -94,11 +92,13 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     runs = engine.store.latest_runs([workspace.name("dropped"), workspace.name("retyped")])
     assert "'qty'" in (runs[workspace.name("dropped")].error or "")
     assert "'small'" in (runs[workspace.name("retyped")].error or "")
-    assert "breaking schema change" in out and "reset" in out
+    for table, column in (("dropped", "qty"), ("retyped", "small")):
+        line = next(x for x in run.out.splitlines() if x.startswith(f"error: {workspace.name(table)}:"))
+        assert "breaking schema change" in line and f"'{column}'" in line and "sharesync reset" in line
 
     # The way out the error names: reset, then the next sync re-bootstraps with the new schema.
     for table in ("dropped", "retyped"):
-        assert main(["--config", str(workspace.config_file), "reset", workspace.name(table)]) in (0, None)
+        assert cli("--config", str(workspace.config_file), "reset", workspace.name(table)).code == 0
     results = {r.name: r for r in engine.sync_all()}
     for table in ("dropped", "retyped"):
         result = results[workspace.name(table)]
