@@ -6,11 +6,13 @@ that work over Spark Connect on both Sail and Apache Spark are used: ``col``, co
 ``isin``, ``isNull``/``isNotNull``, ``like``/``ilike`` and ``& | ~``; Spark's own 3VL and NaN
 ordering then agree with :func:`sync.predicates.evaluate` (checked against Sail in tests).
 
-Literals are typed explicitly rather than through ``F.lit`` inference, which is wrong for
-two types: ``F.lit(Decimal(...))`` is sent as ``decimal(10,0)`` whatever its scale, and a
-naive ``datetime`` is read in the client's local time zone. Decimals and temporal values are
-therefore sent as text and cast (the text carries its offset, so the session time zone does
-not matter). pyspark is imported when called; nothing else in the package needs it.
+Literals are typed explicitly rather than through ``F.lit`` inference, which is unreliable
+for two types: the Connect client declares ``F.lit(Decimal(...))`` as ``decimal(10,0)``
+whatever its scale (Sail 0.7 happens to ignore the declared type; a server that honours it
+would round), and a naive ``datetime`` is converted in the client's local time zone.
+Decimals and temporal values are therefore sent as text and cast; timestamp text carries
+its ``Z``, so the session time zone does not matter (tested with a non-UTC session).
+pyspark is imported when called; nothing else in the package needs it.
 """
 
 from __future__ import annotations
