@@ -9,7 +9,8 @@ Method. NOT under 3VL needs more than "can it be true": ``NOT p`` is TRUE exactl
 "some row may make it FALSE" (:func:`_can`); AND/OR/NOT combine them by Kleene's tables and
 null rows make leaves neither. Each column is summarised once (:class:`_Column`):
 
-* a partition column has one exact value per file, and its leaves are simply evaluated;
+* a partition column has one exact value per file, and its leaves are simply evaluated
+  (except a zone-less ``timestamp`` value, which is known only to ±14 h: see ``_summarise``);
 * otherwise stats give ``nullCount``/``numRecords`` (all null? any null?) and min/max, which
   are used only as bounds: ``lo <= every non-null, non-NaN value <= hi``.
 
@@ -69,6 +70,7 @@ from sync.predicates.values import parse_instant, parse_partition_value, parse_w
 from sync.wire import FileStats, StructType
 
 _MS = timedelta(milliseconds=1)
+_ANY_OFFSET = timedelta(hours=14)  # UTC offsets run from -12:00 to +14:00
 _PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
@@ -110,6 +112,10 @@ class _File:
         found, raw = _lookup(self.partition_values, names)
         if found:
             value = parse_partition_value(raw, ref.type_name) if raw is None or isinstance(raw, str) else raw
+            if ref.kind is Kind.TIMESTAMP and value is not None and isinstance(raw, str) and not _has_offset(raw):
+                # Delta Spark has written zone-less timestamp partition values in the writer's
+                # session time zone, not UTC: only a window of every possible offset is known.
+                return _Column(may_null=False, lo=value - _ANY_OFFSET, hi=value + _ANY_OFFSET)
             return _Column(exact=True, value=value)
         stats = self.stats
         if stats is None:
@@ -273,6 +279,12 @@ def _lookup(values: Mapping[str, Any], names: list[str]) -> tuple[bool, Any]:
         if key.lower() in lowered:
             return True, value
     return False, None
+
+
+def _has_offset(text: str) -> bool:
+    """Does ISO-8601 text name its zone (``Z``, ``+02:00``, ``-0500`` after the time)?"""
+    time = text.strip()[10:]
+    return time.upper().endswith("Z") or "+" in time or "-" in time
 
 
 def _is_count(value: Any) -> bool:

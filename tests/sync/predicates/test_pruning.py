@@ -161,8 +161,16 @@ def test_stats_rules(expr: Expr, file_stats: FileStats | None, pruned: bool) -> 
         (Not(leaf("s", "like", "a%")), {"s": ""}, True),  # null: NOT(unknown) is unknown
         (leaf("f", "eq", 0.1), {"f": "0.1"}, False),  # both sides are float32 0.1
         (leaf("d", "gt", 1e300), {"d": "NaN"}, False),  # NaN sorts above every number
-        (leaf("ts", "eq", "2021-01-01T10:00:00Z"), {"ts": "2021-01-01 10:00:00"}, False),
-        (leaf("ts", "eq", "2021-01-01T10:00:00Z"), {"ts": "2021-01-01 10:00:00.000001"}, True),
+        # timestamps: exact with a zone; zone-less text may be in the writer's zone (±14 h)
+        (leaf("ts", "eq", "2021-01-01T10:00:00Z"), {"ts": "2021-01-01T10:00:00.000001Z"}, True),
+        (leaf("ts", "eq", "2021-01-01T10:00:00Z"), {"ts": "2021-01-01T10:00:00Z"}, False),
+        (leaf("ts", "eq", "2021-01-01T10:00:00Z"), {"ts": "2021-01-01 10:00:00.000001"}, False),
+        (leaf("ts", "eq", "2021-01-01T23:00:00Z"), {"ts": "2021-01-01 10:00:00"}, False),
+        (leaf("ts", "eq", "2021-01-02T00:00:01Z"), {"ts": "2021-01-01 10:00:00"}, True),
+        (leaf("ts", "is_null"), {"ts": "2021-01-01 10:00:00"}, True),
+        (leaf("ts", "is_null"), {"ts": ""}, False),
+        (leaf("ts", "is_not_null"), {"ts": ""}, True),
+        (leaf("ntz", "eq", "2021-01-01T10:00:00"), {"ntz": "2021-01-01 10:00:00.000001"}, True),
         (leaf("i", "gt", 1), {"i": "not a number"}, False),  # unreadable: keep the file
         (leaf("i", "gt", 1), {}, False),  # column absent
     ],
