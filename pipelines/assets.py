@@ -160,6 +160,8 @@ def sync_table_asset(
         result, target=table.target, stats=stats, commit_from=commit_from, commit_to=commit_to, now=datetime.now(UTC)
     )
     context.log.info(_summary(result))
+    for warning in result.warnings:
+        context.log.warning(f"{name}: {warning}")
     version = result.checkpoint_version
     return dg.MaterializeResult(
         metadata=metadata, data_version=dg.DataVersion(str(version)) if version is not None else None

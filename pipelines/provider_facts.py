@@ -30,7 +30,7 @@ def commit_timestamp(client: SharingClient, table: str, version: int) -> datetim
     except SharesyncError as exc:
         log.info("%s: no commit timestamp for version %d (%s)", table, version, exc)
         return None
-    stamps = [f.timestamp for f in result.files if getattr(f, "version", None) == version]
+    stamps = [f.timestamp for f in result.files if getattr(f, "version", None) == version and f.timestamp is not None]
     return from_millis(max(stamps)) if stamps else None
 
 

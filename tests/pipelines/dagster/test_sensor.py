@@ -96,9 +96,13 @@ def test_observing_the_sources_records_their_versions_as_data_versions(site: Sit
     sources = [naming.source_key(t) for t in config.tables]
     result = materialize(defs, dg.AssetSelection.assets(*sources))
 
-    observed = {
-        e.asset_key.path[-1]: e.asset_observation_data.asset_observation.tags[DATA_VERSION_TAG]  # type: ignore[union-attr]
+    observations = {
+        e.asset_key.path[-1]: e.asset_observation_data.asset_observation  # type: ignore[union-attr]
         for e in result.all_events
         if e.event_type == dg.DagsterEventType.ASSET_OBSERVATION
     }
+    observed = {name: o.tags[DATA_VERSION_TAG] for name, o in observations.items()}
     assert observed == {MERGE_TABLE: str(site.source_version(MERGE_TABLE)), APPEND_TABLE: str(site.source_version(APPEND_TABLE))}
+    orders = observations[MERGE_TABLE].metadata
+    assert orders["change_data_feed"].value is True and orders["partition_columns"].value == "region"
+    assert [c.name for c in orders["dagster/column_schema"].value.columns][:2] == ["id", "region"]
