@@ -14,6 +14,10 @@ hint is always implied by the filter (it may be *wider*, never narrower):
   holding that row is kept. This is why ``neq`` may be sent as ``not(equal)`` and
   ``is_not_null`` as ``not(isNull)``: a file whose partition value is null has no row that
   satisfies ``neq``/``is_not_null`` (3VL), so pruning it, or not, loses nothing.
+* Floats: servers may order them differently from Spark. Signed zeros are handled (see
+  :func:`_zero_sign_matters`). A NaN *partition value* is not: a server with IEEE
+  comparisons would drop it for ``>``/``>=`` although Spark says ``NaN > x``; keeping those
+  hints (the spec's own example is ``balance > 0``) is worth that pathological case.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def _hintable(ref: Ref, partitions: set[str]) -> bool:
 
 def _comparison(ref: Ref, op: CmpOp, value: Literal) -> Json | None:
     text = _json_value(ref.kind, value)
-    if text is None:
+    if text is None or _zero_sign_matters(ref.kind, op, value):
         return None
     literal = {"op": "literal", "value": text, "valueType": _VALUE_TYPES[ref.type_name.strip().lower()]}
     if op is CmpOp.NEQ:
@@ -172,7 +176,9 @@ def _sql(expr: Expr) -> str | None:
             return _sql(Comparison(ref, CmpOp.EQ, value))
         case Comparison(ref, op, value):
             text = _sql_literal(ref.kind, value)
-            return None if text is None else f"{_identifier(ref.name)} {op.value} {text}"
+            if text is None or _zero_sign_matters(ref.kind, op, value):
+                return None
+            return f"{_identifier(ref.name)} {op.value} {text}"
     return None
 
 
@@ -210,6 +216,13 @@ def _sql_literal(kind: Kind, value: Literal) -> str | None:
         case Kind.DOUBLE | Kind.FLOAT:
             return _number_text(kind, value)
     return None  # timestamps (see above)
+
+
+def _zero_sign_matters(kind: Kind, op: CmpOp, value: Literal) -> bool:
+    """Would a server ordering floats like Java's ``Double.compare`` (-0.0 < 0.0) drop a file
+    whose partition value is a zero of the other sign? Spark has ``-0.0 = 0.0``, so ``=``,
+    ``>=`` and ``<=`` against a zero are not sent; ``<``, ``>`` and ``<>`` are safe."""
+    return kind in (Kind.FLOAT, Kind.DOUBLE) and value == 0 and op in (CmpOp.EQ, CmpOp.GTE, CmpOp.LTE)
 
 
 def _number_text(kind: Kind, value: Literal) -> str | None:

@@ -138,6 +138,11 @@ EQ_US = {"op": "equal", "children": [{"op": "column", "name": "country", "valueT
         (where(p("amount", "eq", 1.5)), None),
         (where(p("ntz", "eq", "2021-01-01T00:00:00")), None),
         (where(p("balance", "lt", float("inf"))), None),
+        # -0.0 = 0.0 in Spark, not under Java's Double.compare: no =, >=, <= against a zero
+        (where(p("balance", "eq", 0)), None),
+        (where(p("balance", "gte", -0.0)), None),
+        (where(p("ratio", "in", [1.5, 0.0])), None),
+        (where(p("balance", "neq", 0)), {"op": "not", "children": [{"op": "equal", "children": [{"op": "column", "name": "balance", "valueType": "double"}, {"op": "literal", "value": "0", "valueType": "double"}]}]}),
     ],
 )  # fmt: skip
 def test_json_hints_only_widen(expr: Expr, expected: Any) -> None:
@@ -221,6 +226,8 @@ def _from_json(node: dict[str, Any]) -> Expr:
         (p("country", "like", "U%"), None),  # spec: no LIKE
         (p("ts", "gt", "2021-01-01T00:00:00Z"), None),  # text comparison risk (see hints.py)
         (p("balance", "gt", float("-inf")), None),
+        (p("balance", "lte", 0.0), None),  # signed zeros (see hints._zero_sign_matters)
+        (p("balance", "lt", 0.0), "balance < 0"),
     ],
 )
 def test_sql_hint_forms(predicate: dict[str, Any], sql: str | None) -> None:
