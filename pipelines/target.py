@@ -6,8 +6,10 @@ through a job. This assumes the target is reachable from this process as well as
 engine — the same requirement as the staging directory, whose files the engine reads.
 
 Registration: Sail's ``DataFrame.mergeInto`` needs a catalog table name (a ``delta.`/path```
-identifier is rejected), so each target is registered once per session as an external table
-``sharesync_<hash of path>`` — stable, collision-free and safe to interpolate into SQL.
+identifier is rejected), so before a MERGE or DELETE the target is registered as an external
+table ``sharesync_<hash of path>`` (``CREATE TABLE IF NOT EXISTS``: idempotent, cheap) — a
+stable, collision-free name that is safe to interpolate into SQL. On a Spark with a persistent
+metastore the registration stays there; dropping it never deletes the data.
 """
 
 from __future__ import annotations
