@@ -94,9 +94,11 @@ def bind(
     return and_(*leaves) if leaves else TRUE
 
 
-def parse_where(predicates: Sequence[Predicate | Mapping[str, Any]], schema: StructType) -> Expr:
+def parse_where(
+    predicates: Sequence[Predicate | Mapping[str, Any]], schema: StructType, *, table: str | None = None
+) -> Expr:
     """The table's ``where:`` list as one bound tree (same as :func:`bind`)."""
-    return bind(predicates, schema)
+    return bind(predicates, schema, table=table)
 
 
 def _bind_one(predicate: Predicate, schema: StructType) -> Expr:
