@@ -94,6 +94,8 @@ class RunRecord:
     finished_at: datetime | None = None
     stats: RunStats = field(default_factory=RunStats)
     error: str | None = None
+    # What a run that succeeded still has to say (e.g. "re-bootstrapped: history gap").
+    note: str | None = None
 
     @property
     def duration(self) -> timedelta | None:

@@ -88,6 +88,7 @@ class RunRow(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)  # revision 0002
+    note: Mapped[str | None] = mapped_column(Text)  # revision 0003: warning of a succeeded run
 
     __table_args__ = (
         CheckConstraint("status IN ('running', 'succeeded', 'failed')", name="ck_sharesync_runs_status"),

@@ -84,6 +84,7 @@ _RUN_COLUMNS = (
     RunRow.bytes_downloaded,
     RunRow.url_refreshes,
     RunRow.error,
+    RunRow.note,
 )
 _CHECKPOINT_COLUMNS = (
     CheckpointRow.name,
@@ -173,14 +174,16 @@ class StateStore:
         return [_to_checkpoint(row) for row in rows]
 
     def advance_checkpoint(
-        self, new: Checkpoint, *, expected_version: int | None, lease: Lease | None = None
+        self, new: Checkpoint, *, expected_version: int | None, lease: Lease | None = None, rewind: bool = False
     ) -> Checkpoint:
         """Compare-and-swap the checkpoint of ``new.name`` from ``expected_version`` to ``new``.
 
         ``expected_version=None``: the checkpoint must not exist yet (first bootstrap).
         Raises :class:`CheckpointConflict` when the stored version is not the expected one,
         :class:`LeaseHeld` when ``lease`` is given and no longer held, and ``ValueError`` when
-        the version would move backwards without a new ``table_id``.
+        the version would move backwards without a new ``table_id`` — unless ``rewind``: the
+        caller moves it back on purpose (a backfill replays from an older version, a bootstrap
+        replaced the target with an older snapshot), still compare-and-swapped.
         Returns the stored checkpoint (with ``updated_at`` set).
         """
         if lease is not None and lease.name != new.name:
@@ -213,7 +216,7 @@ class StateStore:
                     .where(CheckpointRow.name == new.name, CheckpointRow.version == expected_version)
                     .values(**values)
                 )
-                if new.version < expected_version:
+                if new.version < expected_version and not rewind:
                     cas = cas.where(CheckpointRow.table_id != new.table_id)
                 won = conn.execute(cas).rowcount == 1
             if not won:
@@ -298,10 +301,12 @@ class StateStore:
         error: str | None = None,
         *,
         end_version: int | None = None,
+        note: str | None = None,
     ) -> RunRecord:
         """Close a running run as succeeded or failed, with its counters and (redacted) error.
 
-        ``end_version`` overrides the one given at start (a run may stop early).
+        ``end_version`` overrides the one given at start (a run may stop early). ``note``: a
+        warning worth keeping on a run that succeeded (redacted and bounded like errors).
         Raises :class:`StateError` if the run does not exist or is no longer running.
         """
         if status is RunStatus.RUNNING:
@@ -316,6 +321,7 @@ class StateStore:
             "bytes_downloaded": stats.bytes_downloaded,
             "url_refreshes": stats.url_refreshes,
             "error": _clean_error(error),
+            "note": _clean_error(note),
         }
         if end_version is not None:
             values["end_version"] = end_version
@@ -540,6 +546,7 @@ def _to_run(row: AnyRow) -> RunRecord:
             url_refreshes=row.url_refreshes,
         ),
         error=row.error,
+        note=row.note,
     )
 
 

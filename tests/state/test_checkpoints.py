@@ -69,6 +69,14 @@ def test_recreated_table_may_restart_at_a_lower_version(store: StateStore) -> No
     assert (stored.version, stored.table_id) == (0, "table-id-2")
 
 
+def test_an_explicit_rewind_moves_back_but_is_still_compare_and_swap(store: StateStore) -> None:
+    store.advance_checkpoint(checkpoint(10), expected_version=None)
+    assert store.advance_checkpoint(checkpoint(4), expected_version=10, rewind=True).version == 4
+    with pytest.raises(CheckpointConflict):
+        store.advance_checkpoint(checkpoint(2), expected_version=10, rewind=True)
+    assert store.get_checkpoint(NAME).version == 4  # type: ignore[union-attr]
+
+
 def test_reset_removes_and_returns_the_checkpoint(store: StateStore) -> None:
     assert store.reset_checkpoint(NAME) is None
     created = store.advance_checkpoint(checkpoint(5), expected_version=None)

@@ -46,7 +46,7 @@ def _dump(url: str) -> dict[str, list[tuple[Any, ...]]]:
 def test_empty_database_is_migrated_to_head_on_open(store_url: str) -> None:
     assert current_revision(store_url) is None
     open_store(store_url)
-    assert current_revision(store_url) == head_revision() == "0002"
+    assert current_revision(store_url) == head_revision() == "0003"
     tables = set(_dump(store_url))
     assert {"sharesync_checkpoints", "sharesync_runs", "sharesync_leases", VERSION_TABLE} <= tables
 
@@ -74,13 +74,13 @@ def test_upgrade_from_the_first_revision_keeps_the_data(store_url: str) -> None:
     engine.dispose()
 
     store = open_store(store_url)
-    assert current_revision(store_url) == "0002"
+    assert current_revision(store_url) == "0003"
     (run,) = store.runs_for("s.b.t")
-    assert (run.stats.rows_inserted, run.stats.url_refreshes, run.error) == (7, 0, None)
+    assert (run.stats.rows_inserted, run.stats.url_refreshes, run.error, run.note) == (7, 0, None, None)
     checkpoint = store.get_checkpoint("s.b.t")
     assert checkpoint is not None and checkpoint.version == 4
     assert checkpoint.updated_at is not None and checkpoint.updated_at.tzinfo is not None
-    assert upgrade(store_url) == ("0002", "0002")  # idempotent
+    assert upgrade(store_url) == ("0003", "0003")  # idempotent
 
 
 def test_schema_from_a_newer_sharesync_is_refused_without_writes(store_url: str, tmp_path: Path) -> None:

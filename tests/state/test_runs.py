@@ -37,6 +37,13 @@ def test_finish_may_correct_the_end_version(store: StateStore) -> None:
     assert store.finish_run(run_id, RunStatus.SUCCEEDED, end_version=5).end_version == 5
 
 
+def test_a_succeeded_run_keeps_its_note_apart_from_errors(store: StateStore) -> None:
+    run_id = store.start_run("s.b.t", start_version=9, end_version=9)
+    done = store.finish_run(run_id, RunStatus.SUCCEEDED, STATS, note="re-bootstrapped: history gap")
+    assert (done.status, done.error, done.note) == (RunStatus.SUCCEEDED, None, "re-bootstrapped: history gap")
+    assert store.latest_runs(["s.b.t"])["s.b.t"].note == "re-bootstrapped: history gap"
+
+
 def test_error_text_is_redacted_and_bounded(store: StateStore) -> None:
     register_secret("tok-very-secret-123")
     error = (
