@@ -12,6 +12,7 @@ The CLI and the Dagster assets both call :class:`SyncEngine`; neither re-impleme
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import shutil
@@ -236,11 +237,17 @@ class _TableRun:
         checkpoint = self.store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.client.metadata(table.name)
         context = self._context(metadata, backfill, checkpoint)
+        # A full refresh (or a replay from version 0) is planned like a first sync: bootstrap from
+        # the snapshot at the resolved version, then the changes after it.
+        fresh_start = backfill is not None and (backfill.full_refresh or context.replay_from == 0)
+        if backfill is not None and not fresh_start and checkpoint is not None and table.mode is not Mode.SNAPSHOT:
+            checkpoint = self._rewind_for_replay(checkpoint, context.replay_from)
         history_gap = False
         while True:
             source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
             options = self._options(context, backfill, history_gap)
-            plan = plan_sync(_view(checkpoint, table), source, options)
+            view = None if fresh_start and not self.batches else _view(checkpoint, table)
+            plan = plan_sync(view, source, options)
             try:
                 checkpoint = self._execute(plan, context, checkpoint)
             except HistoryUnavailable as exc:
@@ -297,6 +304,24 @@ class _TableRun:
             table, metadata, expr, layout, batches.ServerHints.of(expr, metadata.partition_columns), replay_from
         )
 
+    def _rewind_for_replay(self, checkpoint: Checkpoint, replay_from: int | None) -> Checkpoint:
+        """Move the checkpoint back to just before the replay, before anything is rewritten.
+
+        Then the replay is an ordinary incremental sync from there, with its crash safety: a
+        crash part-way leaves a checkpoint that tells the truth, and the next pass continues from
+        it (merge guards make every key converge; append mode rewrites the rows above it). Had the
+        checkpoint stayed ahead while replayed batches rewound rows to older states, a crash would
+        leave those rows stale behind an "up to date" checkpoint.
+        """
+        if replay_from is None or replay_from > checkpoint.version:
+            return checkpoint  # nothing already applied is replayed: an ordinary sync
+        back = dataclasses.replace(checkpoint, version=replay_from - 1, version_timestamp=None, updated_at=None)
+        log.info("%s: replaying from version %s (checkpoint %s → %s)", self.table.name, replay_from,
+                 checkpoint.version, back.version)
+        return self.store.advance_checkpoint(
+            back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
+        )
+
     def _options(
         self, context: _TablePlanContext, backfill: BackfillRequest | None, history_gap: bool
     ) -> PlanOptions:
@@ -310,8 +335,8 @@ class _TableRun:
         if backfill is not None and backfill.ending_timestamp is not None:
             until = self._version_at_or_before(backfill.ending_timestamp)
         replay_from = context.replay_from
-        if backfill is not None and backfill.full_refresh:
-            # A full refresh re-bootstraps: plan it as a first sync from the resolved version.
+        if backfill is not None and (backfill.full_refresh or replay_from == 0):
+            # A full refresh re-bootstraps: planned as a first sync from the resolved version.
             return PlanOptions(
                 mode=table.mode,
                 max_versions_per_batch=self.engine.config.batch_size(table),
@@ -397,7 +422,10 @@ class _TableRun:
             self.keeper.check()
             applied = self._apply_bootstrap(staged.path, version, reason, checkpoint, context)
             commit_ts = _max_timestamp(f.file for f in files)
-            stored = self._advance(checkpoint, version, commit_ts, result.metadata.id, result.metadata.schema_string)
+            # The target now is the snapshot at ``version``: the checkpoint may move back to it.
+            stored = self._advance(
+                checkpoint, version, commit_ts, result.metadata.id, result.metadata.schema_string, rewind=True
+            )
             stats = RunStats(
                 rows_inserted=applied.inserted,
                 rows_updated=applied.updated,
@@ -406,7 +434,7 @@ class _TableRun:
                 bytes_downloaded=staged.bytes,
                 url_refreshes=staged.url_refreshes,
             )
-            self.store.finish_run(run_id, RunStatus.SUCCEEDED, stats, warning, end_version=version)
+            self.store.finish_run(run_id, RunStatus.SUCCEEDED, stats, end_version=version, note=warning)
         except BaseException as exc:
             self._fail_run(run_id, exc)
             raise
@@ -539,6 +567,8 @@ class _TableRun:
         commit_ts: datetime | None,
         table_id: str,
         schema_string: str,
+        *,
+        rewind: bool = False,
     ) -> Checkpoint:
         new = Checkpoint(
             name=self.table.name,
@@ -550,7 +580,7 @@ class _TableRun:
             version_timestamp=commit_ts,
         )
         return self.store.advance_checkpoint(
-            new, expected_version=checkpoint.version if checkpoint else None, lease=self.keeper.lease
+            new, expected_version=checkpoint.version if checkpoint else None, lease=self.keeper.lease, rewind=rewind
         )
 
     def _fail_run(self, run_id: int, exc: BaseException) -> None:

@@ -40,6 +40,8 @@ def table_statuses(engine: SyncEngine) -> tuple[list[dict[str, Any]], list[str]]
                 "last_sync_at": checkpoint.updated_at.isoformat() if checkpoint and checkpoint.updated_at else None,
                 "last_status": run.status.value if run else None,
                 "last_error": error,
+                # A succeeded run may still carry a warning (e.g. it re-bootstrapped after a history gap).
+                "last_warning": run.note if run is not None else None,
             }
         )
     return rows, token_warnings(engine)

@@ -133,6 +133,10 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         if row["last_error"]:
             console.print(f"[red]last error:[/red] {row['name']}: {row['last_error']}", highlight=False, soft_wrap=True)
+        if row.get("last_warning"):
+            console.print(
+                f"[yellow]last warning:[/yellow] {row['name']}: {row['last_warning']}", highlight=False, soft_wrap=True
+            )
     for warning in warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
 

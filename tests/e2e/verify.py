@@ -90,6 +90,7 @@ def assert_append_target_matches(
     bootstrap_version: int | None,
     end_version: int,
     changes_from: int | None = None,
+    above: int | None = None,
     columns: Sequence[str] | None = None,
     where: Where = None,
 ) -> None:
@@ -98,7 +99,8 @@ def assert_append_target_matches(
     Expected rows: the snapshot at ``bootstrap_version`` as ``insert`` rows at that version
     (None: no bootstrap, e.g. ``start: {version: N}``), then every CDF row of versions
     ``changes_from`` (default ``bootstrap_version + 1``) through ``end_version``. Compared as a
-    multiset of data columns + ``_change_type`` + ``_commit_version``.
+    multiset of data columns + ``_change_type`` + ``_commit_version``. ``above``: compare only
+    the target rows with ``_commit_version > above`` (the part of the log a re-bootstrap wrote).
     """
     # Columns as of the last version: rows from before an added column read NULL there.
     names = _projected_names(_schema_order(source_path, end_version), (), columns)
@@ -121,6 +123,8 @@ def assert_append_target_matches(
     data_names = [c for c in target.column_names if c != "_commit_timestamp" and not c.startswith(SHARESYNC_PREFIX)]
     assert sorted(data_names) == sorted(wanted), f"append target {target_path} columns {data_names} != expected {wanted}"
     actual = target.select(wanted).to_pylist()
+    if above is not None:
+        actual = [r for r in actual if r["_commit_version"] > above]
     _assert_same_multiset(expected, actual, wanted, f"append target {target_path} vs CDF of {source_path}")
 
 

@@ -1,0 +1,142 @@
+"""When changes cannot be trusted the engine re-bootstraps from a snapshot, and says so.
+
+History gap (log cleanup or VACUUM at the provider), a re-created source table (new table
+id, versions restart) and a source without change data feed. The warning reaches the
+result, the run record and ``sharesync status``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import CliResult, Workspace
+from deltalake import DeltaTable, write_deltalake
+from verify import assert_append_target_matches, assert_merge_target_matches, source_version
+
+from pipelines.results import TableOutcome
+from sync.samples import create_sample_table, sample_rows
+
+
+def _append_log(target: str, up_to: int) -> Counter[tuple[object, ...]]:
+    rows = DeltaTable(target).to_pyarrow_table().to_pylist()
+    return Counter(tuple(sorted(r.items())) for r in rows if r["_commit_version"] <= up_to)
+
+
+def _clean_up_log(path: str) -> None:
+    """What the provider's log cleanup does: checkpoint the latest version, drop older commits."""
+    dt = DeltaTable(path)
+    dt.create_checkpoint()
+    for version in range(dt.version()):
+        (Path(path) / "_delta_log" / f"{version:020d}.json").unlink()
+
+
+def _append_then_rewrite(path: str, seed: int) -> None:
+    """An append (described by its ``add`` file alone), then an update rewriting every file:
+    after a VACUUM the appended file is gone, so that version's changes cannot be served."""
+    write_deltalake(path, sample_rows(random.Random(seed), [900 + seed]), mode="append")
+    DeltaTable(path).update(updates={"tiny": "coalesce(tiny, 0) / 2"})
+
+
+def _vacuum(path: str) -> None:
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+
+
+@pytest.mark.parametrize("lose_history", [_clean_up_log, _vacuum], ids=["log-cleanup", "vacuum"])
+def test_history_gap_rebootstraps_with_a_warning(
+    workspace: Workspace, lose_history: Callable[[str], None], cli: Callable[..., CliResult]
+) -> None:
+    workspace.table("m", rows=25, seed=1)
+    workspace.table("a", rows=25, seed=2)
+    config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
+    engine = workspace.engine(config)
+    engine.sync_all()
+    checkpoint = {c.name: c.version for c in engine.store.list_checkpoints()}
+    for seed, table in enumerate(("m", "a")):
+        workspace.commit(table, 2, seed=seed)
+        _append_then_rewrite(str(workspace.path(table)), seed)
+        lose_history(str(workspace.path(table)))
+    log_before = _append_log(workspace.target("a"), checkpoint[workspace.name("a")])
+
+    results = {r.name: r for r in engine.sync_all()}
+
+    for table in ("m", "a"):
+        result = results[workspace.name(table)]
+        assert result.outcome is TableOutcome.SYNCED, result.error
+        assert result.checkpoint_version == source_version(workspace.path(table))
+        assert [b.kind for b in result.batches] == ["bootstrap"]
+        assert any("no longer serves" in w for w in result.warnings), result.warnings
+    m, a = workspace.path("m"), workspace.path("a")
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+    # Append mode keeps its log: the old rows stay, the snapshot lands as inserts at its version.
+    assert _append_log(workspace.target("a"), checkpoint[workspace.name("a")]) == log_before
+    assert_append_target_matches(
+        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a),
+        above=checkpoint[workspace.name("a")],
+    )
+    # The warning is on record: the run succeeded, with a note, and status shows it.
+    run = engine.store.latest_runs([workspace.name("m")])[workspace.name("m")]
+    assert run.status.value == "succeeded" and run.error is None
+    assert run.note and "no longer serves" in run.note
+    status = json.loads(cli("--config", str(workspace.config_file), "status", "--json").out)
+    row = next(t for t in status["tables"] if t["name"] == workspace.name("m"))
+    assert row["last_status"] == "succeeded" and row["last_error"] is None
+    assert "no longer serves" in row["last_warning"]
+
+
+def test_a_recreated_source_is_rebootstrapped(workspace: Workspace) -> None:
+    for seed, table in enumerate(("m", "a")):
+        workspace.table(table, rows=20, seed=seed)
+        workspace.commit(table, 5, seed=seed)
+    config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
+    engine = workspace.engine(config)
+    engine.sync_all()
+    old_ids = {c.name: c.table_id for c in engine.store.list_checkpoints()}
+    for seed, table in enumerate(("m", "a")):
+        shutil.rmtree(workspace.path(table))
+        create_sample_table(workspace.path(table), rows=8, seed=50 + seed)  # version 0 again, new id
+        workspace.commit(table, 1, seed=60 + seed)
+
+    results = {r.name: r for r in engine.sync_all()}
+
+    for table in ("m", "a"):
+        result = results[workspace.name(table)]
+        assert result.outcome is TableOutcome.SYNCED, result.error
+        assert result.checkpoint_version == 1
+        assert any("re-created" in w for w in result.warnings), result.warnings
+    checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
+    assert all(checkpoints[n].table_id != old_ids[n] for n in old_ids)
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 1)
+    # The change log restarts with the new table's versions.
+    assert_append_target_matches(workspace.path("a"), workspace.target("a"), bootstrap_version=1, end_version=1)
+
+
+def test_a_source_without_cdf_is_rebootstrapped_each_time_it_changes(workspace: Workspace) -> None:
+    workspace.table("m", rows=20, cdf=False, seed=1)
+    workspace.table("a", rows=20, cdf=False, seed=2, partitioned=False)
+    config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
+    engine = workspace.engine(config)
+    first = {r.name: r for r in engine.sync_all()}
+    assert all(r.outcome is TableOutcome.SYNCED and not r.warnings for r in first.values())
+    log_before = _append_log(workspace.target("a"), first[workspace.name("a")].checkpoint_version or 0)
+    for seed, table in enumerate(("m", "a")):
+        workspace.commit(table, 3, seed=seed)
+
+    results = {r.name: r for r in engine.sync_all()}
+
+    for table in ("m", "a"):
+        result = results[workspace.name(table)]
+        assert result.outcome is TableOutcome.SYNCED, result.error
+        assert any("change data feed" in w for w in result.warnings), result.warnings
+    m, a = workspace.path("m"), workspace.path("a")
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+    first_version = first[workspace.name("a")].checkpoint_version
+    assert _append_log(workspace.target("a"), first_version) == log_before
+    assert_append_target_matches(
+        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a), above=first_version
+    )
