@@ -81,23 +81,45 @@ def _server_cpu(pid: int | None) -> float:
         return 0.0
 
 
+# Children are started by a tiny launcher, never forked from this process directly: on Linux a
+# child's ru_maxrss starts at the RSS of the process it was forked from (exec records the old
+# mm's high-water mark), so a child of this harness (which may have generated a 1 GB workload)
+# would report at least the harness's size. The launcher is a bare ``python -I -S`` (~10 MiB,
+# reported as the floor); it forks, execs the real child and reports the child's wait4 rusage.
+_LAUNCHER = r"""
+import json, os, sys, time
+spec = json.loads(sys.argv[1])
+fd = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+began = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.chdir(spec["cwd"])
+    os.execve(spec["argv"][0], spec["argv"], spec["env"])
+_, status, ru = os.wait4(pid, 0)
+wall = time.monotonic() - began
+print(json.dumps({"wall": wall, "status": os.waitstatus_to_exitcode(status), "maxrss_kb": ru.ru_maxrss,
+                  "cpu": ru.ru_utime + ru.ru_stime}))
+"""
+
+
 def run_child(argv: list[str], *, log_to: Path, env: dict[str, str] | None = None, server_pid: int | None = None,
               check: bool = True) -> Measure:
-    """Run ``argv`` to completion; wall time, peak RSS and CPU from ``wait4``."""
+    """Run ``argv`` to completion; wall time, peak RSS and CPU from ``wait4`` (via the launcher)."""
     log_to.parent.mkdir(parents=True, exist_ok=True)
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("SHARESYNC_")}
     child_env.update(env or {})
     load = os.getloadavg()[0]
     server_before = _server_cpu(server_pid)
-    with open(log_to, "wb") as out:
-        began = time.monotonic()
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=REPO)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.monotonic() - began
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if check and process.returncode != 0:
+    spec = {"argv": argv, "env": child_env, "cwd": str(REPO), "log": str(log_to)}
+    done = subprocess.run([PYTHON, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"launcher failed: {done.stderr}")
+    usage = json.loads(done.stdout)
+    if check and usage["status"] != 0:
         tail = log_to.read_text(errors="replace")[-3000:]
-        raise SystemExit(f"child failed ({process.returncode}): {' '.join(argv)}\n{tail}")
+        raise SystemExit(f"child failed ({usage['status']}): {' '.join(argv)}\n{tail}")
     output: dict = {}
     for line in reversed(log_to.read_text(errors="replace").splitlines()):
         if line.startswith("{"):
@@ -106,8 +128,13 @@ def run_child(argv: list[str], *, log_to: Path, env: dict[str, str] | None = Non
                 break
             except json.JSONDecodeError:
                 continue
-    return Measure(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime,
-                   _server_cpu(server_pid) - server_before, load, output)
+    return Measure(usage["wall"], usage["maxrss_kb"] / 1024, usage["cpu"], _server_cpu(server_pid) - server_before,
+                   load, output)
+
+
+def rss_floor(work: Path) -> float:
+    """Peak RSS the launcher reports for a do-nothing child (``/bin/true``): the measurement floor."""
+    return run_child(["/bin/true"], log_to=work / "logs" / "floor.log").maxrss_mib
 
 
 # ---------------------------------------------------------------- servers
@@ -335,6 +362,8 @@ class Bench:
                             {"poll": poll_root / "poll"} if poll_root else None)
         self.server = Server(root, self.work, "main")
         log(f"sharing server pid {self.server.pid}: {json.loads(self.server.profile.read_text())['endpoint']}")
+        self.floor = rss_floor(self.work)
+        log(f"RSS floor of the launcher (a /bin/true child): {self.floor:.1f} MiB")
         started = time.time()
         try:
             for label, w in workloads.items():
@@ -376,13 +405,15 @@ class Bench:
         header = {
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit + ("+dirty" if dirty else ""),
             "machine": machine, "python": platform.python_version(), "runs": self.runs, "seconds": round(seconds),
+            "rss_floor_mib": round(self.floor, 1), "load_avg_end": os.getloadavg(),
             "workloads": {k: {**asdict(w), "root": str(w.root)} for k, w in workloads.items()},
         }  # fmt: skip
         lines = self.table(summary, workloads)
         targets = self.targets(summary, workloads)
         text = "\n".join([
             f"sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
-            f"median of {self.runs} run(s), {round(seconds)} s", "", *lines, "", "Targets:", *targets,
+            f"median of {self.runs} run(s), {round(seconds)} s; RSS floor {self.floor:.0f} MiB; "
+            f"1-min load average at the end {os.getloadavg()[0]:.1f}", "", *lines, "", "Targets:", *targets,
         ])  # fmt: skip
         print("\n" + text, flush=True)
         RESULTS.mkdir(exist_ok=True)
