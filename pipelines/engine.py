@@ -215,6 +215,7 @@ class SyncEngine:
             checkpoint.version if checkpoint else None,
             source_version,
             error=redact(str(exc)),
+            exception=exc,
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
         )
@@ -291,7 +292,7 @@ class _TableRun:
                     f"tables[{table.name}].columns: {unknown} not in the shared table's columns "
                     f"({', '.join(schema.names)}); fix 'columns' in the config"
                 )
-        expr = parse_where(table.where, schema) if table.where else None
+        expr = parse_where(table.where, schema, table=table.name) if table.where else None
         keep: list[str] | None = None
         if table.columns is not None:
             needed = [*table.keys, *table.columns, *(sorted(columns_referenced(expr)) if expr else [])]

@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from state import RunStats
+from sync.errors import SharesyncError
 
 
 class TableOutcome(StrEnum):
@@ -50,6 +51,9 @@ class TableSyncResult:
     checkpoint_timestamp: datetime | None = None
     target_rows: int | None = None
     columns: tuple[tuple[str, str], ...] = field(default=())  # (name, type) of the target's data columns
+    # The failure itself (``error`` is its redacted text): callers decide by type, e.g. the CLI
+    # exits 2 for a ConfigError found at run time (a key not in the shared table), 1 otherwise.
+    exception: SharesyncError | None = field(default=None, repr=False, compare=False)
 
     @property
     def stats(self) -> RunStats:

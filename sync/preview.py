@@ -45,12 +45,14 @@ def preview(
 ) -> Preview:
     metadata = client.metadata(name, version=version)
     schema = metadata.metadata.table_schema
-    expr: Expr | None = parse_where(where, schema) if where else None
+    expr: Expr | None = parse_where(where, schema, table=name) if where else None
     partitions = metadata.partition_columns
     result = client.query(
         name,
         version=version,
-        limit_hint=limit,
+        # A server applies limitHint to rows *before* any filter (it picks files until their
+        # numRecords reach it), so with a filter it would cut the listing short of matching rows.
+        limit_hint=limit if expr is None else None,
         predicate_hints=(to_sql_hints(expr) or None) if expr else None,
         json_predicate_hints=to_json_hints(expr, partitions) if expr else None,
     )

@@ -1,8 +1,9 @@
 """``sharesync sync | status | backfill | reset``: the engine's commands.
 
 Each loads the config, builds one :class:`pipelines.engine.SyncEngine` and prints what
-happened. ``sync`` exits 1 when any table failed (the others still ran); config, profile
-and state-store problems exit 2 through :func:`sync.cli.main.main`.
+happened. ``sync`` exits 1 when any table failed (the others still ran), 2 when a table's
+config turned out wrong against the shared table (a key or column it lacks; the others still
+ran); config, profile and state-store problems exit 2 through :func:`sync.cli.main.main`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import click
 
-from sync.cli.main import EXIT_TABLE_FAILED
+from sync.cli.main import EXIT_TABLE_FAILED, EXIT_USAGE
 from sync.config import SharesyncConfig, load_config
 from sync.errors import ConfigError
 from sync.timestamps import parse_timestamp
@@ -66,7 +67,10 @@ def sync_command(ctx: click.Context, names: tuple[str, ...]) -> None:
     with _engine(ctx, progress=True) as engine:
         results = engine.sync_all(list(names) or None)
     _print_results(results)
-    if any(r.outcome.value == "failed" for r in results):
+    failed = [r for r in results if r.outcome.value == "failed"]
+    if any(isinstance(r.exception, ConfigError) for r in failed):
+        sys.exit(EXIT_USAGE)  # the config is wrong for a table (e.g. a key the shared table lacks)
+    if failed:
         sys.exit(EXIT_TABLE_FAILED)
 
 
