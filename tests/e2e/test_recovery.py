@@ -1,0 +1,104 @@
+"""Crashes part-way through a pass: the checkpoint tells the truth, and the next pass repairs all.
+
+Two crash points per batch matter: before the target commit (the engine fails to start a job)
+and after it (the checkpoint cannot be written). After the second kind the batch is applied
+again on the next pass, and every row must still land exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import Workspace
+from verify import assert_append_target_matches, assert_merge_target_matches, source_version
+
+from pipelines.results import TableOutcome
+from pipelines.spark import get_spark
+from state import StateStore, open_store
+from sync.errors import StateStoreUnavailable, SyncError
+
+
+class FlakySpark:
+    """A Spark factory whose ``fail_on``-th call fails (a job that could not start)."""
+
+    def __init__(self, fail_on: int) -> None:
+        self.calls = 0
+        self.fail_on = fail_on
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise SyncError("injected: the engine went away")
+        return get_spark()
+
+
+class FlakyStore:
+    """A state store whose ``fail_on``-th checkpoint write fails after the target committed."""
+
+    def __init__(self, store: StateStore, fail_on: int) -> None:
+        self._store = store
+        self.writes = 0
+        self.fail_on = fail_on
+
+    def advance_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes += 1
+        if self.writes == self.fail_on:
+            raise StateStoreUnavailable("injected: the state store went away")
+        return self._store.advance_checkpoint(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("crash", ["before-commit", "after-commit"])
+def test_a_crash_mid_pass_keeps_the_last_batch_and_the_next_pass_finishes(workspace: Workspace, crash: str) -> None:
+    workspace.table("m", rows=30, seed=5)
+    workspace.table("a", rows=30, seed=6)
+    config = workspace.config(
+        workspace.spec("m", max_versions_per_batch=2), workspace.spec("a", "append", max_versions_per_batch=2)
+    )
+    workspace.engine(config).sync_all()  # bootstrap at version 0
+    for seed, table in enumerate(("m", "a")):
+        workspace.commit(table, 6, seed=30 + seed)  # versions 1..6: three batches each
+
+    store = open_store(config.state_store)
+    if crash == "before-commit":
+        flaky = workspace.engine(config, spark=FlakySpark(fail_on=3))  # m: batches 1, 2 pass; 3 fails
+    else:
+        flaky = workspace.engine(config, store=FlakyStore(store, fail_on=2))  # m: batch 2 wrote, no checkpoint
+    results = {r.name: r for r in flaky.sync_all()}
+
+    failed = results[workspace.name("m")]
+    assert failed.outcome is TableOutcome.FAILED and "injected" in (failed.error or "")
+    kept = 4 if crash == "before-commit" else 2
+    assert store.get_checkpoint(workspace.name("m")).version == kept  # type: ignore[union-attr]
+    runs = sorted(store.runs_for(workspace.name("m")), key=lambda r: r.id)
+    assert runs[-1].status.value == "failed" and "injected" in (runs[-1].error or "")
+    assert all(r.status.value == "succeeded" for r in runs[:-1])
+
+    results = {r.name: r for r in workspace.engine(config).sync_all()}
+
+    # The other table was not held up by the crash: it finished in the first pass.
+    assert results[workspace.name("a")].outcome is TableOutcome.UP_TO_DATE
+    assert results[workspace.name("m")].outcome is TableOutcome.SYNCED
+    assert results[workspace.name("m")].first_version == kept + 1
+    m, a = workspace.path("m"), workspace.path("a")
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+    assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
+
+
+def test_an_append_batch_repeated_after_its_commit_lands_once(workspace: Workspace) -> None:
+    workspace.table("a", rows=20, seed=8)
+    config = workspace.config(workspace.spec("a", "append"))
+    workspace.engine(config).sync_all()
+    workspace.commit("a", 3, seed=9)
+    store = open_store(config.state_store)
+
+    result = workspace.engine(config, store=FlakyStore(store, fail_on=1)).sync_all()[0]
+    assert result.outcome is TableOutcome.FAILED
+    assert store.get_checkpoint(workspace.name("a")).version == 0  # type: ignore[union-attr]
+    assert workspace.engine(config).sync_all()[0].outcome is TableOutcome.SYNCED
+
+    a = workspace.path("a")
+    assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
