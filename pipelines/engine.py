@@ -80,14 +80,14 @@ class SyncEngine:
         store: StateStore | None = None,
         spark: Callable[[], SparkSession] | None = None,
         progress: Callable[[str, int], ProgressCallback | None] | None = None,
-        lease_ttl: timedelta = timedelta(minutes=2),
+        lease_ttl: timedelta | None = None,
     ) -> None:
         self.config = config
         self._client = client
         self._store = store
         self._spark_factory = spark
         self._progress = progress
-        self.lease_ttl = lease_ttl
+        self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
 
     # ------------------------------------------------------------ resources (lazy)
 

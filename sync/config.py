@@ -159,6 +159,11 @@ class SharesyncConfig(_Strict):
     tables: list[TableConfig] = Field(default_factory=list)
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
     sensor_interval_seconds: int = Field(default=30, ge=1)
+    lease_ttl_seconds: float = Field(
+        default=120.0,
+        ge=1,
+        description="how long a crashed sync keeps its tables locked; the holder renews every third of it",
+    )
 
     @model_validator(mode="after")
     def _unique_tables(self) -> SharesyncConfig:
