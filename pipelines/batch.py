@@ -16,12 +16,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from sync.changes import ChangeFile, select_change_files, snapshot_files
 from sync.client import ChangesResult, QueryResult, SharingClient
 from sync.download import DownloadedFile, Downloader, ProgressCallback, refresher_for
 from sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
 from sync.staging import StageLayout, stage_file
-from sync.wire import AddFile, CdfFile, DataFile, File, FileStats, Metadata, RemoveFile, StructType
+from sync.wire import (
+    AddFile,
+    CdfFile,
+    DataFile,
+    File,
+    FileStats,
+    Metadata,
+    RemoveFile,
+    StructType,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -88,6 +99,11 @@ def change_files(result: ChangesResult, end_version: int) -> list[ChangeFile]:
     return select_change_files(actions)
 
 
+def commit_timestamps(result: ChangesResult) -> dict[int, int]:
+    """Commit timestamp (ms) of every version a changes response has files for."""
+    return {f.version: f.timestamp for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile)}
+
+
 def prune(files: list[ChangeFile], expr: Expr | None, schema: StructType) -> tuple[list[ChangeFile], int]:
     """Drop files whose partition values or stats prove no row can match the filter."""
     if expr is None:
@@ -112,12 +128,22 @@ def stage(
     ca_bundle: Path | None = None,
     progress: ProgressCallback | None = None,
     downloader_factory: Callable[[Path], Downloader] | None = None,
+    snapshot: bool = False,
 ) -> StagedBatch:
-    """Download ``files`` and stage each as it completes; returns the staged batch."""
+    """Download ``files`` and stage each as it completes; returns the staged batch.
+
+    ``snapshot``: the batch is a whole snapshot (a bootstrap). When it holds no file (an empty
+    table, or a filter that prunes every file), one empty file with the layout's schema is
+    staged, so the job still creates or replaces the target — as an empty table with the right
+    columns — instead of leaving no table (or, in append mode, the previous log) behind.
+    """
     raw = fresh_dir(directory / "raw")
     data = fresh_dir(directory / "data")
     staged = StagedBatch(path=data)
     if not files:
+        if snapshot:
+            pq.write_table(layout.target.empty_table(), data / "empty.parquet")
+        shutil.rmtree(raw, ignore_errors=True)
         return staged
     by_file = {id(c.file): c for c in files}
     rows_per_file: dict[str, int] = {}

@@ -22,14 +22,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from pipelines import batch as batches
-from pipelines.results import BackfillRequest, BatchResult, TableOutcome, TableSyncResult
+from pipelines.results import (
+    BackfillRequest,
+    BatchResult,
+    TableOutcome,
+    TableSyncResult,
+)
 from state import Checkpoint, RunStats, RunStatus, StateStore, open_store
-from sync.config import Mode, SharesyncConfig, StartAtTimestamp, StartAtVersion, TableConfig
+from sync.config import (
+    Mode,
+    SharesyncConfig,
+    StartAtTimestamp,
+    StartAtVersion,
+    TableConfig,
+)
 from sync.download import ProgressCallback
-from sync.errors import ConfigError, HistoryUnavailable, SharesyncError, SharingHTTPError
+from sync.errors import (
+    ConfigError,
+    HistoryUnavailable,
+    SharesyncError,
+    SharingHTTPError,
+)
 from sync.planning import (
     ApplyChanges,
     Bootstrap,
@@ -119,7 +135,7 @@ class SyncEngine:
         if self._client is not None:
             self._client.close()
 
-    def __enter__(self) -> SyncEngine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,16 +190,21 @@ class SyncEngine:
             checkpoint = self.store.get_checkpoint(table.name)
         if source_version is None:
             source_version = self.client.table_version(table.name).version
-        if backfill is None and checkpoint is not None and checkpoint.version == source_version:
-            if checkpoint.target == table.target and checkpoint.mode == table.mode.value:
-                return TableSyncResult(
-                    table.name,
-                    TableOutcome.UP_TO_DATE,
-                    checkpoint.version,
-                    source_version,
-                    seconds=time.monotonic() - started,
-                    checkpoint_timestamp=checkpoint.version_timestamp,
-                )
+        if (
+            backfill is None
+            and checkpoint is not None
+            and checkpoint.version == source_version
+            and checkpoint.target == table.target
+            and checkpoint.mode == table.mode.value
+        ):
+            return TableSyncResult(
+                table.name,
+                TableOutcome.UP_TO_DATE,
+                checkpoint.version,
+                source_version,
+                seconds=time.monotonic() - started,
+                checkpoint_timestamp=checkpoint.version_timestamp,
+            )
         with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
             runner = _TableRun(self, table, keeper)
             return runner.run(backfill, started)
@@ -407,7 +428,7 @@ class _TableRun:
                 json_predicate_hints=context.hints.json_predicate_hints,
             )
             version = result.version
-            files, pruned = batches.prune(batches.snapshot_change_files(result), context.expr, context.layout.schema)
+            files, _pruned = batches.prune(batches.snapshot_change_files(result), context.expr, context.layout.schema)
             schema = result.metadata.table_schema
             layout = StageLayout.build(schema, result.metadata.partition_columns, context.layout.columns)
             staged = batches.stage(
@@ -419,6 +440,7 @@ class _TableRun:
                 concurrency=self.engine.config.concurrency(table),
                 ca_bundle=self.engine.config.ca_bundle,
                 progress=self._progress_for(f"bootstrap v{version}", len(files)),
+                snapshot=True,
             )
             self.keeper.check()
             applied = self._apply_bootstrap(staged.path, version, reason, checkpoint, context)
@@ -505,7 +527,7 @@ class _TableRun:
                 table.name, starting_version=batch.start, ending_version=batch.end, include_historical_metadata=True
             )
             metadata = batches.batch_schema(result, batch.end)
-            files, pruned = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
+            files, _pruned = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
             layout = StageLayout.build(metadata.table_schema, metadata.partition_columns, context.layout.columns)
             staged = batches.stage(
                 self.client,
@@ -532,7 +554,7 @@ class _TableRun:
                 )
             else:  # pragma: no cover - snapshot mode never plans changes
                 raise AssertionError(table.mode)
-            timestamps = {f.version: f.timestamp for f in result.files if hasattr(f, "version") and f.version is not None}  # type: ignore[union-attr]
+            timestamps = batches.commit_timestamps(result)
             end_ts = timestamps.get(batch.end)
             commit_ts = from_millis(end_ts) if end_ts is not None else checkpoint.version_timestamp
             stored = self._advance(checkpoint, batch.end, commit_ts, metadata.id, metadata.schema_string)

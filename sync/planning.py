@@ -144,16 +144,19 @@ def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: Pl
             ),
         )
 
-    if checkpoint.source_table_id is not None and source.table_id is not None:
-        if checkpoint.source_table_id != source.table_id:
-            return Bootstrap(
-                latest,
-                BootstrapReason.SOURCE_RECREATED,
-                warning=(
-                    f"the provider re-created the table (id {checkpoint.source_table_id} → {source.table_id}); "
-                    f"re-bootstrapping from its snapshot at version {latest}"
-                ),
-            )
+    if (
+        checkpoint.source_table_id is not None
+        and source.table_id is not None
+        and checkpoint.source_table_id != source.table_id
+    ):
+        return Bootstrap(
+            latest,
+            BootstrapReason.SOURCE_RECREATED,
+            warning=(
+                f"the provider re-created the table (id {checkpoint.source_table_id} → {source.table_id}); "
+                f"re-bootstrapping from its snapshot at version {latest}"
+            ),
+        )
 
     if source.version < checkpoint.version:
         return Bootstrap(

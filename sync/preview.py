@@ -18,7 +18,15 @@ import pyarrow.parquet as pq
 from sync.changes import snapshot_files
 from sync.client import SharingClient
 from sync.download import Downloader, refresher_for
-from sync.predicates import Expr, Predicate, may_match, parse_where, to_arrow, to_json_hints, to_sql_hints
+from sync.predicates import (
+    Expr,
+    Predicate,
+    may_match,
+    parse_where,
+    to_arrow,
+    to_json_hints,
+    to_sql_hints,
+)
 from sync.staging import StageLayout, stage_file
 from sync.wire import File
 

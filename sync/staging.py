@@ -18,7 +18,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sync.arrow_schema import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, arrow_schema
+from sync.arrow_schema import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    arrow_schema,
+)
 from sync.changes import ChangeFile
 from sync.errors import DownloadError
 from sync.predicates.values import parse_partition_value

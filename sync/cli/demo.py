@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-import threading
 import shutil
+import threading
 from pathlib import Path
 
 import click
 import yaml
+
 
 @click.command("demo")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default="sharesync-demo", show_default=True)

@@ -27,10 +27,10 @@ import yaml
 # --import-mode=importlib: make the sibling helper modules importable by name.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pipelines.engine import SyncEngine  # noqa: E402
-from sync.config import SharesyncConfig, parse_config  # noqa: E402
-from sync.samples import apply_random_commits, create_sample_table, table_path  # noqa: E402
-from sync.server.runner import SharingServer  # noqa: E402
+from pipelines.engine import SyncEngine
+from sync.config import SharesyncConfig, parse_config
+from sync.samples import apply_random_commits, create_sample_table, table_path
+from sync.server.runner import SharingServer
 
 SHARE, SCHEMA = "e2e", "s"
 

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import CliResult, Workspace
 from deltalake import DeltaTable, write_deltalake
-from verify import assert_append_target_matches, assert_merge_target_matches, source_version
+from verify import (
+    assert_append_target_matches,
+    assert_merge_target_matches,
+    source_version,
+)
 
 from state import open_store
 from sync.samples import sample_rows

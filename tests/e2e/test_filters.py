@@ -78,3 +78,26 @@ def test_rows_moving_out_of_the_filter_are_deleted_and_nulls_never_match_neq(wor
     after = {r["id"] for r in target_rows(workspace.target("m"))}
     assert after == (kept - set(moving)) | set(back)
     assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path), where=where)
+
+
+@pytest.mark.parametrize("mode", ["merge", "append", "snapshot"])
+def test_a_filter_matching_nothing_yet_gives_an_empty_target_with_the_schema(workspace: Workspace, mode: str) -> None:
+    path = workspace.table("e", rows=10, seed=7)
+    where = [{"col": "region", "op": "eq", "val": "mars"}]  # a partition no file is in: all pruned
+    engine = workspace.engine(workspace.config(workspace.spec("e", mode, where=where)))
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+
+    target = DeltaTable(workspace.target("e"))
+    assert target.to_pyarrow_table().num_rows == 0
+    assert {"id", "region", "payload"} <= set(target.schema().to_arrow().names)
+
+    DeltaTable(str(path)).update(updates={"region": "'mars'"}, predicate="id <= 2")  # rows move in
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    version = source_version(path)
+    if mode == "merge":
+        assert_merge_target_matches(path, workspace.target("e"), ["id"], version, where=where)
+    elif mode == "append":
+        assert_append_target_matches(path, workspace.target("e"), bootstrap_version=0, end_version=version, where=where)
+    else:
+        assert_snapshot_target_matches(path, workspace.target("e"), version, where=where)
+    assert len(target_rows(workspace.target("e"))) >= 2

@@ -9,7 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from conftest import CliResult, Workspace
 from deltalake import DeltaTable
-from verify import assert_append_target_matches, assert_merge_target_matches, source_version
+from verify import (
+    assert_append_target_matches,
+    assert_merge_target_matches,
+    source_version,
+)
 
 from pipelines.results import BackfillRequest, TableOutcome
 from sync.timestamps import to_wire
@@ -114,6 +118,6 @@ def test_backfill_full_refresh_rebuilds_from_the_snapshot_at_the_timestamp(works
     result = engine.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(m, 2), full_refresh=True))
 
     assert result.outcome is TableOutcome.SYNCED
-    assert [(b.kind, b.start_version) for b in result.batches][0] == ("bootstrap", 2)
+    assert (result.batches[0].kind, result.batches[0].start_version) == ("bootstrap", 2)
     assert result.checkpoint_version == source_version(m)
     assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from conftest import Workspace, never_spark
-from verify import assert_merge_target_matches, assert_snapshot_target_matches, source_version
+from verify import (
+    assert_merge_target_matches,
+    assert_snapshot_target_matches,
+    source_version,
+)
 
 from pipelines.results import TableOutcome
 

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 from conftest import Workspace
-from verify import assert_append_target_matches, assert_merge_target_matches, source_version
+from verify import (
+    assert_append_target_matches,
+    assert_merge_target_matches,
+    source_version,
+)
 
 from pipelines.results import TableOutcome
 from pipelines.spark import get_spark

@@ -7,6 +7,9 @@ Small ``max_versions_per_batch`` makes each sync run several batches.
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
 from conftest import Workspace
 from verify import (
     assert_append_target_matches,
@@ -14,8 +17,6 @@ from verify import (
     assert_snapshot_target_matches,
     source_version,
 )
-
-import pytest
 
 from pipelines.results import TableOutcome
 
@@ -61,7 +62,7 @@ def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned
     runs = sorted(engine.store.runs_for(workspace.name("m"), limit=100), key=lambda r: r.id)
     assert all(r.status.value == "succeeded" for r in runs)
     assert runs[0].start_version == runs[0].end_version == 0  # the bootstrap
-    for before, after in zip(runs, runs[1:], strict=False):
+    for before, after in itertools.pairwise(runs):
         assert after.start_version == before.end_version + 1
         assert after.end_version - after.start_version + 1 <= 2
     assert runs[-1].end_version == source_version(m)

@@ -281,7 +281,7 @@ def _coerce(val: Any, like: Any) -> Any:
     if isinstance(like, bool) or val is None:
         return val
     if isinstance(like, datetime) and isinstance(val, str):
-        parsed = datetime.fromisoformat(val.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(val)
         return parsed if parsed.tzinfo or like.tzinfo is None else parsed.replace(tzinfo=like.tzinfo)
     if isinstance(like, date) and not isinstance(like, datetime) and isinstance(val, str):
         return date.fromisoformat(val)
