@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 
+import pyarrow.compute as pc
 import pytest
 from conftest import Workspace
+from deltalake import DeltaTable
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -26,22 +28,23 @@ COMMITS_PER_ROUND = 4
 
 @pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
 def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned: bool) -> None:
-    for seed, table in enumerate(("m", "a", "s")):
+    for seed, table in enumerate(("m", "a", "s", "d")):
         workspace.table(table, rows=40, partitioned=partitioned, seed=seed)
     config = workspace.config(
         workspace.spec("m", "merge", max_versions_per_batch=2),
         workspace.spec("a", "append", max_versions_per_batch=3),
         workspace.spec("s", "snapshot"),
+        workspace.spec("d", "merge", soft_delete=True),
     )
     engine = workspace.engine(config)
     bootstrap: dict[str, int] = {}
 
     for round_ in range(ROUNDS + 1):
         if round_:
-            for offset, table in enumerate(("m", "a", "s")):
+            for offset, table in enumerate(("m", "a", "s", "d")):
                 workspace.commit(table, COMMITS_PER_ROUND, seed=100 * round_ + offset + (0 if partitioned else 50))
         results = {r.name: r for r in engine.sync_all()}
-        for table in ("m", "a", "s"):
+        for table in ("m", "a", "s", "d"):
             result = results[workspace.name(table)]
             assert result.outcome is TableOutcome.SYNCED, result.error
             assert result.checkpoint_version == source_version(workspace.path(table))
@@ -51,6 +54,8 @@ def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned
         assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
         assert_append_target_matches(a, workspace.target("a"), bootstrap_version=bootstrap["a"], end_version=source_version(a))
         assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
+        d = workspace.path("d")
+        assert_merge_target_matches(d, workspace.target("d"), ["id"], source_version(d), soft_delete=True)
 
         if round_:
             merge_batches = results[workspace.name("m")].batches
@@ -66,3 +71,6 @@ def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned
         assert after.start_version == before.end_version + 1
         assert after.end_version - after.start_version + 1 <= 2
     assert runs[-1].end_version == source_version(m)
+    # Soft deletes keep the rows the provider deleted, flagged.
+    flagged = DeltaTable(workspace.target("d")).to_pyarrow_table().filter(pc.field("_sharesync_deleted"))
+    assert flagged.num_rows > 0

@@ -57,7 +57,9 @@ def assert_merge_target_matches(
     expected_names = _projected_names(source.schema.names, keys, columns)
     expected = [_project(r, expected_names) for r in source.to_pylist() if _matches(r, where)]
     target = _read_target(target_path)
-    if soft_delete and DELETED in target.column_names:
+    _by_key(_data_only(target).to_pylist(), keys, f"target {target_path}")  # one row per key, flagged or not
+    if soft_delete:
+        assert DELETED in target.column_names, f"soft-delete target {target_path} has no {DELETED} column"
         target = target.filter(pc.invert(pc.fill_null(target[DELETED], False)))
     actual_table = _data_only(target)
     _assert_types(source.select(expected_names), actual_table, target_path)
