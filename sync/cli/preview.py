@@ -41,11 +41,23 @@ def preview(ctx: click.Context, name: str, limit: int, where_json: str | None, v
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(*result.table.column_names, title=f"{name} @ version {result.version}")
-    for row in rows:
-        table.add_row(*["∅" if v is None else str(v) for v in row.values()])
     console = Console()
-    console.print(table)
+    title = f"{name} @ version {result.version}"
+    cells = [["∅" if v is None else str(v) for v in row.values()] for row in rows]
+    table = Table(*result.table.column_names, title=title)
+    for row_cells in cells:
+        table.add_row(*row_cells)
+    names = result.table.column_names
+    needed = sum(max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)) + 3 * len(names) + 1
+    if needed <= console.width:  # every value fits uncut
+        console.print(table)
+    else:  # too many columns for the terminal: one block per row, every value in full
+        console.print(f"[bold]{title}[/bold]")
+        width = max(map(len, result.table.column_names), default=0)
+        for number, row_cells in enumerate(cells, 1):
+            console.rule(f"row {number}", align="left")
+            for column, cell in zip(result.table.column_names, row_cells, strict=True):
+                console.print(f"{column:>{width}}  {cell}", highlight=False, soft_wrap=True)
     console.print(
         f"{len(rows)} rows; files: {result.files_listed} listed, {result.files_pruned} pruned by stats, "
         f"{result.files_downloaded} downloaded"
