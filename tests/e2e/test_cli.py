@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CliResult, Workspace
 from deltalake import DeltaTable, write_deltalake
+from e2e_support import CliResult, Workspace
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,

@@ -9,8 +9,8 @@ also prunes files by partition value.
 from __future__ import annotations
 
 import pytest
-from conftest import Workspace
 from deltalake import DeltaTable
+from e2e_support import Workspace
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,

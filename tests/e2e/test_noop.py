@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Workspace, never_spark
+from e2e_support import Workspace, never_spark
 from verify import (
     assert_merge_target_matches,
     assert_snapshot_target_matches,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Workspace
+from e2e_support import Workspace
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,

@@ -11,8 +11,8 @@ import itertools
 
 import pyarrow.compute as pc
 import pytest
-from conftest import Workspace
 from deltalake import DeltaTable
+from e2e_support import Workspace
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,

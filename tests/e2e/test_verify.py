@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import Workspace
 from deltalake import DeltaTable, write_deltalake
+from e2e_support import Workspace
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
