@@ -19,6 +19,8 @@ import dagster as dg
 from sync.config import SharesyncConfig, load_config
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from pipelines.engine import SyncEngine
 
 RESOURCE_KEY = "sharesync"
@@ -39,6 +41,18 @@ class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """A :class:`SyncEngine` for this run; its clients are created on first use, closed on exit."""
         from pipelines.engine import SyncEngine  # Spark, SQLAlchemy, httpx: paid at run time, not at load
 
-        with SyncEngine(self.load_config(), lease_ttl=timedelta(seconds=self.lease_ttl_seconds)) as engine:
+        config = self.load_config()
+        with SyncEngine(
+            config, spark=lambda: _spark_session(config), lease_ttl=timedelta(seconds=self.lease_ttl_seconds)
+        ) as engine:
             yield engine
+
+
+def _spark_session(config: SharesyncConfig) -> SparkSession:
+    """The process's cached session, importable in Dagster step processes too (see spark_import)."""
+    from pipelines.spark import get_spark
+    from pipelines.spark_import import import_spark_connect
+
+    import_spark_connect()
+    return get_spark(config.spark)
 

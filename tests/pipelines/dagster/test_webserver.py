@@ -1,8 +1,10 @@
 """Smoke test: ``dagster-webserver -w workspace.yaml`` serves the assets, and their metadata once materialized.
 
-Everything runs as a user would: the webserver and ``dagster asset materialize`` (plain, then
-a ``--config-json`` backfill) are subprocesses sharing one temporary ``DAGSTER_HOME``; the test
-reads what the UI would show through the GraphQL API. Readiness is polled, with a deadline.
+Everything runs as a user would: the webserver is a subprocess with a temporary ``DAGSTER_HOME``;
+the first materialization is launched through GraphQL as the UI's button does (run worker
+``python -m dagster api execute_run``, each step in its own process — the production path), the
+second is a ``dagster asset materialize --config-json`` backfill. The test reads what the UI
+would show through the GraphQL API. Readiness and run completion are polled, with deadlines.
 """
 
 from __future__ import annotations
@@ -28,9 +30,22 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 STARTUP_DEADLINE = 120.0
+RUN_DEADLINE = 240.0
+POLL_INTERVAL = 0.25  # polling, not synchronisation: every wait below has a condition and a deadline
 
 ASSET_NODES = "{ assetNodes { assetKey { path } groupName kinds } }"
 LOCATION_STATUS = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
+LAUNCH = """
+mutation ($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+RUN_STATUS = "query ($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 LATEST_MATERIALIZATION = """
 query ($path: [String!]!) {
   assetOrError(assetKey: {path: $path}) {
@@ -79,8 +94,29 @@ class Webserver:
                     return
             except httpx.TransportError:
                 pass
-            time.sleep(0.25)  # polling interval, not a synchronisation
+            time.sleep(POLL_INTERVAL)
         raise AssertionError(f"dagster-webserver not ready within {STARTUP_DEADLINE:.0f}s")
+
+    def launch(self, path: list[str]) -> str:
+        """Launch a run of the asset at ``path`` (and its checks) as the UI's Materialize button does."""
+        selector = {
+            "repositoryLocationName": "sharesync",
+            "repositoryName": "__repository__",
+            "jobName": "__ASSET_JOB",
+            "assetSelection": [{"path": path}],
+        }
+        answer = self.graphql(LAUNCH, params={"selector": selector, "runConfigData": {}})["launchRun"]
+        assert answer["__typename"] == "LaunchRunSuccess", answer
+        return str(answer["run"]["runId"])
+
+    def wait_for_run(self, run_id: str) -> str:
+        deadline = time.monotonic() + RUN_DEADLINE
+        while time.monotonic() < deadline:
+            status = str(self.graphql(RUN_STATUS, id=run_id)["runOrError"]["status"])
+            if status in ("SUCCESS", "FAILURE", "CANCELED"):
+                return status
+            time.sleep(POLL_INTERVAL)
+        raise AssertionError(f"run {run_id} not finished within {RUN_DEADLINE:.0f}s")
 
 
 @pytest.fixture
@@ -88,7 +124,11 @@ def environment(site: Site, tmp_path: Path) -> dict[str, str]:
     site.write_config(site.merge_spec())
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # Runs launch at once (no daemon runs here to dequeue them); the launcher is Dagster's default.
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\n"
+        "run_coordinator:\n  module: dagster.core.run_coordinator\n  class: DefaultRunCoordinator\n"
+    )
     return {**os.environ, "SHARESYNC_CONFIG": str(site.config_file), "DAGSTER_HOME": str(home)}
 
 
@@ -131,7 +171,7 @@ def _latest(server: Webserver, path: list[str]) -> dict[str, Any]:
 
 
 def test_webserver_shows_assets_and_materialization_metadata(
-    site: Site, webserver: Webserver, environment: dict[str, str]
+    site: Site, webserver: Webserver, environment: dict[str, str], tmp_path: Path
 ) -> None:
     nodes = {tuple(n["assetKey"]["path"]): n for n in webserver.graphql(ASSET_NODES)["assetNodes"]}
     path = ["sharesync", "dg", "sales", MERGE_TABLE]
@@ -139,7 +179,7 @@ def test_webserver_shows_assets_and_materialization_metadata(
     assert nodes[tuple(path)]["groupName"] == "dg"
     assert set(nodes[tuple(path)]["kinds"]) == {"deltasharing", "delta", "spark"}
 
-    _materialize(environment, "/".join(path))
+    assert webserver.wait_for_run(webserver.launch(path)) == "SUCCESS"
     version = site.source_version(MERGE_TABLE)
     first = _latest(webserver, path)
     assert first["outcome"] == "synced" and first["source_version_to"] == version
