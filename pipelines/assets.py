@@ -9,7 +9,6 @@ op, so tables sync in parallel, each in its own concurrency pool, each retried o
 
 # No `from __future__ import annotations`: Dagster reads the op's `context` annotation as an object.
 
-import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -24,13 +23,12 @@ from pipelines.resources import SharesyncResource
 from pipelines.target_stats import TargetStats, read_target_stats
 from sync.config import Mode, SharesyncConfig, TableConfig
 from sync.errors import ConfigError
+from sync.redact import redact
 from sync.timestamps import parse_timestamp
 
 if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
     from pipelines.engine import SyncEngine
     from pipelines.results import BackfillRequest, TableSyncResult
-
-log = logging.getLogger(__name__)
 
 KINDS = {"deltasharing", "delta", "spark"}
 
@@ -161,7 +159,7 @@ def sync_table_asset(
     )
     context.log.info(_summary(result))
     for warning in result.warnings:
-        context.log.warning(f"{name}: {warning}")
+        context.log.warning(redact(f"{name}: {warning}"))
     version = result.checkpoint_version
     return dg.MaterializeResult(
         metadata=metadata, data_version=dg.DataVersion(str(version)) if version is not None else None

@@ -39,7 +39,9 @@ class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     @contextmanager
     def engine(self) -> Iterator[SyncEngine]:
         """A :class:`SyncEngine` for this run; its clients are created on first use, closed on exit."""
-        from pipelines.engine import SyncEngine  # Spark, SQLAlchemy, httpx: paid at run time, not at load
+        from pipelines.engine import (
+            SyncEngine,  # Spark, SQLAlchemy, httpx: paid at run time, not at load
+        )
 
         config = self.load_config()
         with SyncEngine(

@@ -41,7 +41,7 @@ def _live_rows() -> Any:
     import pyarrow.dataset as ds
 
     flag = ds.field(DELETED_COLUMN)
-    return flag.is_null() | (flag == False)  # noqa: E712 - an Arrow expression, not a Python comparison
+    return flag.is_null() | ~flag  # NULL counts as live: the flag is only set by a delete
 
 
 def _type_name(delta_type: Any) -> str:

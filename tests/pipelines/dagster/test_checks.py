@@ -10,7 +10,14 @@ import pytest
 from dagster_support import APPEND_TABLE, MERGE_TABLE, Site, check_results, materialize
 from deltalake import DeltaTable
 
-from pipelines.checks import FRESHNESS, ROW_COUNT, TOKEN_EXPIRY, freshness_verdict, row_count_verdict, token_expiry_verdict
+from pipelines.checks import (
+    FRESHNESS,
+    ROW_COUNT,
+    TOKEN_EXPIRY,
+    freshness_verdict,
+    row_count_verdict,
+    token_expiry_verdict,
+)
 from state import Checkpoint
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -107,3 +114,19 @@ def test_token_expiring_within_a_week_warns(site: Site) -> None:
     token = checked[("sharesync/dg/sales/orders", TOKEN_EXPIRY)]
     assert not token.passed and token.severity == WARN
     assert not checked[("sharesync/dg/sales/orders", ROW_COUNT)].passed  # never synced
+
+
+@pytest.mark.slow
+def test_row_count_counts_only_live_rows_with_soft_deletes(site: Site) -> None:
+    site.write_config(site.merge_spec(soft_delete=True))
+    defs = site.definitions()
+    key = site.key(MERGE_TABLE)
+    materialize(defs, dg.AssetSelection.assets(key).without_checks())
+    DeltaTable(str(site.source_path(MERGE_TABLE))).delete("id <= 5")  # the provider deletes rows
+
+    checked = check_results(materialize(defs, dg.AssetSelection.assets(key)))
+
+    row_count = checked[("sharesync/dg/sales/orders", ROW_COUNT)]
+    assert row_count.passed, row_count.description
+    flagged = DeltaTable(site.target(MERGE_TABLE)).to_pyarrow_table().column("_sharesync_deleted").to_pylist()
+    assert any(flagged)  # the deleted rows are still there, flagged, and not counted

@@ -6,7 +6,14 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-from dagster_support import APPEND_TABLE, MERGE_TABLE, Site, check_results, materialization, materialize
+from dagster_support import (
+    APPEND_TABLE,
+    MERGE_TABLE,
+    Site,
+    check_results,
+    materialization,
+    materialize,
+)
 from verify import assert_append_target_matches, assert_merge_target_matches
 
 from pipelines.materialization import STAT_KEYS
