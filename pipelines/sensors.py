@@ -4,8 +4,10 @@ The sensor polls every table's version concurrently (one cheap ``/version`` call
 minimum interval ``sensor_interval_seconds``, default 30 s, the protocol's guidance for
 streaming readers) and requests a run only for tables whose provider version differs from
 their checkpoint, with run key ``name@version``. Its cursor remembers what it requested and
-observed, so a tick without changes requests nothing and records nothing. Each run carries
-the tag ``sharesync/table`` (for per-table run limits) and selects one table with its checks.
+observed, so a tick without changes requests nothing and records nothing. As with run keys,
+a version is requested once: a run that failed for good is not requested again until the
+provider moves on (fix the cause, then materialize from the UI). Each run carries the tag
+``sharesync/table`` (for per-table run limits) and selects one table with its checks.
 
 The decision is :func:`plan_tick`, pure; the sensor only gathers versions and checkpoints.
 """
