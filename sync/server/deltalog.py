@@ -209,6 +209,23 @@ def _mtime_ms(stat: os.stat_result) -> int:
     return stat.st_mtime_ns // 1_000_000
 
 
+_FileStamp = tuple[int, int, int] | None
+
+
+def _stamp(stat: os.stat_result) -> _FileStamp:
+    """Which file this is: a rewritten or re-created log file differs in inode, mtime or size."""
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _version_stamp(listing: _Listing, version: int) -> _FileStamp:
+    """The identity of the log file that defines ``version``: its commit, else its checkpoint."""
+    stat = listing.commits.get(version)
+    if stat is not None:
+        return _stamp(stat)
+    parts = listing.checkpoints.get(version)
+    return _stamp(parts[0].stat()) if parts else None
+
+
 @dataclass
 class _State:
     """Mutable replay state, rolled forward one commit at a time."""
@@ -266,9 +283,11 @@ class DeltaLog:
         self.path = Path(path)
         self._log_dir = self.path / LOG_DIR
         self._lock = threading.RLock()
-        self._commits: dict[int, tuple[int, Commit]] = {}  # version → (mtime_ns, parsed)
-        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
-        self._states: OrderedDict[int, _State] = OrderedDict()
+        # Every cache entry remembers the identity of the log file it came from: a table dropped
+        # and re-created under the same path reuses version numbers with other contents.
+        self._commits: dict[int, tuple[_FileStamp, Commit]] = {}
+        self._snapshots: OrderedDict[int, tuple[_FileStamp, Snapshot]] = OrderedDict()
+        self._states: OrderedDict[int, tuple[_FileStamp, _State]] = OrderedDict()
 
     # -- listing
 
@@ -331,12 +350,12 @@ class DeltaLog:
     def _commit(self, version: int, stat: os.stat_result) -> Commit:
         with self._lock:
             cached = self._commits.get(version)
-            if cached is not None and cached[0] == stat.st_mtime_ns:
+            if cached is not None and cached[0] == _stamp(stat):
                 return cached[1]
         text = (self._log_dir / f"{version:020d}.json").read_text(encoding="utf-8")
         parsed = parse_commit(version, text.splitlines(), _mtime_ms(stat))
         with self._lock:
-            self._commits[version] = (stat.st_mtime_ns, parsed)
+            self._commits[version] = (_stamp(stat), parsed)
         return parsed
 
     def timestamps(self) -> dict[int, int]:
@@ -368,10 +387,12 @@ class DeltaLog:
         earliest = self._earliest_snapshot(listing)
         if target < earliest or target > latest:
             raise VersionUnavailable(target, earliest, latest)
+        stamp = _version_stamp(listing, target)
         with self._lock:
-            if target in self._snapshots:
+            cached = self._snapshots.get(target)
+            if cached is not None and cached[0] == stamp:
                 self._snapshots.move_to_end(target)
-                return self._snapshots[target]
+                return cached[1]
         state = self._base_state(listing, target)
         for v in range(state.version + 1, target + 1):
             stat = listing.commits.get(v)
@@ -381,19 +402,19 @@ class DeltaLog:
         stamps = self.timestamps()
         snap = state.freeze(stamps.get(target, 0))
         with self._lock:
-            self._remember(self._states, target, state.copy())
-            self._remember(self._snapshots, target, snap)
+            self._remember(self._states, target, (stamp, state.copy()))
+            self._remember(self._snapshots, target, (stamp, snap))
         return snap
 
     def _base_state(self, listing: _Listing, target: int) -> _State:
         """The closest known state at or before ``target``: cached, checkpoint, or empty."""
         with self._lock:
-            cached = [v for v in self._states if v <= target]
+            cached = {v: state for v, (stamp, state) in self._states.items()
+                      if v <= target and stamp == _version_stamp(listing, v)}
         checkpoints = [c for c in listing.checkpoints if c <= target and c >= listing.contiguous_start() - 1]
         best_checkpoint = max(checkpoints) if checkpoints else None
         if cached and (best_checkpoint is None or max(cached) >= best_checkpoint):
-            with self._lock:
-                return self._states[max(cached)].copy()
+            return cached[max(cached)].copy()
         if best_checkpoint is not None:
             return read_checkpoint(listing.checkpoints[best_checkpoint], best_checkpoint)
         return _State(-1, None, 1, {})

@@ -136,3 +136,26 @@ def test_samples_are_deterministic_and_cover_every_type_with_nulls(tmp_path: Pat
         return DeltaTable(str(path)).to_pyarrow_table().sort_by("id")
 
     assert content(a).equals(content(b)) and DeltaTable(str(a)).version() == 12
+
+
+def test_a_table_recreated_at_the_same_path_is_read_afresh(tmp_path: Path) -> None:
+    """Dropping a table and creating another one in its place reuses version numbers; cached
+    snapshots of the old table must not answer for the new one (they name files that are gone)."""
+    import shutil
+
+    path = create_sample_table(tmp_path / "t", rows=10, seed=1)
+    apply_random_commits(path, random.Random(1), 3)
+    log = DeltaLog(path)
+    for version in range(4):
+        log.snapshot(version)  # fill the caches
+    old_id = log.snapshot(2).metadata.id
+
+    shutil.rmtree(path)
+    create_sample_table(path, rows=6, seed=2)
+    apply_random_commits(path, random.Random(2), 2)
+
+    snap = log.snapshot(2)
+    assert snap.metadata.id != old_id
+    assert _names(snap.files) == {Path(u).name for u in DeltaTable(str(path), version=2).file_uris()}
+    assert log.files_exist(snap.files)
+    assert _names(log.snapshot().files) == _names(snap.files)
