@@ -409,8 +409,11 @@ class DeltaLog:
     def _base_state(self, listing: _Listing, target: int) -> _State:
         """The closest known state at or before ``target``: cached, checkpoint, or empty."""
         with self._lock:
-            cached = {v: state for v, (stamp, state) in self._states.items()
-                      if v <= target and stamp == _version_stamp(listing, v)}
+            cached = {
+                v: state
+                for v, (stamp, state) in self._states.items()
+                if v <= target and stamp == _version_stamp(listing, v)
+            }
         checkpoints = [c for c in listing.checkpoints if c <= target and c >= listing.contiguous_start() - 1]
         best_checkpoint = max(checkpoints) if checkpoints else None
         if cached and (best_checkpoint is None or max(cached) >= best_checkpoint):
