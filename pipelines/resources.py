@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,6 @@ class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The sharesync config file behind every sync, check and sensor of this code location."""
 
     config_path: str
-    lease_ttl_seconds: int = 120
 
     def load_config(self) -> SharesyncConfig:
         """The validated config, read afresh (env overrides apply, as in the CLI)."""
@@ -39,14 +37,11 @@ class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     @contextmanager
     def engine(self) -> Iterator[SyncEngine]:
         """A :class:`SyncEngine` for this run; its clients are created on first use, closed on exit."""
-        from pipelines.engine import (
-            SyncEngine,  # Spark, SQLAlchemy, httpx: paid at run time, not at load
-        )
+        # Imported here: the engine's dependencies (SQLAlchemy, Alembic, httpx) cost at run time, not at load.
+        from pipelines.engine import SyncEngine
 
         config = self.load_config()
-        with SyncEngine(
-            config, spark=lambda: _spark_session(config), lease_ttl=timedelta(seconds=self.lease_ttl_seconds)
-        ) as engine:
+        with SyncEngine(config, spark=lambda: _spark_session(config)) as engine:  # lease TTL: from the config
             yield engine
 
 
