@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 from typing import Any
 
 import httpx
 import pytest
+from deltalake import DeltaTable
 from reliability_support import Expectation, Site, assert_at_checkpoint, delta_version, poll
 
 from pipelines.results import TableOutcome, TableSyncResult
@@ -260,3 +262,63 @@ def test_a_server_restart_in_the_middle_of_a_sync_is_survived(site: Site) -> Non
             worker.join(timeout=180)
         assert not worker.is_alive(), "the sync hung after the restart"
         _check_round(site, outcome[0], expectations)
+
+
+# ---------------------------------------------------------------- the provider re-creates a table, or loses history
+
+
+def _recreate(site: Site, table: str, seed: int) -> None:
+    """Drop the provider table and create a new one under the same name: new table id, versions restart."""
+    shutil.rmtree(site.path(table))
+    site.table(table, rows=15, seed=seed)
+
+
+def _lose_history(site: Site, table: str, seed: int) -> None:
+    """An append, then an update rewriting every file, then VACUUM: the append's changes are gone."""
+    site.append(table, 1, seed=seed, rows=2)
+    path = str(site.path(table))
+    DeltaTable(path).update(updates={"tiny": "coalesce(tiny, 0) / 2"})
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+
+
+def test_a_recreated_table_and_vacuumed_history_are_rebootstrapped_and_syncing_goes_on(site: Site) -> None:
+    config, expectations = _three_tables(site, max_versions_per_batch=2)
+    engine = site.engine(config)
+    append = expectations["a"]
+    plan = ["commits", "recreate", "commits", "lose-history", "commits"]
+
+    _check_round(site, engine.sync_all(), expectations)
+    for round_, event in enumerate(plan, start=1):
+        before = {t: site.checkpoint(t) for t in MODES}
+        if event == "recreate":
+            for offset, table in enumerate(MODES):
+                _recreate(site, table, seed=70 + offset)
+            _commit_all(site, round_, n=2)  # version 2: below every checkpoint, under a new table id
+        elif event == "lose-history":
+            _commit_all(site, round_, n=2)
+            for offset, table in enumerate(MODES):
+                _lose_history(site, table, seed=80 + offset)
+        else:
+            _commit_all(site, round_)
+        results = {r.name: r for r in engine.sync_all()}
+
+        if event in ("recreate", "lose-history"):
+            for table in MODES:
+                result = results[site.name(table)]
+                assert result.outcome is TableOutcome.SYNCED, result.error
+                # Change batches still served are applied first; then the snapshot takes over.
+                assert result.batches[-1].kind == "bootstrap", (table, result.batches)
+                if table != "s":  # snapshot tables bootstrap every time anyway, silently
+                    assert result.warnings, f"{table}: a re-bootstrap after '{event}' deserves a warning"
+            # The append log restarts with a re-created source, and continues after a gap (from
+            # the checkpoint the bootstrap found).
+            append.bootstrap = site.version("a")
+            append.above = None
+            if event == "lose-history":
+                batches = results[site.name("a")].batches
+                old = before["a"]
+                append.above = batches[-2].end_version if len(batches) > 1 else (old.version if old else None)
+        _check_round(site, list(results.values()), expectations)
+        ids = {t: c.table_id for t in MODES if (c := site.checkpoint(t)) is not None}
+        if event == "recreate":
+            assert all(ids[t] != before[t].table_id for t in MODES if before[t] is not None)
