@@ -52,6 +52,7 @@ RESULTS = BENCH / "results"
 TOKEN = "bench-token"
 SIZES = {"M": 1_000_000, "L": 5_000_000}
 PIPELINES = ("sharesync", "peer", "limit")
+RSS_LIMIT_KB = 16 * 2**20  # a child above this is killed and the run stops (--rss-limit-gib)
 
 
 def log(message: str) -> None:
@@ -97,10 +98,24 @@ if pid == 0:
     os.dup2(fd, 2)
     os.chdir(spec["cwd"])
     os.execve(spec["argv"][0], spec["argv"], spec["env"])
-_, status, ru = os.wait4(pid, 0)
+killed = False
+while True:  # poll (20 ms) so a runaway child can be stopped before it takes the machine down
+    done, status, ru = os.wait4(pid, os.WNOHANG)
+    if done:
+        break
+    wall = time.monotonic() - began
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            rss = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+    except OSError:
+        rss = 0
+    if rss > spec["rss_limit_kb"] and not killed:
+        os.kill(pid, 9)
+        killed = True
+    time.sleep(0.02)
 wall = time.monotonic() - began
 print(json.dumps({"wall": wall, "status": os.waitstatus_to_exitcode(status), "maxrss_kb": ru.ru_maxrss,
-                  "cpu": ru.ru_utime + ru.ru_stime}))
+                  "cpu": ru.ru_utime + ru.ru_stime, "killed_for_rss": killed}))
 """
 
 
@@ -112,11 +127,13 @@ def run_child(argv: list[str], *, log_to: Path, env: dict[str, str] | None = Non
     child_env.update(env or {})
     load = os.getloadavg()[0]
     server_before = _server_cpu(server_pid)
-    spec = {"argv": argv, "env": child_env, "cwd": str(REPO), "log": str(log_to)}
+    spec = {"argv": argv, "env": child_env, "cwd": str(REPO), "log": str(log_to), "rss_limit_kb": RSS_LIMIT_KB}
     done = subprocess.run([PYTHON, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"launcher failed: {done.stderr}")
     usage = json.loads(done.stdout)
+    if usage["killed_for_rss"]:
+        raise SystemExit(f"child killed at {RSS_LIMIT_KB / 2**20:.1f} GiB RSS (--rss-limit-gib): {' '.join(argv)}")
     if check and usage["status"] != 0:
         tail = log_to.read_text(errors="replace")[-3000:]
         raise SystemExit(f"child failed ({usage['status']}): {' '.join(argv)}\n{tail}")
@@ -424,8 +441,8 @@ class Bench:
         log(f"results: {RESULTS / stamp}.json / .md")
 
     def table(self, summary: dict, workloads: dict) -> list[str]:
-        lines = ["| scenario | pipeline | wall s | peak RSS MiB | CPU s | server CPU s | rows/s | × peer wall | × peer RSS | × limit wall |",
-                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        lines = ["| scenario | pipeline | wall s | peak RSS MiB | CPU s | server CPU s | rows/s | × peer wall | × peer RSS | × peer CPU | × limit wall |",
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for key, s in summary.items():
             scenario, pipeline = key.split("/")
             peer = summary.get(f"{scenario}/peer")
@@ -440,6 +457,7 @@ class Bench:
             lines[-1] += (
                 f"{ratio(s['wall'], peer['wall']) if is_ss and peer else '–'} | "
                 f"{ratio(s['maxrss_mib'], peer['maxrss_mib']) if is_ss and peer else '–'} | "
+                f"{ratio(s['cpu'], peer['cpu']) if is_ss and peer else '–'} | "
                 f"{ratio(s['wall'], limit['wall']) if is_ss and limit else '–'} |"
             )
         extra = []
@@ -510,7 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-versions", type=int, default=None, help="sharesync max_versions_per_batch (default: config default)")
     parser.add_argument("--work", default=os.environ.get("SHARESYNC_BENCH_WORK", "/tmp/sharesync-bench"),
                         help="scratch directory for targets, state and logs")
+    parser.add_argument("--rss-limit-gib", type=float, default=16.0, help="kill a child whose RSS exceeds this")
     args = parser.parse_args(argv)
+    global RSS_LIMIT_KB
+    RSS_LIMIT_KB = int(args.rss_limit_gib * 2**20)
     args.rows = {}
     if args.quick:
         args.rows = {"M": 100_000, "L": 500_000}
