@@ -30,8 +30,9 @@ from pipelines.layout import (
     total,
     version_after,
 )
-from pipelines.staged import count_rows, read_staged, staged_files
+from pipelines.staged import CDF_COLUMNS, count_rows, read_staged, staged_files
 from pipelines.target import commit_metrics, inspect_target, register_target
+from sync.errors import TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -106,6 +107,14 @@ def _replace(
     added: tuple[str, ...] = ()
     writer = out.write.format("delta").mode("overwrite")
     if reset_schema:
+        # Replacing a table sharesync wrote (any mode) is the reset path; replacing someone
+        # else's Delta table that happens to sit at the target would destroy their data.
+        if VERSION_COLUMN not in state.column_names and not set(CDF_COLUMNS) <= set(state.column_names):
+            raise TargetError(
+                f"target '{target}' is a Delta table that was not written by sharesync (it has no "
+                f"{VERSION_COLUMN} column); sharesync will not replace it. Point 'target' at a new path, "
+                "or remove that table if its data may go"
+            )
         writer = writer.option("overwriteSchema", "true")
     else:
         require_columns(state, [VERSION_COLUMN], "snapshot")

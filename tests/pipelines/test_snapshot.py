@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pipelines_support import SCHEMA, StageFn, commit_time, data_rows, delete, ins, post, read_target, version_of
 
-from pipelines.merge import apply_merge, apply_snapshot, replace_target
-from sync.errors import SchemaIncompatible
+from pipelines.merge import apply_append, apply_merge, apply_snapshot, replace_target
+from sync.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,3 +79,25 @@ def test_empty_snapshot_without_a_target_does_nothing(stage: StageFn, target: st
         raise AssertionError("nothing to write must not need the engine")
 
     assert replace_target(no_engine, stage([]), target).target_version is None
+
+
+def test_bootstrap_never_replaces_a_delta_table_sharesync_did_not_write(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    """A user's own table at the configured target is refused, not overwritten (their data would be gone)."""
+    write_deltalake(target, pa.table({"id": ["a"], "note": ["mine"]}))
+    with pytest.raises(TargetError, match="not written by sharesync"):
+        replace_target(spark, stage(snapshot(1, 1)), target, keys=["id"])
+    with pytest.raises(TargetError, match="not written by sharesync"):
+        apply_snapshot(spark, stage(snapshot(1, 1)), target)
+    assert version_of(target) == 0
+    assert DeltaTable(target).to_pyarrow_table().to_pylist() == [{"id": "a", "note": "mine"}]
+
+
+def test_bootstrap_replaces_a_target_sharesync_wrote_in_append_mode(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    """Switching a table from append to merge mode on the same target rebuilds it."""
+    apply_append(spark, stage(snapshot(1, 1, 2)), target, after_version=0)
+    replace_target(spark, stage(snapshot(3, 5)), target, keys=["id"])
+    assert data_rows(target) == [{"id": 5, "name": "n5", "score": 5}]
