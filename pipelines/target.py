@@ -167,6 +167,11 @@ def _check_local(local: Path, shown: str) -> None:
     existing = local
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    if not existing.is_dir():
+        raise TargetError(
+            f"target '{shown}' cannot be created: '{existing}' is a file, not a directory; "
+            "point 'target' at a path below a directory"
+        )
     probe = [existing, existing / "_delta_log"] if (existing / "_delta_log").is_dir() else [existing]
     for directory in probe:
         if not os.access(directory, os.W_OK | os.X_OK):
