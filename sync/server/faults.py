@@ -19,7 +19,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sync.server.problems import RESOURCE_EXHAUSTED, TEMPORARILY_UNAVAILABLE, ApiError
+from sync.server.problems import (
+    PERMISSION_DENIED,
+    RESOURCE_DOES_NOT_EXIST,
+    RESOURCE_EXHAUSTED,
+    TEMPORARILY_UNAVAILABLE,
+    UNAUTHENTICATED,
+    ApiError,
+)
 
 NDJSON = b"application/x-ndjson"
 
@@ -90,10 +97,21 @@ class Faults(BaseModel):
         return self.file_size_delta != 0 or self.drop_file_connection
 
 
+# What a provider says with each status (the reference server's codes); others read as an outage.
+_INJECTED: dict[int, tuple[str, str]] = {
+    401: (UNAUTHENTICATED, "injected fault: the credential was revoked"),
+    403: (PERMISSION_DENIED, "injected fault: the recipient has no access to this share (access was revoked)"),
+    404: (RESOURCE_DOES_NOT_EXIST, "injected fault: the table is no longer shared"),
+    429: (RESOURCE_EXHAUSTED, "injected fault: too many requests, retry later"),
+}
+
+
 def injected_error(faults: Faults) -> ApiError:
     headers = {"Retry-After": f"{faults.retry_after:g}"} if faults.retry_after is not None else {}
-    code = RESOURCE_EXHAUSTED if faults.error_status == 429 else TEMPORARILY_UNAVAILABLE
-    return ApiError(faults.error_status, code, "injected fault: the server is unavailable, retry later", headers)
+    code, message = _INJECTED.get(
+        faults.error_status, (TEMPORARILY_UNAVAILABLE, "injected fault: the server is unavailable, retry later")
+    )
+    return ApiError(faults.error_status, code, message, headers)
 
 
 def _end_stream_with_error(line: bytes, message: str) -> bytes:

@@ -20,7 +20,17 @@ def _a_file(api: httpx.Client) -> File:
     return next(a for a in actions(api.post(f"{ORDERS}/query", json={})) if isinstance(a, File))
 
 
-@pytest.mark.parametrize(("status", "code"), [(503, "TEMPORARILY_UNAVAILABLE"), (429, "RESOURCE_EXHAUSTED")])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (503, "TEMPORARILY_UNAVAILABLE"),
+        (500, "TEMPORARILY_UNAVAILABLE"),
+        (429, "RESOURCE_EXHAUSTED"),
+        (403, "PERMISSION_DENIED"),
+        (401, "UNAUTHENTICATED"),
+        (404, "RESOURCE_DOES_NOT_EXIST"),
+    ],
+)
 def test_injected_errors_with_retry_after_and_budget(
     api: httpx.Client, sharing_server: SharingServer, status: int, code: str
 ) -> None:
