@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 
-from reliability_support import Site
+from reliability_support import CliResult, Site
 
 from sync.server.runner import SharingServer
 
@@ -42,13 +41,6 @@ def site(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Iterator
     built = Site(tmp_path, start_server(provider))
     yield built
     built.close()
-
-
-@dataclass(frozen=True)
-class CliResult:
-    code: int
-    out: str
-    err: str
 
 
 @pytest.fixture

@@ -61,6 +61,15 @@ def poll(condition: Callable[[], Any], *, timeout: float, what: str, every: floa
         time.sleep(every)
 
 
+@dataclass(frozen=True)
+class CliResult:
+    """What an in-process ``sharesync`` run printed, and its exit code (the ``cli`` fixture)."""
+
+    code: int
+    out: str
+    err: str
+
+
 @dataclass
 class Expectation:
     """What one table's target must hold, beyond "the source at the checkpoint".
