@@ -104,6 +104,16 @@ def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
     assert workspace.name("a") in run.out
     assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
 
+    # --to stops the replay early; the checkpoint says so, and the next sync catches up.
+    until = cli(
+        "--config", str(workspace.config_file), "backfill", workspace.name("m"),
+        "--from", to_wire(commit_time(m, 2)), "--to", to_wire(commit_time(m, 4)),
+    )
+    assert until.code == 0, until.err
+    assert engine.store.get_checkpoint(workspace.name("m")).version == 4  # type: ignore[union-attr]
+    assert engine.sync_all()[0].first_version == 5
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], latest)
+
 
 def test_backfill_full_refresh_rebuilds_from_the_snapshot_at_the_timestamp(workspace: Workspace) -> None:
     workspace.table("m", rows=20, seed=3)

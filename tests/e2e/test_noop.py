@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from e2e_support import Workspace, never_spark
 from verify import (
     assert_merge_target_matches,
@@ -38,6 +41,16 @@ def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspac
     result = workspace.engine(config).sync_table(workspace.name("m"))
     assert result.outcome is TableOutcome.SYNCED
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
+
+
+def test_the_sync_command_imports_neither_spark_nor_dagster() -> None:
+    """Importing what ``sharesync sync`` and ``status`` need must not pay for an engine."""
+    code = (
+        "import sys, sync.cli.main, sync.cli.syncing, pipelines.engine, pipelines.status; "
+        "print(sorted(m for m in ('pyspark', 'pysail', 'dagster') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_changed_target_in_the_config_is_bootstrapped_not_skipped(workspace: Workspace) -> None:
