@@ -155,11 +155,39 @@ def _local_path(path: str) -> Path | None:
     return Path(path)
 
 
+# Delta writers (Sail, delta-rs, Delta Lake on Spark) write a table's data files first and its
+# log last: a process killed during the first write of a target leaves only these behind.
+_DATA_FILE = re.compile(
+    r"part-\d{5}-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}(?:-c\d{3})?(?:\.\w+)*\.parquet(?:#\d+)?"
+)
+_PARTITION_DIR = re.compile(r"[^=]+=.*")
+
+
+def _uncommitted_write(local: Path) -> bool:
+    """True when ``local`` holds nothing but data files of a Delta write that never committed.
+
+    Such files belong to no table (uncommitted files are not part of any Delta table version),
+    so the next attempt may create the table there. Anything else — a CSV, a finished Spark
+    parquet dataset (it has ``_SUCCESS``), a folder that is not ``column=value`` — is refused.
+    """
+    found = False
+    for directory, _, files in os.walk(local):
+        if any(not _PARTITION_DIR.fullmatch(part) for part in Path(directory).relative_to(local).parts):
+            return False
+        for name in files:
+            if name.startswith("."):
+                continue  # checksums and other hidden files writers leave next to data files
+            if not _DATA_FILE.fullmatch(name):
+                return False
+            found = True
+    return found
+
+
 def _check_local(local: Path, shown: str) -> None:
     if local.exists() and not local.is_dir():
         raise TargetError(f"target '{shown}' is a file, not a directory; point 'target' at a directory")
     foreign = local.is_dir() and not (local / "_delta_log").is_dir()
-    if foreign and any(not entry.name.startswith(".") for entry in local.iterdir()):
+    if foreign and any(not e.name.startswith(".") for e in local.iterdir()) and not _uncommitted_write(local):
         raise TargetError(
             f"target '{shown}' exists and is not a Delta table (no _delta_log); sharesync will not "
             "write into a directory holding other files. Choose a new or empty directory."

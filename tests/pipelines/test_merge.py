@@ -25,7 +25,7 @@ from pipelines_support import (
     version_of,
 )
 
-from pipelines.merge import apply_merge
+from pipelines.merge import apply_append, apply_merge, apply_snapshot
 from sync.errors import SchemaIncompatible, SyncError, TargetError
 
 if TYPE_CHECKING:
@@ -257,6 +257,38 @@ def test_a_directory_with_other_files_is_refused_before_writing(
     file_target.write_text("x")
     with pytest.raises(TargetError, match="is a file"):
         apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), str(file_target), keys=["id"])
+
+
+@pytest.mark.parametrize("mode", ["merge", "snapshot", "append"])
+def test_data_files_of_a_first_write_killed_before_its_commit_do_not_block_the_next_attempt(
+    spark: SparkSession, stage: StageFn, target: str, mode: str
+) -> None:
+    """Delta writers write data files first and the log last: a sync killed in between leaves
+    ``region=eu/part-….parquet`` (and a temporary ``…#1``) without ``_delta_log``."""
+    leftovers = Path(target) / "region=eu"
+    leftovers.mkdir(parents=True)
+    (leftovers / "part-00001-7b589b05-3c5e-4669-b08c-29aa9fe0b8e5-c000.snappy.parquet").write_bytes(b"PAR1")
+    (leftovers / "part-00001-31ce6afa-a9f4-4419-8d75-dfd730dee859-c000.snappy.parquet#1").write_bytes(b"PAR1")
+    batch = stage([ins(1, **r(1, "a", 1))])
+    if mode == "merge":
+        apply_merge(spark, batch, target, keys=["id"])
+    elif mode == "snapshot":
+        apply_snapshot(spark, batch, target)
+    else:
+        apply_append(spark, batch, target, after_version=0)
+    assert [x["id"] for x in read_target(target)] == [1]
+
+
+def test_a_finished_parquet_dataset_is_not_taken_for_leftovers(
+    spark: SparkSession, stage: StageFn, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    (dataset / "part-00000-7b589b05-3c5e-4669-b08c-29aa9fe0b8e5-c000.snappy.parquet").write_bytes(b"PAR1")
+    (dataset / "_SUCCESS").write_bytes(b"")
+    with pytest.raises(TargetError, match="not a Delta table"):
+        apply_merge(spark, stage([ins(1, **r(1, "a", 1))]), str(dataset), keys=["id"])
+    assert sorted(p.name for p in dataset.iterdir())[0] == "_SUCCESS"
 
 
 def test_a_path_the_engine_would_misplace_is_refused(spark: SparkSession, stage: StageFn, tmp_path: Path) -> None:
