@@ -98,10 +98,10 @@ class TableRun:
         history_gap = False
         while True:
             source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
-            options = self._options(context, backfill, history_gap)
             view = None if fresh_start and not self.batches else _view(checkpoint, table)
-            plan = plan_sync(view, source, options)
             try:
+                options = self._options(context, backfill, history_gap, first_sync=view is None)
+                plan = plan_sync(view, source, options)
                 checkpoint = self._execute(plan, context, checkpoint)
             except HistoryUnavailable as exc:
                 if history_gap:
@@ -176,13 +176,15 @@ class TableRun:
         )
 
     def _options(
-        self, context: TablePlanContext, backfill: BackfillRequest | None, history_gap: bool
+        self, context: TablePlanContext, backfill: BackfillRequest | None, history_gap: bool, *, first_sync: bool
     ) -> PlanOptions:
         table = self.table
         start_version = None
-        if isinstance(table.start, StartAtVersion):
+        # ``start`` matters for the first sync only; resolving a timestamp after that would be a
+        # wasted call, and one that fails for good once the provider's log no longer holds it.
+        if first_sync and isinstance(table.start, StartAtVersion):
             start_version = table.start.version
-        elif isinstance(table.start, StartAtTimestamp):
+        elif first_sync and isinstance(table.start, StartAtTimestamp) and not history_gap:
             start_version = self.client.table_version(table.name, starting_timestamp=table.start.timestamp).version
         until = None
         if backfill is not None and backfill.ending_timestamp is not None:

@@ -209,6 +209,15 @@ def _first_sync(source: SourceView, options: PlanOptions, latest: int) -> SyncPl
     start = options.start_version
     if options.replay_from is not None:
         start = options.replay_from if start is None else min(start, options.replay_from)
+    if options.history_gap and options.mode is not Mode.SNAPSHOT:
+        # The requested start (a version, or a timestamp the provider could no longer resolve)
+        # is gone from the provider's history: the latest snapshot is the best there is.
+        asked = f"version {start}" if start is not None else "the configured start"
+        return Bootstrap(
+            latest,
+            BootstrapReason.HISTORY_GAP,
+            warning=f"{asked} is no longer served; starting from the snapshot at version {latest}",
+        )
     if start is None or start >= latest or options.mode is Mode.SNAPSHOT:
         reason = BootstrapReason.SNAPSHOT_MODE if options.mode is Mode.SNAPSHOT else BootstrapReason.FIRST_SYNC
         return Bootstrap(latest, reason)
@@ -217,12 +226,6 @@ def _first_sync(source: SourceView, options: PlanOptions, latest: int) -> SyncPl
             latest,
             BootstrapReason.NO_CDF,
             warning=f"the provider publishes no change data feed; starting from the snapshot at version {latest}",
-        )
-    if options.history_gap:
-        return Bootstrap(
-            latest,
-            BootstrapReason.HISTORY_GAP,
-            warning=f"version {start} is no longer served; starting from the snapshot at version {latest}",
         )
     return Bootstrap(
         start,

@@ -131,3 +131,40 @@ def test_backfill_full_refresh_rebuilds_from_the_snapshot_at_the_timestamp(works
     assert (result.batches[0].kind, result.batches[0].start_version) == ("bootstrap", 2)
     assert result.checkpoint_version == source_version(m)
     assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+
+
+def test_a_start_timestamp_is_only_resolved_for_the_first_sync(workspace: Workspace) -> None:
+    """Once synced, the table's ``start`` no longer matters, even after the provider cleaned up
+    the log that held it (resolving it again would fail the table for good)."""
+    path = workspace.table("m", rows=10, seed=2)
+    workspace.commit("m", 3, seed=2)
+    config = workspace.config(workspace.spec("m", start={"timestamp": to_wire(commit_time(path, 1))}))
+    engine = workspace.engine(config)
+    assert engine.sync_all()[0].first_version == 1
+    workspace.commit("m", 2, seed=3)
+    DeltaTable(str(path), version=3).create_checkpoint()
+    for version in range(3):  # versions 0..2 leave the log; 4 and 5 are still served
+        (path / "_delta_log" / f"{version:020d}.json").unlink()
+
+    result = engine.sync_all()[0]
+
+    assert result.outcome is TableOutcome.SYNCED, result.error
+    assert result.first_version == 4 and not result.warnings
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+
+
+def test_a_start_timestamp_the_provider_no_longer_serves_starts_from_the_latest_snapshot(workspace: Workspace) -> None:
+    path = workspace.table("m", rows=10, seed=4)
+    workspace.commit("m", 4, seed=4)
+    start = commit_time(path, 1)
+    DeltaTable(str(path), version=3).create_checkpoint()
+    for version in range(3):
+        (path / "_delta_log" / f"{version:020d}.json").unlink()
+    engine = workspace.engine(workspace.config(workspace.spec("m", start={"timestamp": to_wire(start)})))
+
+    result = engine.sync_all()[0]
+
+    assert result.outcome is TableOutcome.SYNCED, result.error
+    assert [b.kind for b in result.batches] == ["bootstrap"] and result.checkpoint_version == source_version(path)
+    assert any("no longer served" in w for w in result.warnings), result.warnings
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
