@@ -38,6 +38,7 @@ from verify import (
     source_version,
 )
 
+from pipelines.batch import batch_dir
 from pipelines.engine import SyncEngine
 from state import Checkpoint, StateStore, open_store
 from sync.config import SharesyncConfig, parse_config
@@ -219,19 +220,33 @@ class Site:
             return 0
         return sum(1 for p in self.staging.rglob("*") if p.is_file())
 
+    def downloading(self, table: str | None = None) -> bool:
+        """True while a batch's files (of ``table``, or of any) are being downloaded.
+
+        Downloads land in ``<staging>/<table dir>/<batch>/raw`` (:func:`pipelines.batch.batch_dir`),
+        a directory that exists from the start of the batch's downloads until all are staged.
+        """
+        if not self.staging.exists():
+            return False
+        tables = "*" if table is None else batch_dir(self.staging, self.name(table), "x").parent.name
+        return any(self.staging.glob(f"{tables}/*/raw"))
+
     def target_commits(self, table: str) -> int:
         log = Path(self.target(table)) / "_delta_log"
         return sum(1 for _ in log.glob("*.json")) if log.is_dir() else 0
 
 
-def kill(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group of a ``start_cli`` process and reap it."""
-    if process.poll() is None:
+def kill(process: subprocess.Popen[bytes]) -> bool:
+    """SIGKILL the process group of a ``start_cli`` process and reap it; False if it had exited already."""
+    alive = process.poll() is None
+    if alive:
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    process.communicate()
+    if process.stdout is not None and not process.stdout.closed:
+        process.communicate()
+    return alive
 
 
 def _count(db: Path, sql: str) -> int:
