@@ -104,7 +104,7 @@ def install_log_redaction() -> None:
     redacting = RedactingFilter()
 
     def factory(*args: object, **kwargs: object) -> logging.LogRecord:
-        record = base_factory(*args, **kwargs)  # type: ignore[arg-type]
+        record = base_factory(*args, **kwargs)
         redacting.filter(record)
         return record
 

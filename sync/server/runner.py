@@ -146,7 +146,7 @@ class SharingServer:
         def run() -> None:
             try:
                 asyncio.run(server.serve(sockets=[sock]))
-            except BaseException as exc:  # surfaced by start()
+            except BaseException as exc:  # noqa: BLE001 - surfaced by start() in the caller thread
                 self._error = exc
             finally:
                 sock.close()
