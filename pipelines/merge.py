@@ -56,7 +56,7 @@ from pipelines.staged import (
     staged_files,
 )
 from pipelines.target import TargetState, commit_metrics, inspect_target, quote_identifier, register_target
-from sync.errors import SyncError
+from sync.errors import SchemaIncompatible, SyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -153,7 +153,19 @@ def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, a
     if not added and not add_deleted:
         return added
     new = [col(c) for c in added] + ([F.lit(None).cast("boolean").alias(DELETED_COLUMN)] if add_deleted else [])
-    df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true").save(state.path)
+    wanted = sorted({*added, *([DELETED_COLUMN] if add_deleted else [])})
+    cannot = (
+        f"could not add the new column(s) {wanted} to target '{state.path}' (targets with NOT NULL columns "
+        "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
+    )
+    try:
+        df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true").save(state.path)
+    except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
+        raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
+    present = {c.lower() for c in inspect_target(state.path).column_names}
+    if any(c.lower() not in present for c in wanted):
+        # Sail's mergeSchema may also add nothing, silently, to a table with NOT NULL columns.
+        raise SchemaIncompatible(cannot)
     return added
 
 

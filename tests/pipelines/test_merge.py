@@ -360,3 +360,14 @@ def test_every_type_round_trips_with_nulls(spark: SparkSession, stage: StageFn, 
     for field in ALL_TYPES:
         assert table.schema.field(field.name).type == field.type, field.name
     assert data_rows(target) == [{"id": None, **full}, *swapped]
+
+
+def test_a_column_the_engine_cannot_add_fails_loudly(spark: SparkSession, stage: StageFn, target: str) -> None:
+    """Sail's mergeSchema silently adds nothing to a table with a NOT NULL column: say so, do not lose data."""
+    strict = pa.schema([pa.field("id", pa.int64(), nullable=False), *list(SCHEMA)[1:]])
+    apply_merge(spark, stage([ins(1, **r(1, "a", 1))], strict), target, keys=["id"])
+    assert '"nullable":false' in DeltaTable(target).schema().to_json().replace(" ", "")
+    wider = pa.schema([*strict, ("email", pa.string())])
+    with pytest.raises(SchemaIncompatible, match=r"could not add the new column\(s\) \['email'\].*sharesync reset"):
+        apply_merge(spark, stage([ins(2, **r(2, "b", 2), email="b@x")], wider), target, keys=["id"])
+    assert [row["id"] for row in data_rows(target)] == [1]
