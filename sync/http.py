@@ -253,15 +253,42 @@ def translate_httpx_errors(context: str) -> Iterator[None]:
     try:
         yield
     except httpx.TimeoutException as exc:
-        raise TransportError(f"{context}: timed out ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})") from None
+        raise TransportError(
+            f"{context}: timed out ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})"
+        ) from None
+    except httpx.ConnectError as exc:
+        untrusted = _certificate_problem(exc)
+        if untrusted is not None:  # retrying cannot help: a person must trust the certificate (or not)
+            raise ConfigError(
+                f"{context}: the server's TLS certificate was not accepted ({redact(untrusted)}); if the provider "
+                "uses a private or self-signed certificate authority, set 'ca_bundle' in the config to its PEM file"
+            ) from None
+        raise TransportError(
+            f"{context}: connection failed ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})"
+        ) from None
     except httpx.TransportError as exc:
-        raise TransportError(f"{context}: connection failed ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})") from None
+        raise TransportError(
+            f"{context}: connection failed ({type(exc).__name__}: {redact(str(exc)) or 'no detail'})"
+        ) from None
     except httpx.DecodingError as exc:  # a body that does not decode (gzip cut short): fetch it again
         raise TransportError(f"{context}: the response body did not decode ({redact(str(exc))})") from None
     except httpx.TooManyRedirects as exc:
         raise ProtocolViolation(f"{context}: too many redirects ({redact(str(exc))})") from None
     except httpx.InvalidURL as exc:
         raise ConfigError(f"{context}: invalid URL ({redact(str(exc))}); check the profile's endpoint") from None
+
+
+def _certificate_problem(exc: BaseException) -> str | None:
+    """The reason a TLS certificate was refused, if that is why the connection failed."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current.verify_message or str(current)
+        current = current.__cause__ or current.__context__
+    text = str(exc)
+    return text if "CERTIFICATE_VERIFY_FAILED" in text else None
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -285,7 +312,9 @@ def looks_like_history_unavailable(message: str) -> bool:
     return any(phrase in lowered for phrase in HISTORY_UNAVAILABLE_PHRASES)
 
 
-def error_from_parts(status: int, headers: httpx.Headers, body: bytes, *, context: str, hint: str = "") -> SharingHTTPError:
+def error_from_parts(
+    status: int, headers: httpx.Headers, body: bytes, *, context: str, hint: str = ""
+) -> SharingHTTPError:
     """Map a status and (the start of) an error body to the exception class for it."""
     error_code: str | None = None
     message = ""
@@ -319,7 +348,9 @@ def read_error(response: httpx.Response, *, context: str, hint: str = "") -> Sha
             body = response.content
         except httpx.TransportError:
             pass  # the status alone still says what happened
-    return error_from_parts(response.status_code, response.headers, body[:_ERROR_SNIPPET_BYTES], context=context, hint=hint)
+    return error_from_parts(
+        response.status_code, response.headers, body[:_ERROR_SNIPPET_BYTES], context=context, hint=hint
+    )
 
 
 async def aread_error(response: httpx.Response, *, context: str) -> SharingHTTPError:
