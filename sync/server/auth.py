@@ -91,3 +91,8 @@ class Authenticator:
             self._issued = {t: e for t, e in self._issued.items() if e > now_ms}
             self._issued[token] = now_ms + self.token_lifetime_seconds * 1000
         return OAuthGrant(token, self.token_lifetime_seconds)
+
+    def issued_tokens(self) -> list[str]:
+        """The access tokens handed out and not yet expired (tests look for them where none belongs)."""
+        with self._lock:
+            return list(self._issued)

@@ -54,9 +54,13 @@ class SharingServer:
         port: int = 0,
         prefix: str = DEFAULT_PREFIX,
         faults: Faults | None = None,
+        ssl_certfile: Path | str | None = None,
+        ssl_keyfile: Path | str | None = None,
         **settings: Any,
     ) -> None:
         self.root = Path(root)
+        # HTTPS when given a certificate (PEM) and its key: for testing TLS verification.
+        self.ssl_certfile, self.ssl_keyfile = ssl_certfile, ssl_keyfile
         self.token = token if token is not None else f"sharesync-{secrets.token_urlsafe(16)}"
         register_secret(self.token)
         self.host = host
@@ -67,6 +71,7 @@ class SharingServer:
         self._signer = Signer()
         self.profile_path: Path | None = None  # the last bearer-token profile write_profile() wrote
         self._server: _Server | None = None
+        self._state: ServerState | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
@@ -74,7 +79,8 @@ class SharingServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_certfile else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def endpoint(self) -> str:
@@ -105,6 +111,10 @@ class SharingServer:
             self.profile_path = path
         return path
 
+    def issued_access_tokens(self) -> list[str]:
+        """OAuth access tokens this server issued since it last started (and still valid)."""
+        return self._state.auth.issued_tokens() if self._state is not None else []
+
     def reset(self) -> None:
         """Forget injected faults and clock moves (shared test servers call this between tests)."""
         self.faults.reset()
@@ -124,7 +134,7 @@ class SharingServer:
         return sock
 
     def _config(self) -> uvicorn.Config:
-        state = ServerState(self.settings, self.faults, self._signer, self.clock)
+        self._state = state = ServerState(self.settings, self.faults, self._signer, self.clock)
         return uvicorn.Config(
             create_app(state),
             log_level="warning",
@@ -132,6 +142,8 @@ class SharingServer:
             loop="asyncio",
             timeout_graceful_shutdown=2,
             access_log=False,
+            ssl_certfile=str(self.ssl_certfile) if self.ssl_certfile else None,
+            ssl_keyfile=str(self.ssl_keyfile) if self.ssl_keyfile else None,
         )
 
     def start(self) -> SharingServer:
