@@ -99,13 +99,12 @@ def _kill_once(site: Site, phase: str, rng: random.Random) -> str:
     try:
         if phase.startswith("commit-gap:"):
             return _kill_in_commit_gap(site, process, phase.split(":")[1])
-        if phase == "startup":
-            entered: Callable[[], bool] = lambda: True
-        elif phase == "running":
-            entered = lambda: site.running_runs() > 0
-        else:
-            entered = lambda: site.staged_files() > 0
-        poll(lambda: process.poll() is not None or entered(), timeout=60, what=f"phase {phase}")
+        entered: dict[str, Callable[[], bool]] = {
+            "startup": lambda: True,
+            "running": lambda: site.running_runs() > 0,
+            "download": lambda: site.staged_files() > 0,
+        }
+        poll(lambda: process.poll() is not None or entered[phase](), timeout=60, what=f"phase {phase}")
         # A random moment within the phase (from the start of the process for 'startup').
         moment = time.monotonic() + (rng.uniform(0.5, 2.5) if phase == "startup" else rng.uniform(0, 0.3))
         poll(lambda: process.poll() is not None or time.monotonic() >= moment, timeout=10, what="the moment")
