@@ -12,6 +12,7 @@ one process share one engine instead of racing to start several.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -63,10 +64,13 @@ def _embedded_url() -> str:
     """Start Sail once (caller holds the lock) and return its loopback Spark Connect URL."""
     global _server
     if _server is None:
-        # Sail logs every session at INFO to stderr; keep CLI output readable unless asked.
-        os.environ.setdefault("RUST_LOG", "warn")
+        # Sail logs every session at INFO, and warns about its own tasks on every shutdown; keep
+        # output readable unless asked (RUST_LOG=warn or info shows the engine's own logs).
+        os.environ.setdefault("RUST_LOG", "error")
         from pysail.spark import SparkConnectServer
 
+        # Stop it before the interpreter tears down, or Sail warns about aborted tasks on exit.
+        atexit.register(stop_spark)
         server = SparkConnectServer("127.0.0.1", 0)
         server.start(background=True)
         _server = server
