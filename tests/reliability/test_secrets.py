@@ -1,0 +1,182 @@
+"""No secret ever reaches a person's screen, a log, the state store or Dagster's event log.
+
+Secrets: the profile's bearer token (and a wrong one a user configured), the OAuth client
+secret and the access tokens the token endpoint hands out, and presigned URL signatures
+(``sig=<hmac>`` on the local server, like ``X-Amz-Signature`` on S3). With logging at DEBUG
+(httpx logs every URL it fetches), full syncs and failing syncs run three ways — the real
+command in subprocesses (``-vv``), the engine in-process, and Dagster materializations — and
+every text they leave is scanned: stdout, stderr, log records with their tracebacks,
+exception texts (with their chained causes), every row of the state store and every stored
+Dagster event. Controls prove the scan would see a secret if one were there.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import traceback
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import httpx
+import pytest
+from reliability_support import Site
+
+from pipelines.location import build_definitions
+from pipelines.resources import SharesyncResource
+from sync.config import load_config
+
+pytestmark = pytest.mark.slow
+
+WRONG_TOKEN = "wrong-token-4242-must-never-show"  # noqa: S105 - a test value
+SIGNATURE = re.compile(r"sig=[0-9a-f]{8,}|[0-9a-f]{64}")  # the local server's HMAC-SHA256 signatures
+
+
+def _secrets(site: Site) -> list[str]:
+    settings = site.server.settings
+    assert settings.bearer_token is not None
+    return [settings.bearer_token, settings.oauth_client_secret, WRONG_TOKEN, *site.server.issued_access_tokens()]
+
+
+def _leaks(texts: Iterable[str], secrets: list[str]) -> list[str]:
+    found = []
+    for text in texts:
+        found += [f"secret {s[:4]}…" for s in secrets if s in text]
+        found += [f"signature {m.group(0)[:12]}…" for m in SIGNATURE.finditer(text)]
+    return found
+
+
+class Collect(logging.Handler):
+    """Every record of every logger, formatted with its traceback, as a handler would write it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.texts.append(self.format(record))
+
+
+@contextmanager
+def debug_logs() -> Iterator[Collect]:
+    handler = Collect()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def _state_rows(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return [repr(row) for t in tables for row in conn.execute(f'SELECT * FROM "{t}"')]  # noqa: S608
+
+
+def _exception_texts(results: Iterable[Any]) -> list[str]:
+    texts = []
+    for result in results:
+        texts += [repr(result), str(result.error)]
+        if result.exception is not None:
+            texts.append("".join(traceback.format_exception(result.exception)))
+            cause = result.exception
+            while cause is not None:  # including contexts a traceback would hide
+                texts.append(repr(cause))
+                cause = cause.__cause__ or cause.__context__
+    return texts
+
+
+def test_no_secret_in_outputs_logs_exceptions_state_or_dagster_events(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.table("m", rows=20, seed=1)
+    site.table("a", rows=20, seed=2)
+    specs = (site.spec("m"), site.spec("a", "append"))
+    oauth = site.server.write_profile(tmp_path / "oauth.share", oauth=True)
+    wrong = site.root / "wrong.share"
+    wrong.write_text(
+        f'{{"shareCredentialsVersion": 1, "endpoint": "{site.server.endpoint}", "bearerToken": "{WRONG_TOKEN}"}}',
+        encoding="utf-8",
+    )
+    texts: list[str] = []
+    faults = site.server.faults
+
+    # 1. The real command, -vv (DEBUG on stderr): a full sync with the bearer profile, then with
+    #    the OAuth profile; failing syncs: a wrong token, downloads that keep failing.
+    def run(profile: Path | None, **env: str) -> None:
+        site.write_raw(site.raw_config(*specs, profile=profile))
+        for command in (["-vv", "sync"], ["-vv", "status"]):
+            done = site.run_cli(*command, **env)
+            texts.extend([done.stdout, done.stderr])
+
+    run(None)
+    site.commit("m", 2, seed=3)
+    site.commit("a", 2, seed=4)
+    run(oauth)
+    run(wrong)
+    site.commit("m", 2, seed=5)
+    site.commit("a", 2, seed=6)
+    faults.file_size_delta = 3
+    run(oauth, SHARESYNC_RETRY_MAX_ATTEMPTS="1")
+    faults.file_size_delta = 0
+    assert "HTTP 401" in "".join(texts) and "declared size" in "".join(texts), "the failures did not happen"
+    assert "HTTP Request: GET" in "".join(texts), "DEBUG logging of requests was not on"
+
+    # 2. The engine in-process with every logger at DEBUG: records, results and exceptions.
+    monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "1")
+    with debug_logs() as logs:
+        for profile in (oauth, wrong):
+            site.write_raw(site.raw_config(*specs, profile=profile))
+            faults.drop_file_connection = profile == oauth  # downloads break half way: a failing sync
+            site.commit("m", 1, seed=7)
+            engine = site.engine(load_config(site.config_file))
+            texts += _exception_texts(engine.sync_all())
+        faults.drop_file_connection = False
+    texts += logs.texts
+
+    # 3. Dagster: a materialization that succeeds and one that fails, their stored events.
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        for profile, size_delta in ((oauth, 0), (oauth, 5)):
+            config_file = site.write_raw(site.raw_config(*specs, profile=profile))
+            faults.file_size_delta = size_delta
+            site.commit("m", 1, seed=8 + size_delta)
+            resource = SharesyncResource(config_path=str(config_file))
+            # One quick retry (the production policy waits 30 s and more between attempts).
+            defs = build_definitions(load_config(config_file), resource, retry_policy=dg.RetryPolicy(max_retries=1))
+            result = dg.materialize(
+                [*(defs.assets or ())],  # type: ignore[list-item]
+                resources=dict(defs.resources or {}),
+                instance=instance,
+                raise_on_error=False,
+            )
+            assert result.success is (size_delta == 0)
+            texts += [dg.serialize_value(record) for record in instance.all_logs(result.run_id)]
+    faults.file_size_delta = 0
+
+    # 4. Every row of the state store.
+    texts += _state_rows(site.state_db)
+
+    secrets = _secrets(site)
+    assert len(secrets) > 3, "the OAuth token endpoint was never used"
+    assert _leaks(texts, secrets) == []
+
+    # Controls: file URLs were logged (redacted), and the same scan sees each kind of secret
+    # where it really is.
+    assert any("/files/" in t and "?***" in t for t in logs.texts), "no file URL was logged"
+    query = httpx.post(
+        f"{site.server.endpoint}/shares/rel/schemas/s/tables/m/query",
+        headers={"Authorization": f"Bearer {site.server.token}"},
+        json={},
+    ).text
+    assert any(leak.startswith("signature") for leak in _leaks([query], secrets))
+    assert _leaks([oauth.read_text(), wrong.read_text()], secrets)
