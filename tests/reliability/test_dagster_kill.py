@@ -1,0 +1,103 @@
+"""A Dagster run killed mid-sync: its lease blocks others until it expires, then the next run resumes.
+
+``dagster asset materialize`` (a subprocess, as a user or the daemon would launch it) syncs a
+merge table version by version; it is SIGKILLed (with its process group) once the checkpoint
+has moved past the bootstrap but not to the end. Then:
+
+* the killed run's lease is still there, held by the killed process, and refuses anyone else;
+* it expires on its own ``lease_ttl_seconds`` after the last renewal — nobody cleans up;
+* the next materialization takes it over, marks the killed run's record abandoned, resumes
+  from the checkpoint and converges: the target equals the source at its latest version.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from reliability_support import REPO, Expectation, Site, assert_at_checkpoint, kill, poll
+
+from sync.errors import LeaseHeld
+
+pytestmark = pytest.mark.slow
+
+LEASE_TTL = 6
+BIN = Path(sys.executable).parent
+
+
+def _materialize(site: Site, home: Path) -> subprocess.Popen[bytes]:
+    run_config = {"execution": {"config": {"in_process": {}}}}  # one process: the run is the process
+    command = [
+        str(BIN / "dagster"),
+        "asset",
+        "materialize",
+        "-m",
+        "pipelines.definitions",
+        "--select",
+        "sharesync/rel/s/m",
+        "--config-json",
+        json.dumps(run_config),
+    ]
+    env = {**site.cli_env(), "SHARESYNC_CONFIG": str(site.config_file), "DAGSTER_HOME": str(home)}
+    return subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+
+
+def test_a_killed_dagster_run_is_taken_over_after_its_lease_expires(site: Site, tmp_path: Path) -> None:
+    site.table("m", rows=30, seed=1)
+    site.commit("m", 4, seed=2)
+    latest = site.version("m")
+    site.config(site.spec("m", start={"version": 0}, max_versions_per_batch=1), lease_ttl_seconds=LEASE_TTL)
+    site.server.faults.download_delay_seconds = 0.3  # a few seconds per version: time to kill it half way
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    name = site.name("m")
+
+    def half_way() -> bool:
+        checkpoint = site.checkpoint("m")
+        return checkpoint is not None and 1 <= checkpoint.version < latest and site.running_runs() > 0
+
+    run = _materialize(site, home)
+    try:
+        poll(lambda: run.poll() is not None or half_way(), timeout=180, what="the run to get past its bootstrap")
+    finally:
+        assert kill(run), "the run finished before it could be killed"
+    store = site.store()
+    checkpoint = store.get_checkpoint(name)
+    assert checkpoint is not None and 1 <= checkpoint.version < latest
+    last = store.runs_for(name, limit=1)[0]
+    interrupted = last.status.value == "running"  # else it was killed between two versions
+
+    # The dead run's lease is still held, by that process, and keeps everyone else out ...
+    lease = store.get_lease(name)
+    assert lease is not None and f":{run.pid}:" in lease.owner, lease
+    assert lease.expires_at - lease.renewed_at == timedelta(seconds=LEASE_TTL)
+    if store.now() < lease.expires_at - timedelta(seconds=1):  # (a stalled test machine may be past it)
+        with pytest.raises(LeaseHeld, match=f"{name} is being synced by {lease.owner}"):
+            store.acquire_lease(name, "another-worker", timedelta(seconds=LEASE_TTL))
+    # ... until it expires by itself: no cleanup, no manual step.
+    poll(lambda: store.now() >= lease.expires_at, timeout=3 * LEASE_TTL, what="the lease to expire")
+    assert store.get_lease(name) == lease, "someone touched the dead run's lease"
+
+    resumed = _materialize(site, home)
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, (out.decode()[-3000:], err.decode()[-3000:])
+
+    assert_at_checkpoint(site, Expectation("m", "merge"))
+    runs = sorted(store.runs_for(name, limit=50), key=lambda r: r.id)
+    abandoned = [r for r in runs if r.error and r.error.startswith("abandoned")]
+    if interrupted:  # the killed run's record is closed by the next run of the table, not left 'running'
+        assert [(r.id, r.start_version) for r in abandoned] == [(last.id, checkpoint.version + 1)], runs
+    else:
+        assert abandoned == [], runs
+    resumed_runs = [r for r in runs if r.id > last.id]
+    # Resumed at the checkpoint: the version the killed run was applying is applied again, once.
+    assert [r.start_version for r in resumed_runs] == list(range(checkpoint.version + 1, latest + 1))
+    assert all(r.status.value == "succeeded" for r in resumed_runs)
+    assert store.get_lease(name) is None  # released by the run that finished
