@@ -93,7 +93,9 @@ def test_a_killed_dagster_run_is_taken_over_after_its_lease_expires(site: Site, 
     runs = sorted(store.runs_for(name, limit=50), key=lambda r: r.id)
     abandoned = [r for r in runs if r.error and r.error.startswith("abandoned")]
     if interrupted:  # the killed run's record is closed by the next run of the table, not left 'running'
-        assert [(r.id, r.start_version) for r in abandoned] == [(last.id, checkpoint.version + 1)], runs
+        # (It was applying the version after the checkpoint, or had just moved the checkpoint to its own.)
+        assert [r.id for r in abandoned] == [last.id], runs
+        assert last.start_version in (checkpoint.version, checkpoint.version + 1), runs
     else:
         assert abandoned == [], runs
     resumed_runs = [r for r in runs if r.id > last.id]
