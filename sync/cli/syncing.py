@@ -142,13 +142,17 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     console.print(table)
     for row in rows:
         if row["last_error"]:
-            console.print(f"[red]last error:[/red] {row['name']}: {row['last_error']}", highlight=False, soft_wrap=True)
+            console.print(
+                f"[red]last error:[/red] {esc(row['name'])}: {esc(row['last_error'])}", highlight=False, soft_wrap=True
+            )
         if row.get("last_warning"):
             console.print(
-                f"[yellow]last warning:[/yellow] {row['name']}: {row['last_warning']}", highlight=False, soft_wrap=True
+                f"[yellow]last warning:[/yellow] {esc(row['name'])}: {esc(row['last_warning'])}",
+                highlight=False,
+                soft_wrap=True,
             )
     for warning in warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/yellow] {esc(warning)}", highlight=False, soft_wrap=True)
 
 
 def _print_results(results: list[Any], console: Any = None) -> None:
@@ -183,9 +187,18 @@ def _print_results(results: list[Any], console: Any = None) -> None:
     console.print(table)
     for r in results:
         if r.error:
-            console.print(f"[red]error:[/red] {r.name}: {r.error}", markup=True, highlight=False, soft_wrap=True)
+            console.print(
+                f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", markup=True, highlight=False, soft_wrap=True
+            )
         for warning in r.warnings:
-            console.print(f"[yellow]warning:[/yellow] {r.name}: {warning}", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]warning:[/yellow] {esc(r.name)}: {esc(warning)}", highlight=False, soft_wrap=True)
+
+
+def esc(text: str) -> str:
+    """Text from messages and names, printed as is: rich would read '[rel.s.t]' as a style tag and drop it."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _timestamp(option: str, value: str) -> datetime:
