@@ -97,21 +97,21 @@ CONFIG_CASES = [
         "keys-not-in-the-schema",
         lambda s, r: _table(r, keys=["order_id"]),
         2,
-        "keys: ['order_id'] not in the shared table's columns",
+        "tables[rel.s.t].keys: ['order_id'] not in the shared table's columns",
         reaches_store=True,
     ),
     Case(
         "columns-not-in-the-schema",
         lambda s, r: _table(r, columns=["id", "colour"]),
         2,
-        "columns: ['colour'] not in the shared table's columns",
+        "tables[rel.s.t].columns: ['colour'] not in the shared table's columns",
         reaches_store=True,
     ),
     Case(
         "where-unknown-column",
         lambda s, r: _table(r, where=[{"col": "colour", "op": "eq", "val": "red"}]),
         2,
-        "colour",
+        """where[0] {"col": "colour", "op": "eq", "val": "red"}: no column 'colour' in the table""",
         reaches_store=True,
     ),
     Case(
@@ -124,7 +124,7 @@ CONFIG_CASES = [
         "where-wrong-value-type",
         lambda s, r: _table(r, where=[{"col": "qty", "op": "gt", "val": "many"}]),
         2,
-        "'many'",
+        "column 'qty' is integer, so 'val' must be a whole number, e.g. 42 (got 'many')",
         reaches_store=True,
     ),
     Case(
