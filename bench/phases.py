@@ -8,7 +8,8 @@ after wrapping the engine's steps (module attributes, so nothing in the repo cha
 * ``store.*``            — state store (lease, runs, checkpoint CAS);
 * ``stage``              — download + staging of one batch (they overlap: staging runs per file
   in worker threads while other downloads continue); ``download`` is the downloader's call,
-  ``stage_file`` the summed per-file rewrite time (thread time, can exceed wall);
+  ``stage_file`` the per-file rewrite summed over the worker threads (wall, can exceed the
+  batch's wall) and its thread CPU time;
 * ``engine_start``       — first ``get_spark()`` (embedded Sail start + Connect session);
 * ``apply_*``            — the Spark job, split into ``inspect_target``, ``read_staged``,
   ``count_rows``, ``evolve``, ``register_target``, ``merge`` (the MERGE action itself),
@@ -41,20 +42,24 @@ def _record(name: str, seconds: float) -> None:
         counts[name] += 1
 
 
-def timed(name: str, fn):  # noqa: ANN001, ANN201
+def timed(name: str, fn, *, cpu: bool = False):  # noqa: ANN001, ANN201
+    """Wall time of each call under ``name``; with ``cpu``, also the calling thread's CPU time."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        began = time.monotonic()
+        began, began_cpu = time.monotonic(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
             _record(name, time.monotonic() - began)
+            if cpu:
+                _record(name.split(" (")[0] + " (thread CPU)", time.thread_time() - began_cpu)
 
     return wrapper
 
 
-def wrap(owner: object, attribute: str, name: str) -> None:
-    setattr(owner, attribute, timed(name, getattr(owner, attribute)))
+def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None:
+    setattr(owner, attribute, timed(name, getattr(owner, attribute), cpu=cpu))
 
 
 def instrument() -> None:
@@ -72,7 +77,7 @@ def instrument() -> None:
                    "acquire_lease", "release_lease", "renew_lease"):  # fmt: skip
         wrap(store.StateStore, method, f"store.{method}")
     wrap(batch, "stage", "stage (download+stage, wall)")
-    wrap(batch, "stage_file", "stage_file (sum over threads)")
+    wrap(batch, "stage_file", "stage_file (wall, summed over threads)", cpu=True)
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
     wrap(spark, "get_spark", "get_spark (engine start on 1st call)")
     wrap(merge, "apply_merge", "apply_merge (wall)")
