@@ -220,7 +220,12 @@ TARGET_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CONFIG_CASES + PROFILE_CASES + TARGET_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "case",
+    # Target cases get as far as the engine (they download, then the job checks the target).
+    [*CONFIG_CASES, *PROFILE_CASES, *(pytest.param(c, marks=pytest.mark.slow) for c in TARGET_CASES)],
+    ids=lambda c: c.id,
+)
 def test_bad_input_stops_with_one_clear_line_and_writes_nothing(
     site: Site, cli: Callable[..., CliResult], case: Case
 ) -> None:
@@ -253,6 +258,7 @@ def test_bad_input_stops_with_one_clear_line_and_writes_nothing(
         assert not site.state_db.exists(), "the state database was created although the input was refused"
 
 
+@pytest.mark.slow
 def test_a_target_without_write_permission_fails_the_table(site: Site, cli: Callable[..., CliResult]) -> None:
     if os.geteuid() == 0:
         pytest.skip("root may write anywhere; the parent-is-a-file case covers unwritable targets here")
@@ -269,6 +275,7 @@ def test_a_target_without_write_permission_fails_the_table(site: Site, cli: Call
     assert not (locked / "t").exists()
 
 
+@pytest.mark.slow
 def test_a_target_whose_schema_no_longer_fits_fails_the_table_and_keeps_the_target(
     site: Site, cli: Callable[..., CliResult]
 ) -> None:
