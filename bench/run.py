@@ -427,8 +427,9 @@ class Bench:
         }  # fmt: skip
         lines = self.table(summary, workloads)
         targets = self.targets(summary, workloads)
+        quick = "QUICK SMOKE RUN (M = 100 k rows, L = 500 k, 8 versions of 5 k keys): not comparable with full runs\n" if self.args.quick else ""
         text = "\n".join([
-            f"sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
+            f"{quick}sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
             f"median of {self.runs} run(s), {round(seconds)} s; RSS floor {self.floor:.0f} MiB; "
             f"1-min load average at the end {os.getloadavg()[0]:.1f}", "", *lines, "", "Targets:", *targets,
         ])  # fmt: skip
