@@ -85,6 +85,8 @@ def apply_merge(
     row_filter: Column | None = None,
     soft_delete: bool = False,
     replay_from: int | None = None,
+    netted: bool = False,
+    null_keys: bool = True,
 ) -> ApplyStats:
     """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
 
@@ -96,6 +98,10 @@ def apply_merge(
     ``replay_from`` (backfill): target rows whose guard version is at or after it are
     overwritten by this batch even when not older — the replay re-applies history the target
     already claims to have. Re-running such a batch rewrites the same values again.
+
+    ``netted``: the batch already holds one row per key (``sync.netting``), so the Spark window
+    is skipped. ``null_keys=False``: no key in the batch is NULL, so keys match with plain ``=``
+    (cheaper than NULL-safe ``<=>``; a NULL-keyed target row cannot be matched by this batch).
     """
     if not keys or isinstance(keys, str):
         raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
@@ -106,7 +112,7 @@ def apply_merge(
     session = session_of(spark)
     df = read_staged(session, staged, files)
     data_columns = projection(df, keys, columns, target)
-    net = _merge_source(df, keys, data_columns, row_filter)
+    net = _merge_source(df if netted else net_changes(df, keys), data_columns, row_filter)
     rows = count_rows(files)
     if not state.exists:
         from pyspark.sql import functions as F
@@ -116,8 +122,8 @@ def apply_merge(
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
     added = _evolve(df, state, data_columns, add_deleted=soft_delete and DELETED_COLUMN not in state.column_names)
     name = register_target(session, target)
-    soft_deleted = _soft_deletes(session, net, name, keys, replay_from) if soft_delete else 0
-    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from).merge()
+    soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
+    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys).merge()
     commits = commit_metrics(target, state.version)
     inserted = total(commits, "MERGE", "numTargetRowsInserted")
     updated = total(commits, "MERGE", "numTargetRowsUpdated")
@@ -127,14 +133,12 @@ def apply_merge(
     return ApplyStats(rows, inserted, updated, deleted, version_after(state.version, commits), added)
 
 
-def _merge_source(
-    df: DataFrame, keys: Sequence[str], data_columns: Sequence[str], row_filter: Column | None
-) -> DataFrame:
+def _merge_source(net: DataFrame, data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
     """Net changes, projected, with the upsert flag computed on the full (unprojected) row."""
     from pyspark.sql import functions as F
 
     upsert = F.col(CHANGE_TYPE).isin(*UPSERT_TYPES) & keeps(row_filter)
-    return net_changes(df, keys).select(
+    return net.select(
         *[col(c) for c in data_columns], COMMIT_VERSION, COMMIT_TIMESTAMP, upsert.alias(_UPSERT)
     )
 
@@ -178,14 +182,16 @@ def _applies(source: str, target: str, replay_from: int | None) -> Column:
     return newer if replay_from is None else newer | (guard >= F.lit(int(replay_from)))
 
 
-def _key_match(keys: Sequence[str], target_alias: str, source_alias: str) -> Column:
-    """NULL-safe key equality: a NULL key must match itself, or every re-run re-inserts it."""
+def _key_match(keys: Sequence[str], target_alias: str, source_alias: str, null_safe: bool = True) -> Column:
+    """Key equality; NULL-safe when the batch has NULL keys (a NULL key must match itself, or
+    every re-run re-inserts it), plain ``=`` otherwise (measured ≈ 25 % faster on Sail)."""
     from pyspark.sql import functions as F
 
-    pairs = [
-        F.col(f"{target_alias}.{quote_identifier(k)}").eqNullSafe(F.col(f"{source_alias}.{quote_identifier(k)}"))
-        for k in keys
-    ]
+    def equal(k: str) -> Column:
+        left, right = F.col(f"{target_alias}.{quote_identifier(k)}"), F.col(f"{source_alias}.{quote_identifier(k)}")
+        return left.eqNullSafe(right) if null_safe else left == right
+
+    pairs = [equal(k) for k in keys]
     return reduce(lambda a, b: a & b, pairs)
 
 
@@ -196,6 +202,7 @@ def _merge_writer(
     data_columns: Sequence[str],
     soft_delete: bool,
     replay_from: int | None,
+    null_keys: bool = True,
 ) -> Any:
     """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
     from pyspark.sql import functions as F
@@ -214,7 +221,7 @@ def _merge_writer(
     if soft_delete:
         guards[quote_identifier(DELETED_COLUMN)] = ~upsert
     values = {quote_identifier(c): s(c) for c in data_columns}
-    writer = net.alias("s").mergeInto(name, _key_match(keys, name, "s"))
+    writer = net.alias("s").mergeInto(name, _key_match(keys, name, "s", null_keys))
     if soft_delete:
         live = ~F.coalesce(t(DELETED_COLUMN), F.lit(False))  # re-flagging a deleted row is no change
         writer = writer.whenMatched(newer & ~upsert & live).update(guards)
@@ -224,7 +231,9 @@ def _merge_writer(
     return writer.whenNotMatched(upsert).insert({**values, **guards})
 
 
-def _soft_deletes(spark: SparkSession, net: DataFrame, name: str, keys: Sequence[str], replay_from: int | None) -> int:
+def _soft_deletes(
+    spark: SparkSession, net: DataFrame, name: str, keys: Sequence[str], replay_from: int | None, null_keys: bool
+) -> int:
     """Rows the soft-delete clause is about to flag, counted just before the MERGE.
 
     The commit metrics count a soft delete as an update, so this one number is computed, with
@@ -237,4 +246,4 @@ def _soft_deletes(spark: SparkSession, net: DataFrame, name: str, keys: Sequence
     target = spark.table(name).alias("t")
     newer = _applies("s", "t", replay_from)
     live = ~F.coalesce(F.col(f"t.{DELETED_COLUMN}"), F.lit(False))
-    return int(source.join(target, _key_match(keys, "t", "s")).where(newer & live).count())
+    return int(source.join(target, _key_match(keys, "t", "s", null_keys)).where(newer & live).count())

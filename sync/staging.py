@@ -73,7 +73,8 @@ def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout
 
     tmp = dest.with_name(dest.name + ".tmp")
     rows = 0
-    with pq.ParquetWriter(tmp, layout.target, compression="lz4") as writer:
+    # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
+    with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
         for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=read_columns, use_threads=False):
             writer.write_batch(_to_layout(batch, change, layout, partition_values, partition_lower))
             rows += batch.num_rows
@@ -96,7 +97,7 @@ def _to_layout(
         if key in partition_lower:
             type_name = layout.schema.field(name).type_name  # type: ignore[union-attr]
             value = parse_partition_value(partition_values.get(key), type_name)
-            arrays.append(pa.array([value] * n, type=field.type) if value is not None else pa.nulls(n, field.type))
+            arrays.append(_constant(value, n, field.type))
         elif key in by_lower:
             arrays.append(_cast(batch.column(by_lower[key]), field.type))
         else:  # a column added after this file was written
@@ -104,15 +105,22 @@ def _to_layout(
     if change.change_type is None:
         arrays.append(_cast(batch.column(by_lower[CHANGE_TYPE]), pa.string()))
     else:
-        arrays.append(pa.array([change.change_type.value] * n, type=pa.string()))
-    arrays.append(pa.array([change.commit_version] * n, type=pa.int64()))
+        arrays.append(_constant(change.change_type.value, n, pa.string()))
+    arrays.append(_constant(change.commit_version, n, pa.int64()))
     ts = change.commit_timestamp_ms
     arrays.append(
-        pa.array([ts * 1000] * n, type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        _constant(ts * 1000, n, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
         if ts is not None
         else pa.nulls(n, pa.timestamp("us", tz="UTC"))
     )
     return pa.RecordBatch.from_arrays(arrays, schema=layout.target)
+
+
+def _constant(value: object, n: int, type_: pa.DataType) -> pa.Array:
+    """``n`` copies of one value (``pa.repeat``: no Python list of n items)."""
+    if value is None:
+        return pa.nulls(n, type_)
+    return pa.repeat(pa.scalar(value, type=type_), n)
 
 
 def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:
