@@ -21,10 +21,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from pipelines.results import BackfillRequest, TableOutcome, TableSyncResult
-from pipelines.table_run import TableRun
 from state import Checkpoint, StateStore, open_store
 from sync.config import SharesyncConfig, TableConfig
-from sync.download import ProgressCallback
 from sync.errors import SharesyncError
 from sync.redact import redact
 
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sync.client import SharingClient
+    from sync.download import ProgressCallback
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +158,9 @@ class SyncEngine:
                 checkpoint_timestamp=checkpoint.version_timestamp,
             )
         with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+            # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
+            from pipelines.table_run import TableRun
+
             runner = TableRun(self, table, keeper)
             return runner.run(backfill, started)
 

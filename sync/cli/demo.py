@@ -84,8 +84,8 @@ def demo(directory: str, keep_serving: bool) -> None:
 def _write_config(root: Path, profile: Path) -> Path:
     config = {
         "profile": profile.name,
-        "state_store": "sqlite:///state/state.db",
-        "staging_dir": "staging",
+        "state_store": "sqlite:///.sharesync/state.db",
+        "staging_dir": ".sharesync/staging",
         "tables": [
             {"name": "demo.sales.orders", "target": "warehouse/orders", "keys": ["id"], "mode": "merge"},
             {"name": "demo.sales.customers", "target": "warehouse/customers_changes", "mode": "append"},
