@@ -57,7 +57,8 @@ from sync.timestamps import from_millis
 
 if TYPE_CHECKING:
     from pipelines.engine import SyncEngine
-    from sync.client import TableMetadata
+    from sync.changes import ChangeFile
+    from sync.client import ChangesResult, QueryResult, TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -265,17 +266,7 @@ class TableRun:
             files, _pruned = batches.prune(batches.snapshot_change_files(result), context.expr, context.layout.schema)
             schema = result.metadata.table_schema
             layout = StageLayout.build(schema, result.metadata.partition_columns, context.layout.columns)
-            staged = batches.stage(
-                self.client,
-                result,
-                files,
-                layout,
-                directory,
-                concurrency=self.engine.config.concurrency(table),
-                ca_bundle=self.engine.config.ca_bundle,
-                progress=self._progress_for(f"bootstrap v{version}", len(files)),
-                snapshot=True,
-            )
+            staged = self._stage(result, files, layout, directory, f"bootstrap v{version}", snapshot=True)
             self.keeper.check()
             applied = self._apply_bootstrap(staged.path, version, reason, checkpoint, context)
             commit_ts = _max_timestamp(f.file for f in files)
@@ -363,16 +354,7 @@ class TableRun:
             metadata = batches.batch_schema(result, batch.end)
             files, _pruned = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
             layout = StageLayout.build(metadata.table_schema, metadata.partition_columns, context.layout.columns)
-            staged = batches.stage(
-                self.client,
-                result,
-                files,
-                layout,
-                directory,
-                concurrency=self.engine.config.concurrency(table),
-                ca_bundle=self.engine.config.ca_bundle,
-                progress=self._progress_for(f"v{batch.start}..{batch.end}", len(files)),
-            )
+            staged = self._stage(result, files, layout, directory, f"v{batch.start}..{batch.end}")
             self.keeper.check()
             row_filter = self._row_filter(context)
             if table.mode is Mode.APPEND:
@@ -455,6 +437,28 @@ class TableRun:
         from sync.predicates import to_spark
 
         return to_spark(context.expr)
+
+    def _stage(
+        self,
+        result: QueryResult | ChangesResult,
+        files: list[ChangeFile],
+        layout: StageLayout,
+        directory: Path,
+        label: str,
+        *,
+        snapshot: bool = False,
+    ) -> batches.StagedBatch:
+        return batches.stage(
+            self.client,
+            result,
+            files,
+            layout,
+            directory,
+            concurrency=self.engine.config.concurrency(self.table),
+            ca_bundle=self.engine.config.ca_bundle,
+            progress=self._progress_for(label, len(files)),
+            snapshot=snapshot,
+        )
 
     def _key_names(self, layout: StageLayout) -> list[str]:
         """The keys as the staged files spell them (config names match case-insensitively)."""

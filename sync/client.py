@@ -19,7 +19,6 @@ from types import TracebackType
 from typing import Any, Self, TypedDict, Unpack
 
 import httpx
-from pydantic import Field
 
 from sync.http import (
     RetryPolicy,
@@ -43,6 +42,7 @@ from sync.wire import (
     ListTablesPage,
     Metadata,
     Protocol,
+    QueryRequest,
     RemoveFile,
     Schema,
     Share,
@@ -128,26 +128,6 @@ class ChangesOptions(TypedDict, total=False):
     ending_timestamp: Timestamp | None
     include_historical_metadata: bool
     max_files: int | None
-
-
-class QueryRequest(WireModel):
-    """Body of Read Data from a Table (camelCase on the wire; absent fields are not sent)."""
-
-    predicate_hints: list[str] | None = None
-    json_predicate_hints: str | None = None
-    limit_hint: int | None = None
-    version: int | None = None
-    timestamp: str | None = None
-    starting_version: int | None = None
-    ending_version: int | None = None
-    max_files: int | None = None
-    page_token: str | None = None
-    include_refresh_token: bool | None = None
-    refresh_token: str | None = Field(default=None, repr=False)
-
-    @property
-    def is_latest_snapshot(self) -> bool:
-        return self.version is None and self.timestamp is None and self.starting_version is None
 
 
 class ChangesRequest(WireModel):

@@ -77,6 +77,29 @@ class ErrorBody(WireModel):
     message: str | None = None
 
 
+# ---------------------------------------------------------------- request bodies
+
+
+class QueryRequest(WireModel):
+    """Body of Read Data from a Table (spec "Request Body"): sent by the client, read by the server."""
+
+    predicate_hints: list[str] | None = None
+    json_predicate_hints: str | None = None
+    limit_hint: int | None = None
+    version: int | None = None
+    timestamp: str | None = None
+    starting_version: int | None = None
+    ending_version: int | None = None
+    max_files: int | None = None
+    page_token: str | None = None
+    include_refresh_token: bool | None = None
+    refresh_token: str | None = Field(default=None, repr=False)
+
+    @property
+    def is_latest_snapshot(self) -> bool:
+        return self.version is None and self.timestamp is None and self.starting_version is None
+
+
 # ---------------------------------------------------------------- table schema (schemaString)
 
 

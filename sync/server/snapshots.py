@@ -8,9 +8,7 @@ files can be re-issued with fresh URLs after they expire.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-
+from sync import wire
 from sync.server.answers import Answer, Context, file_line, metadata_line, protocol_line
 from sync.server.history import ensure_positive, snapshot_at, version_at
 from sync.server.problems import history_not_shared, invalid
@@ -22,22 +20,8 @@ PAGE_TOKEN = "query-page"
 REFRESH_TOKEN = "refresh"
 
 
-class QueryRequest(BaseModel):
-    """The ``/query`` body (spec "Request Body"); unknown fields are ignored."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
-
-    predicate_hints: list[str] | None = None
-    json_predicate_hints: str | None = None
-    limit_hint: int | None = None
-    version: int | None = None
-    timestamp: str | None = None
-    starting_version: int | None = None
-    ending_version: int | None = None
-    max_files: int | None = None
-    page_token: str | None = None
-    include_refresh_token: bool | None = None
-    refresh_token: str | None = None
+class QueryRequest(wire.QueryRequest):
+    """The ``/query`` body as the server validates it (the model itself is shared with the client)."""
 
     def checksum(self) -> str:
         return checksum(self.model_dump(exclude={"max_files", "page_token", "include_refresh_token", "refresh_token"}))
