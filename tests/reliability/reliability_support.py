@@ -231,6 +231,13 @@ class Site:
         tables = "*" if table is None else batch_dir(self.staging, self.name(table), "x").parent.name
         return any(self.staging.glob(f"{tables}/*/raw"))
 
+    def applying(self) -> bool:
+        """True while a batch is staged and its downloads are done: the Spark job applies it (or,
+        an instant later, its checkpoint moves). ``<batch>/data`` holds files, ``<batch>/raw`` is gone."""
+        if not self.staging.exists():
+            return False
+        return any(not (d.parent / "raw").exists() and any(d.iterdir()) for d in self.staging.glob("*/*/data"))
+
     def target_commits(self, table: str) -> int:
         log = Path(self.target(table)) / "_delta_log"
         return sum(1 for _ in log.glob("*.json")) if log.is_dir() else 0

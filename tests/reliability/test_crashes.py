@@ -10,9 +10,9 @@ then two rounds of four commits, two versions per batch) and is SIGKILLed four t
   advance; it is killed as soon as the target's Delta log gains a commit (for append tables
   that may be between the DELETE of rows above the checkpoint and the append);
 * ``startup`` (a seeded random moment 0.5-2.5 s after start: imports, version polls, metadata,
-  change listings), ``running`` (a run is recorded: planning, queries) and ``download``
-  (staged files exist: downloads, staging, the MERGE): twice each, at a seeded random moment
-  within the phase.
+  change listings), ``running`` (a run is recorded: planning, queries), ``download`` (a batch's
+  files are downloading) and ``merge`` (a batch is staged and its Spark job applies it): in turn
+  in the other two slots of each round, at a seeded random moment within the phase.
 
 Every wait is a polled condition with a deadline. After each kill the checkpoint must never be
 ahead of the target (the target is the source at the checkpoint or at a later version); once
@@ -46,7 +46,7 @@ pytestmark = pytest.mark.slow
 
 ROUNDS = 3
 KILLS_PER_ROUND = 4
-PHASES = ("startup", "running", "download")  # drawn at random; "commit-gap:<table>" kills are scheduled
+PHASES = ("startup", "running", "download", "merge")  # besides the scheduled "commit-gap:<table>" kills
 LEASE_TTL = 2  # seconds: a killed sync's tables are free again this long after its last renewal
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
 
@@ -62,7 +62,7 @@ def test_sigkill_at_random_moments_never_loses_or_doubles_a_row(site: Site) -> N
     expectations = {t: Expectation(t, mode, bootstrap=0 if mode == "append" else None) for t, mode in MODES.items()}
     site.server.faults.download_delay_seconds = 0.15  # widens the download phase to something a poll can catch
     gap_tables = itertools.cycle(MODES)  # each table's commit gap is hit in turn: m, a, s, m, a, s
-    phases = itertools.cycle(PHASES)  # and each other phase twice, at a random moment within it
+    phases = itertools.cycle(PHASES)  # and the other phases in turn, at a random moment within each
     hits: Counter[str] = Counter()
 
     for round_ in range(ROUNDS):
@@ -90,6 +90,7 @@ def test_sigkill_at_random_moments_never_loses_or_doubles_a_row(site: Site) -> N
     # The schedule hit what it claims: every table's commit gap twice, and nearly every kill landed.
     print("kills:", dict(hits))
     assert all(hits[f"commit-gap:{t}"] == 2 for t in MODES), hits
+    assert all(hits[phase] >= 1 for phase in PHASES), hits
     assert hits["finished"] + hits["before-commit"] <= 2, hits
 
 
@@ -102,11 +103,13 @@ def _kill_once(site: Site, phase: str, rng: random.Random) -> str:
         entered: dict[str, Callable[[], bool]] = {
             "startup": lambda: True,
             "running": lambda: site.running_runs() > 0,
-            "download": lambda: site.staged_files() > 0,
+            "download": lambda: site.downloading(),
+            "merge": lambda: site.applying(),
         }
         poll(lambda: process.poll() is not None or entered[phase](), timeout=60, what=f"phase {phase}")
         # A random moment within the phase (from the start of the process for 'startup').
-        moment = time.monotonic() + (rng.uniform(0.5, 2.5) if phase == "startup" else rng.uniform(0, 0.3))
+        jitter = {"startup": (0.5, 2.5), "running": (0, 0.3), "download": (0, 0.3), "merge": (0, 0.1)}[phase]
+        moment = time.monotonic() + rng.uniform(*jitter)
         poll(lambda: process.poll() is not None or time.monotonic() >= moment, timeout=10, what="the moment")
         return phase if kill(process) else "finished"
     finally:
