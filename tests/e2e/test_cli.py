@@ -33,7 +33,7 @@ def test_demo_works_from_a_fresh_directory(tmp_path: Path, cli: Callable[..., Cl
         assert step in run.out
     assert "demo.sales.orders" in run.out and "demo.…" not in run.out  # names are never cut
     assert max(len(line) for line in run.out.splitlines()) <= 80
-    store = open_store(f"sqlite:///{directory / 'state' / 'state.db'}")
+    store = open_store(f"sqlite:///{directory / '.sharesync' / 'state.db'}")
     provider = directory / "provider" / "demo" / "sales"
     orders = store.get_checkpoint("demo.sales.orders")
     assert orders is not None and orders.version == source_version(provider / "orders")
