@@ -15,11 +15,17 @@
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# --import-mode=importlib: shared helper modules in tests/support are imported by name.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+from cli_runner import CliResult, cli_runner  # noqa: E402
 
 from sync.samples import apply_random_commits, build_demo_provider, create_cdf_disabled_table, create_sample_table
 from sync.server.runner import SharingServer
@@ -67,3 +73,9 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., SharingServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``cli("--config", path, "sync")``: run ``sharesync`` in-process; exit code and output."""
+    return cli_runner(capsys)

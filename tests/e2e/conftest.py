@@ -22,7 +22,7 @@ import pytest
 # --import-mode=importlib: make the sibling helper modules importable by name.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from e2e_support import CliResult, Workspace
+from e2e_support import Workspace
 
 from sync.server.runner import SharingServer
 
@@ -44,20 +44,3 @@ def workspace(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Ite
     yield ws
     ws.close()
 
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
-    """``cli("--config", path, "sync")`` runs ``sharesync`` in-process; returns exit code and output."""
-    from sync.cli.main import main
-
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        out, err = capsys.readouterr()
-        return CliResult(code, out, err)
-
-    return run

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +120,6 @@ class Workspace:
             close()
 
 
-@dataclass(frozen=True)
-class CliResult:
-    code: int
-    out: str
-    err: str
 
 
 def never_spark() -> Any:

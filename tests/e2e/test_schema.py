@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
+from cli_runner import CliResult
 from deltalake import DeltaTable, write_deltalake
-from e2e_support import CliResult, Workspace
+from e2e_support import Workspace
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 
-from reliability_support import CliResult, Site
+from reliability_support import Site
 
 from sync.server.runner import SharingServer
 
@@ -42,20 +42,3 @@ def site(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Iterator
     yield built
     built.close()
 
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
-    """``cli("--config", path, "sync")``: run ``sharesync`` in-process; exit code and output."""
-    from sync.cli.main import main
-
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        out, err = capsys.readouterr()
-        return CliResult(code, out, err)
-
-    return run

@@ -62,13 +62,6 @@ def poll(condition: Callable[[], Any], *, timeout: float, what: str, every: floa
         time.sleep(every)
 
 
-@dataclass(frozen=True)
-class CliResult:
-    """What an in-process ``sharesync`` run printed, and its exit code (the ``cli`` fixture)."""
-
-    code: int
-    out: str
-    err: str
 
 
 @dataclass

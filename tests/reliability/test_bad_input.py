@@ -21,8 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from cli_runner import CliResult
 from deltalake import write_deltalake
-from reliability_support import CliResult, Site, delta_version
+from reliability_support import Site, delta_version
 
 # A case edits the raw config (and may prepare files) and returns it.
 Setup = Callable[[Site, dict[str, Any]], dict[str, Any]]

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli_runner import CliResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reliability_support import CliResult, Expectation, Site, assert_at_checkpoint, delta_version, make_tls_files
+from reliability_support import Expectation, Site, assert_at_checkpoint, delta_version, make_tls_files
 
 from sync.download import Downloader, staged_name
 from sync.errors import DownloadError

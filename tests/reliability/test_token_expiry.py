@@ -14,7 +14,8 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from reliability_support import CliResult, Site
+from cli_runner import CliResult
+from reliability_support import Site
 
 from pipelines.checks import TOKEN_EXPIRY
 from pipelines.location import build_definitions
