@@ -1,4 +1,4 @@
-"""A staged batch: the provider's change rows as parquet files, and their net change per key.
+"""A staged batch: the provider's change rows as parquet files (netted per key by ``sync.netting``).
 
 The stager writes a flat directory of parquet files, each with the table's data columns
 (one batch schema, partition columns already typed columns) plus the change-feed columns
@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.target import quote_identifier
 from sync.errors import SyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CDF_COLUMNS", "UPSERT_TYPES", "count_rows", "net_changes", "read_staged", "staged_files"]
+__all__ = ["CDF_COLUMNS", "UPSERT_TYPES", "count_rows", "read_staged", "staged_files"]
 
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
 CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
@@ -65,22 +64,3 @@ def count_rows(files: Sequence[Path]) -> int:
 
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
-
-def net_changes(df: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """One row per key: the newest event by ``_commit_version``.
-
-    Inside one version an ``insert``/``update_postimage`` beats a ``delete``, which beats an
-    ``update_preimage``: a file rewrite without change data shows a key removed and re-added
-    (the add wins), and in a filtered replica a preimage whose postimage was pruned away is the
-    last word on that key, so a winning ``update_preimage`` must act as a delete. Keys compare
-    NULL-safe (NULL keys form one group), matching the MERGE condition.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    change = F.col(CHANGE_TYPE)
-    rank = F.when(change.isin(*UPSERT_TYPES), 0).when(change == "delete", 1).otherwise(2)
-    keyed = [F.col(quote_identifier(k)) for k in keys]
-    window = Window.partitionBy(*keyed).orderBy(F.col(COMMIT_VERSION).desc(), rank.asc())
-    ranked = df.withColumn("_sharesync_rank", F.row_number().over(window))
-    return ranked.where(F.col("_sharesync_rank") == 1).drop("_sharesync_rank")

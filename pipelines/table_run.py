@@ -37,7 +37,6 @@ from sync.errors import (
     SharesyncError,
     SharingHTTPError,
 )
-from sync.netting import net_staged_batch
 from sync.planning import (
     ApplyChanges,
     Bootstrap,
@@ -363,12 +362,9 @@ class TableRun:
                     columns=self._columns(), row_filter=row_filter,
                 )
             elif table.mode is Mode.MERGE:
-                # One row per key before the engine sees the batch: far cheaper than a Spark window.
-                netted = net_staged_batch(staged.path, self._key_names(layout))
                 applied = merge.apply_merge(
                     self.engine.spark, staged.path, table.target, keys=table.keys, columns=self._columns(),
                     row_filter=row_filter, soft_delete=table.soft_delete, replay_from=replay_from,
-                    netted=True, null_keys=netted.null_keys,
                 )
             else:  # pragma: no cover - snapshot mode never plans changes
                 raise AssertionError(table.mode)
@@ -459,11 +455,6 @@ class TableRun:
             progress=self._progress_for(label, len(files)),
             snapshot=snapshot,
         )
-
-    def _key_names(self, layout: StageLayout) -> list[str]:
-        """The keys as the staged files spell them (config names match case-insensitively)."""
-        by_lower = {c.lower(): c for c in layout.columns}
-        return [by_lower.get(k.lower(), k) for k in self.table.keys]
 
     def _columns(self) -> Sequence[str] | None:
         return self.table.columns

@@ -6,7 +6,7 @@ costs two thirds of an incremental sync and gigabytes of memory. Sorting the bat
 Arrow and keeping the first row of each key group gives the same rows in a fraction of the
 time, and the MERGE then reads a smaller, already-netted source.
 
-Order within a key (the rule the engine and ``pipelines.staged.net_changes`` share): the
+Order within a key: the
 newest ``_commit_version`` wins; inside one version an ``insert``/``update_postimage`` beats a
 ``delete``, which beats an ``update_preimage``. Keys compare NULL-safe: NULL keys form one group.
 """

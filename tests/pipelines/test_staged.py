@@ -1,4 +1,4 @@
-"""Staged batches: which files are data, and the net change per key."""
+"""Staged batches: which files are data, and the net change per key as the engine reads it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 from pipelines_support import StageFn, delete, ins, post, pre
 
-from pipelines.staged import count_rows, net_changes, read_staged, staged_files
+from pipelines.staged import count_rows, read_staged, staged_files
 from sync.errors import SyncError
+from sync.netting import net_staged_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,9 +64,10 @@ def test_net_change_priority_rules(spark: SparkSession, stage: StageFn) -> None:
         ],
         files=3,
     )
+    net_staged_batch(batch, ["id"])
     net = {
         r["id"]: (r["_change_type"], r["_commit_version"], r["name"])
-        for r in net_changes(read_staged(spark, batch), ["id"]).collect()
+        for r in read_staged(spark, batch).collect()
     }
     assert net == {
         1: ("update_postimage", 2, "v2"),

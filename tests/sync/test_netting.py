@@ -1,4 +1,4 @@
-"""Arrow netting picks the same winner per key as the Spark window (pipelines.staged.net_changes)."""
+"""Arrow netting picks the winner per key by the engine's rule, checked against a reference."""
 
 from __future__ import annotations
 
