@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from pipelines.results import BackfillRequest, TableOutcome, TableSyncResult
-from state import Checkpoint, StateStore, open_store
+from state import Checkpoint
 from sync.config import SharesyncConfig, TableConfig
 from sync.errors import SharesyncError
 from sync.redact import redact
@@ -29,6 +29,7 @@ from sync.redact import redact
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from state.store import StateStore
     from sync.client import SharingClient
     from sync.download import ProgressCallback
 
@@ -73,6 +74,8 @@ class SyncEngine:
     @property
     def store(self) -> StateStore:
         if self._store is None:
+            from state.store import open_store  # SQLAlchemy: only when the store is really used
+
             self._store = open_store(self.config.state_store)
         return self._store
 
@@ -113,7 +116,7 @@ class SyncEngine:
         """One pass over all (or the named) tables; a failing table never stops the others."""
         tables = self._tables(names)
         versions = self.source_versions([t.name for t in tables])
-        checkpoints = {c.name: c for c in self.store.list_checkpoints()}
+        checkpoints = {c.name: c for c in self._stored_checkpoints()}
         results = []
         for table in tables:
             polled = versions[table.name]
@@ -169,6 +172,23 @@ class SyncEngine:
         return self.store.reset_checkpoint(table.name)
 
     # ------------------------------------------------------------ helpers
+
+    def _stored_checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint, for telling which tables have anything new.
+
+        A SQLite store at the current schema is read directly, read-only, with the standard
+        library (:mod:`state.sqlite`), so a pass with nothing new never imports SQLAlchemy.
+        Anything else — PostgreSQL, no database yet, an older or newer schema — goes through
+        the store, which creates, migrates or refuses it. Tables with something new re-read
+        their checkpoint through the store under their lease.
+        """
+        if self._store is None:
+            from state.sqlite import read_checkpoints
+
+            checkpoints = read_checkpoints(self.config.state_store)
+            if checkpoints is not None:
+                return checkpoints
+        return self.store.list_checkpoints()
 
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:

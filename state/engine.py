@@ -30,10 +30,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 
+from state.sqlite import SQLITE_BUSY_TIMEOUT_MS
 from sync.errors import ConfigError, SharesyncError, StateError, StateStoreUnavailable
 from sync.redact import redact, register_secret
 
-SQLITE_BUSY_TIMEOUT_MS = 60_000
 PG_CONNECT_TIMEOUT_S = 10
 
 _SUPPORTED = (

@@ -18,15 +18,13 @@ Two guarantees:
 from __future__ import annotations
 
 import logging
-from functools import cache
 from importlib import metadata
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
 from state.engine import Database, database_for, parse_url, prepare_sqlite_file, sqlite_path
-from state.models import VERSION_TABLE
+from state.revisions import MIGRATIONS_DIR, VERSION_TABLE, head_revision, known_revisions
 from sync.errors import StateError, StateSchemaTooNew
 
 if TYPE_CHECKING:
@@ -34,29 +32,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sharesync.state")
 
-MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-VERSIONS_DIR = MIGRATIONS_DIR / "versions"
-
 # pg_advisory_xact_lock key: any constant unique to sharesync ("shrsync" in ASCII).
 _PG_MIGRATION_LOCK = 0x73687273796E63
 
-
 # Opening a store whose schema is current must not pay for importing Alembic (~0.3 s of CPU
-# in every one of 20 parallel run processes), so the shipped revisions are read from the
-# file names: revisions are a linear, zero-padded sequence and files are named
-# "<revision>_<slug>.py" (alembic.ini's file_template). tests/state/test_migrations.py checks
-# that Alembic's own view of the scripts agrees. Alembic is imported only to upgrade.
-@cache
-def known_revisions() -> frozenset[str]:
-    """Every schema revision this sharesync ships."""
-    return frozenset(path.name.split("_", 1)[0] for path in VERSIONS_DIR.glob("*.py") if not path.name.startswith("__"))
-
-
-def head_revision() -> str:
-    """The newest schema revision this sharesync ships."""
-    revisions = known_revisions()
-    assert revisions, f"no migration scripts in {VERSIONS_DIR}"
-    return max(revisions)
+# in every one of 20 parallel run processes): the shipped revisions come from the scripts'
+# file names (state.revisions). Alembic is imported only to upgrade.
 
 
 def _config(connection: Connection | None = None) -> Config:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from state.models import VERSION_TABLE, Base
+from state.models import Base
+from state.revisions import VERSION_TABLE
 
 config = context.config
 

@@ -70,7 +70,8 @@ def upgrade(ctx: click.Context, url: str | None) -> None:
 def current(ctx: click.Context, url: str | None) -> None:
     """Print the database's schema revision without changing anything."""
     from state.engine import display, parse_url
-    from state.migrate import current_revision, head_revision
+    from state.migrate import current_revision
+    from state.revisions import head_revision
 
     target = _state_store_url(ctx, url)
     revision = current_revision(target)

@@ -153,7 +153,8 @@ def postgres_database() -> Iterator[str]:
 
 def drop_state_tables(url: str) -> None:
     """Return the database to empty between tests (only sharesync's tables, and a stray alembic_version)."""
-    from state.models import VERSION_TABLE, Base
+    from state.models import Base
+    from state.revisions import VERSION_TABLE
 
     names = [*Base.metadata.tables, VERSION_TABLE, "alembic_version"]
     with psycopg.connect(_conninfo(make_url(url)), autocommit=True) as conn:

@@ -10,7 +10,7 @@ from state_support import read_only
 
 from state import open_store
 from state.engine import dispose_engines
-from state.models import VERSION_TABLE
+from state.revisions import VERSION_TABLE
 from sync.cli.main import main
 
 

@@ -17,7 +17,8 @@ from sqlalchemy.engine import make_url
 
 from state import current_revision, head_revision, open_store, upgrade
 from state.engine import dispose_engines
-from state.models import VERSION_TABLE, Base
+from state.models import Base
+from state.revisions import VERSION_TABLE
 from sync.errors import StateSchemaTooNew
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +131,8 @@ def test_revision_files_follow_the_naming_that_open_relies_on() -> None:
     """open_store reads the shipped revisions from file names (no Alembic import); Alembic must agree."""
     from alembic.script import ScriptDirectory
 
-    from state.migrate import VERSIONS_DIR, _config, known_revisions
+    from state.migrate import _config
+    from state.revisions import VERSIONS_DIR, known_revisions
 
     scripts = ScriptDirectory.from_config(_config())
     assert known_revisions() == {script.revision for script in scripts.walk_revisions()}

@@ -11,7 +11,8 @@ from sqlalchemy import text
 from state_support import read_only
 
 from state import open_store
-from state.engine import SQLITE_BUSY_TIMEOUT_MS, parse_url
+from state.engine import parse_url
+from state.sqlite import SQLITE_BUSY_TIMEOUT_MS
 from sync.errors import ConfigError, StateStoreUnavailable
 from sync.redact import redact
 
