@@ -11,6 +11,7 @@ from whichever directory the CLI or Dagster is started.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -18,7 +19,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sync.errors import ConfigError
 from sync.predicates.model import Predicate
@@ -26,6 +26,12 @@ from sync.timestamps import parse_timestamp
 
 DEFAULT_CONFIG_PATH = "sharesync.yaml"
 CONFIG_ENV = "SHARESYNC_CONFIG"
+# Environment variables that win over the file: config field → variable.
+ENV_OVERRIDES: dict[str, str] = {
+    "state_store": "SHARESYNC_STATE_STORE",
+    "staging_dir": "SHARESYNC_STAGING_DIR",
+    "profile": "SHARESYNC_PROFILE",
+}
 
 
 class Mode(StrEnum):
@@ -198,16 +204,6 @@ class SharesyncConfig(_Strict):
         return table.download_concurrency or self.defaults.download_concurrency
 
 
-class _EnvOverrides(BaseSettings):
-    """Environment overrides: ``SHARESYNC_STATE_STORE`` and friends win over the file."""
-
-    model_config = SettingsConfigDict(env_prefix="SHARESYNC_", extra="ignore")
-
-    state_store: str | None = None
-    staging_dir: str | None = None
-    profile: str | None = None
-
-
 def _validate_cron(value: str | None) -> str | None:
     if value is None:
         return None
@@ -246,14 +242,15 @@ def load_config(path: str | os.PathLike[str] | None = None) -> SharesyncConfig:
     return parse_config(raw, base_dir=file.parent, source=str(file))
 
 
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The config fields set by :data:`ENV_OVERRIDES` variables (an empty variable sets nothing)."""
+    env = os.environ if environ is None else environ
+    return {field: env[variable] for field, variable in ENV_OVERRIDES.items() if env.get(variable)}
+
+
 def parse_config(raw: dict[str, Any], *, base_dir: Path = Path("."), source: str = "config") -> SharesyncConfig:
     """Validate a config mapping; errors name the field path and say what to do."""
-    overrides = _EnvOverrides()
-    merged = dict(raw)
-    for field in ("state_store", "staging_dir", "profile"):
-        value = getattr(overrides, field)
-        if value:
-            merged[field] = value
+    merged = {**raw, **env_overrides()}
     try:
         config = SharesyncConfig.model_validate(merged)
     except ValidationError as exc:

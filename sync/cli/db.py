@@ -14,10 +14,10 @@ import os
 
 import click
 
-from sync.config import config_path, load_config
+from sync.config import ENV_OVERRIDES, config_path, load_config
 from sync.errors import ConfigError
 
-STATE_STORE_ENV = "SHARESYNC_STATE_STORE"
+STATE_STORE_ENV = ENV_OVERRIDES["state_store"]
 
 _url_option = click.option(
     "--url",
