@@ -18,7 +18,6 @@ import click
 
 from sync.client import SharingClient, TableMetadata, TableRef
 from sync.config import load_config
-from sync.errors import SharesyncError
 from sync.profile import load_profile
 
 
@@ -70,16 +69,11 @@ def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, .
 @click.pass_context
 def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int) -> None:
     """List the shared tables (all, or the ones named) with version, CDF and partition columns."""
-    from sync.cli.main import EXIT_USAGE, fail
-
-    try:
-        config = load_config((ctx.obj or {}).get("config_file"))
-        profile = load_profile(config.profile)
-        with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
-            found = discover_tables(client, tables, workers=workers)
-    except SharesyncError as exc:
-        fail(str(exc), EXIT_USAGE)
-        return
+    # Every failure here is a SharesyncError: the sharesync group (sync.cli.main) prints it, exit 2.
+    config = load_config((ctx.obj or {}).get("config_file"))
+    profile = load_profile(config.profile)
+    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+        found = discover_tables(client, tables, workers=workers)
     if as_json:
         click.echo(json.dumps({"tables": [asdict(t) for t in found]}, indent=2))
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -47,6 +47,14 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SharesyncError as exc:
+            # A command that could not even start (bad config or profile, unreachable provider or
+            # state store) exits 2; per-table failures are reported by the command itself (exit 1).
+            fail(str(exc))
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
@@ -65,7 +73,7 @@ def cli(ctx: click.Context, config_file: str | None, verbose: int) -> None:
     ctx.obj = {"config_file": config_file}
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> None:
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one redacted line to stderr and exit."""
     click.echo(f"error: {redact(message)}", err=True)
     sys.exit(code)
@@ -73,12 +81,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     install_log_redaction()
-    try:
-        return cli.main(args=argv, prog_name="sharesync", standalone_mode=True)
-    except SharesyncError as exc:
-        # A command that could not even start (bad config or profile, unreachable provider or
-        # state store) exits 2; per-table failures are reported by the command itself (exit 1).
-        fail(str(exc))
+    return cli.main(args=argv, prog_name="sharesync", standalone_mode=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,9 @@ from sync.cli.main import EXIT_TABLE_FAILED, EXIT_USAGE
 from sync.config import SharesyncConfig, load_config
 from sync.errors import ConfigError
 from sync.timestamps import parse_timestamp
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def _config(ctx: click.Context) -> SharesyncConfig:
@@ -38,31 +41,38 @@ def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[Any]:
 
 @contextmanager
 def _progress_bars(enabled: bool) -> Iterator[Any]:
-    """Rich progress bars on a terminal; nothing when output is piped or logged."""
+    """Rich progress bars on a terminal; nothing when output is piped or logged.
+
+    The bars start with the first download, so a pass with nothing to download neither
+    imports nor draws them.
+    """
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TransferSpeedColumn,
-    )
+    bars: Progress | None = None  # started with the first batch that downloads
 
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
-    ) as bars:
+    def factory(label: str, files: int) -> Any:
+        nonlocal bars
+        if bars is None:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-        def factory(label: str, files: int) -> Any:
-            task = bars.add_task(label, total=None)
+            bars = Progress(
+                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
+            )
+            bars.start()
+        progress = bars
+        task = progress.add_task(label, total=None)
 
-            def update(event: Any) -> None:
-                bars.advance(task, event.advance)
+        def update(event: Any) -> None:
+            progress.advance(task, event.advance)
 
-            return update
+        return update
 
+    try:
         yield factory
+    finally:
+        if bars is not None:
+            bars.stop()
 
 
 @click.command("sync")
