@@ -1,9 +1,10 @@
 """In-process probes, each run as its own child process by ``bench.run``.
 
 * ``noop --config CFG``: import time of the engine modules, then ``SyncEngine.sync_all()`` on a
-  config whose tables are all up to date — the first call (creates the HTTP client, opens the
-  state store) and the median of ``--repeat`` more; checks every outcome is ``up_to_date`` and
-  that no Spark engine was started (``pysail`` never imported, no embedded server).
+  config whose tables are all up to date — the first call (creates the HTTP client, reads the
+  checkpoints) and the median of ``--repeat`` more; checks every outcome is ``up_to_date`` and
+  that no Spark engine was started (``pysail`` never imported, no embedded server), and lists
+  which of the modules a no-op pass should not need were imported (``heavy_imported``).
 * ``poll --config CFG``: ``SyncEngine.source_versions()`` over every configured table (1,000 in
   the benchmark) — first call and median of ``--repeat`` more; counts tables that failed.
 
@@ -17,6 +18,9 @@ import json
 import statistics
 import sys
 import time
+
+# What a pass with nothing new should never import (each costs 0.05-0.3 s of start-up).
+HEAVY_MODULES = ("sqlalchemy", "alembic", "pydantic_settings", "pyarrow", "deltalake", "pyspark", "pysail", "dagster")
 
 
 def _timed(fn):  # noqa: ANN001, ANN202
@@ -36,6 +40,7 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
         first, results = _timed(engine.sync_all)
         warm = [_timed(engine.sync_all)[0] for _ in range(repeat)]
     outcomes = sorted({r.outcome.value for r in results})
+    heavy_imported = sorted(m for m in HEAVY_MODULES if m in sys.modules)
     import pipelines.spark as spark_module
 
     return {
@@ -48,6 +53,7 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
         "pysail_imported": "pysail" in sys.modules,
         "pyspark_imported": "pyspark" in sys.modules,
         "engine_started": spark_module._server is not None or bool(spark_module._sessions),
+        "heavy_imported": heavy_imported,
     }
 
 
