@@ -21,6 +21,7 @@ an empty batch returns before the factory is called, so it never starts an engin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from functools import reduce
 from pathlib import Path
@@ -40,10 +41,12 @@ from pipelines.layout import (
     keeps,
     projection,
     require_columns,
+    row_count,
     session_of,
     total,
     version_after,
 )
+from pipelines.rewrite import can_rewrite, rewrite_target
 from pipelines.snapshot import apply_snapshot, replace_target
 from pipelines.staged import (
     CHANGE_TYPE,
@@ -70,6 +73,10 @@ __all__ = [
     "staged_files",
 ]
 
+# Rewrite when the net changes reach 10 % of the target's rows: changed keys scattered over the
+# table then touch every file of more than ~50 rows, so a MERGE rewrites it all anyway.
+DEFAULT_REWRITE_THRESHOLD = 0.1
+
 _UPSERT = "_sharesync_upsert"  # merge source only: TRUE = the winning image stays (never written)
 
 
@@ -83,6 +90,7 @@ def apply_merge(
     row_filter: Column | None = None,
     soft_delete: bool = False,
     replay_from: int | None = None,
+    rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
 ) -> ApplyStats:
     """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
 
@@ -99,6 +107,11 @@ def apply_merge(
     directory to one netted file) — a Spark window over the key cost two thirds of an incremental
     sync on Sail. Keys match with plain ``=`` when no key in the batch is NULL (cheaper than
     NULL-safe ``<=>``; a NULL-keyed target row cannot be matched by such a batch anyway).
+
+    ``rewrite_threshold``: when the net changes number at least this share of the target's rows,
+    the target is rewritten instead (:mod:`pipelines.rewrite`: same result and guards, one
+    ``overwrite`` commit, several times cheaper when most files would be rewritten anyway);
+    ``None`` always MERGEs.
     """
     if not keys or isinstance(keys, str):
         raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
@@ -119,7 +132,17 @@ def apply_merge(
         out = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
         return create_target(out, target, rows)
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
-    added = _evolve(df, state, data_columns, add_deleted=soft_delete and DELETED_COLUMN not in state.column_names)
+    add_deleted = soft_delete and DELETED_COLUMN not in state.column_names
+    added = _evolve(df, state, data_columns, add_deleted=add_deleted)
+    if added or add_deleted:
+        state = dataclasses.replace(inspect_target(target), version=state.version)  # metrics count from before
+    if _rewrites(state, data_columns, soft_delete, netted.rows_after, rewrite_threshold):
+        counts = rewrite_target(
+            session, net, target, keys=keys, data_columns=data_columns, upsert_flag=_UPSERT,
+            soft_delete=soft_delete, replay_from=replay_from, null_keys=null_keys,
+        )  # fmt: skip
+        after = version_after(state.version, commit_metrics(target, state.version))
+        return ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, after, added)
     name = register_target(session, target)
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
     _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys).merge()
@@ -132,14 +155,20 @@ def apply_merge(
     return ApplyStats(rows, inserted, updated, deleted, version_after(state.version, commits), added)
 
 
+def _rewrites(
+    state: TargetState, data_columns: Sequence[str], soft_delete: bool, net_rows: int, threshold: float | None
+) -> bool:
+    if threshold is None or not can_rewrite(state, data_columns, soft_delete=soft_delete):
+        return False
+    return net_rows >= threshold * row_count(state.path)
+
+
 def _merge_source(net: DataFrame, data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
     """Net changes, projected, with the upsert flag computed on the full (unprojected) row."""
     from pyspark.sql import functions as F
 
     upsert = F.col(CHANGE_TYPE).isin(*UPSERT_TYPES) & keeps(row_filter)
-    return net.select(
-        *[col(c) for c in data_columns], COMMIT_VERSION, COMMIT_TIMESTAMP, upsert.alias(_UPSERT)
-    )
+    return net.select(*[col(c) for c in data_columns], COMMIT_VERSION, COMMIT_TIMESTAMP, upsert.alias(_UPSERT))
 
 
 def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, add_deleted: bool) -> tuple[str, ...]:

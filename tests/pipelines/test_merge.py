@@ -1,8 +1,14 @@
-"""Merge mode on real Sail and real Delta tables, checked with deltalake."""
+"""Merge mode on real Sail and real Delta tables, checked with deltalake.
+
+Every test runs twice: with the MERGE statement and with the copy-on-write rewrite
+(:mod:`pipelines.rewrite`) that ``apply_merge`` picks for batches large against the target.
+Both must give the same tables, guards and counts.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -25,11 +31,30 @@ from pipelines_support import (
     version_of,
 )
 
-from pipelines.merge import apply_append, apply_merge, apply_snapshot
+from pipelines import merge as merge_job
+from pipelines.layout import ApplyStats
+from pipelines.merge import apply_append, apply_snapshot
 from sync.errors import SchemaIncompatible, SyncError, TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+STRATEGIES = {"merge-statement": None, "rewrite": 0.0}  # rewrite_threshold: never / always rewrite
+_threshold: float | None = None
+
+
+@pytest.fixture(autouse=True, params=sorted(STRATEGIES))
+def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
+    global _threshold
+    _threshold = STRATEGIES[request.param]
+    yield request.param
+    _threshold = None
+
+
+def apply_merge(*args: Any, **kwargs: Any) -> ApplyStats:
+    """``pipelines.merge.apply_merge`` with this test's strategy."""
+    return merge_job.apply_merge(*args, rewrite_threshold=_threshold, **kwargs)
 
 
 def r(id: int | None, name: str | None, score: int | None) -> dict[str, Any]:

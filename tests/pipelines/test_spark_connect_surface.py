@@ -8,7 +8,7 @@ Apache Spark 4 + Delta Lake 4 accepts too:
   with an optional integer bound) — no ALTER TABLE, DESCRIBE HISTORY or ``delta.`path``` names;
 * writes are Delta writes by path with standard save modes and only the ``mergeSchema`` /
   ``overwriteSchema`` options (no ``replaceWhere``, no table properties);
-* reads are parquet files or registered tables;
+* reads are parquet files, registered tables or Delta tables by path;
 * every MERGE targets a name an earlier CREATE TABLE registered (Sail needs it; Spark accepts it);
 * every function in every expression is a Spark SQL builtin or a Connect operator alias.
 
@@ -37,7 +37,7 @@ SQL_SHAPES = [
     re.compile(rf"DELETE FROM {NAME} WHERE `_commit_version` > -?\d+"),
 ]
 # Spark SQL builtins (FunctionRegistry) plus the operator names the Connect planner maps.
-FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count"}
+FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count", "isNotNull"}
 WRITE_OPTIONS = {"mergeSchema", "overwriteSchema"}
 # UNSPECIFIED is Spark's default mode, error-if-exists: what creating a target relies on.
 SAVE_MODES = {"SAVE_MODE_APPEND", "SAVE_MODE_OVERWRITE", "SAVE_MODE_ERROR_IF_EXISTS", "SAVE_MODE_UNSPECIFIED"}
@@ -86,7 +86,7 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     from pipelines_support import SCHEMA
     from pyspark.sql import functions as F
 
-    merge_t, append_t, snap_t = (str(tmp_path / n / "it's") for n in ("m", "a", "s"))
+    merge_t, rewrite_t, append_t, snap_t = (str(tmp_path / n / "it's") for n in ("m", "r", "a", "s"))
     wider = pa.schema([*SCHEMA, ("extra", pa.string())])
     rows = [ins(1, id=i, name="a", score=i) for i in range(3)]
     changes = [
@@ -96,8 +96,12 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
         ins(2, id=None, name="n", score=2, extra=None),  # a NULL key: the MERGE matches NULL-safe
     ]
     keep = F.col("score") >= 0
-    apply_merge(spark, stage(rows), merge_t, keys=["id"], row_filter=keep)
-    apply_merge(spark, stage(changes, wider), merge_t, keys=["id"], row_filter=keep, soft_delete=True, replay_from=1)
+    for target, threshold in ((merge_t, None), (rewrite_t, 0.0)):  # the MERGE statement, then the rewrite
+        apply_merge(spark, stage(rows), target, keys=["id"], row_filter=keep)
+        apply_merge(
+            spark, stage(changes, wider), target, keys=["id"], row_filter=keep, soft_delete=True, replay_from=1,
+            rewrite_threshold=threshold,
+        )  # fmt: skip
     apply_append(spark, stage(rows), append_t, after_version=0)
     apply_append(spark, stage(changes, wider), append_t, after_version=1)
     apply_snapshot(spark, stage(rows), snap_t)
@@ -123,14 +127,16 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
         assert set(write.options) <= WRITE_OPTIONS, dict(write.options)
         assert not write.with_schema_evolution and not write.partitioning_columns
 
-    for source in by_type.get("spark.connect.Read.DataSource", []):
-        assert source.format == "parquet" and source.paths and not source.options
+    sources = by_type.get("spark.connect.Read.DataSource", [])
+    for source in sources:
+        assert source.format in ("parquet", "delta") and source.paths and not source.options
+    assert any(source.format == "delta" for source in sources)  # the recording saw the rewrite
     registered = {m.group(0) for s in statements if (m := re.search(NAME, s)) and s.startswith("CREATE")}
     for table in by_type.get("spark.connect.Read.NamedTable", []):
         assert table.unparsed_identifier in registered
 
     merges = by_type["spark.connect.MergeIntoTableCommand"]
-    assert len(merges) == 1  # the creating batch is a write; the second batch merges
+    assert len(merges) == 1  # the creating batches are writes; one second batch merges, one rewrites
     assert all(m.target_table_name in registered for m in merges)
 
     functions = {f.function_name for f in by_type.get("spark.connect.Expression.UnresolvedFunction", [])}
