@@ -78,16 +78,21 @@ def instrument() -> None:
         wrap(store.StateStore, method, f"store.{method}")
     wrap(batch, "stage", "stage (download+stage, wall)")
     wrap(batch, "stage_file", "stage_file (wall, summed over threads)", cpu=True)
+    wrap(batch, "load_file", "load_file (wall, summed over threads)", cpu=True)
+    wrap(batch, "write_netted", "write_netted (net in memory + write)", cpu=True)
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
     wrap(spark, "get_spark", "get_spark (engine start on 1st call)")
     wrap(merge, "apply_merge", "apply_merge (wall)")
     wrap(merge, "replace_target", "replace_target (wall)")
-    for name in ("inspect_target", "read_staged", "count_rows", "register_target", "commit_metrics", "version_after",
+    for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
                  "_evolve", "projection"):  # fmt: skip
         wrap(merge, name, f"apply_merge.{name}")
     for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",
                  "create_target"):  # fmt: skip
         wrap(snapshot, name, f"replace.{name}")
+    wrap(merge, "net_staged_batch", "apply_merge.net_staged_batch")
+    wrap(merge, "row_count", "apply_merge.row_count")
+    wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     original_writer = merge._merge_writer
 
     def merge_writer(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202

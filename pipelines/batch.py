@@ -16,13 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sync.changes import ChangeFile, select_change_files, snapshot_files
 from sync.client import ChangesResult, QueryResult, SharingClient
 from sync.download import DownloadedFile, Downloader, ProgressCallback, refresher_for
+from sync.errors import SchemaIncompatible
+from sync.netting import write_netted
 from sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
-from sync.staging import StageLayout, stage_file
+from sync.staging import StageLayout, load_file, stage_file
 from sync.wire import (
     AddFile,
     CdfFile,
@@ -91,11 +94,7 @@ def change_files(result: ChangesResult, end_version: int) -> list[ChangeFile]:
     ``endingVersion`` is only a hint to the server (spec: Read Data from a Table), so files
     of later versions may arrive and must wait for their own batch.
     """
-    actions = [
-        f
-        for f in result.files
-        if isinstance(f, AddFile | CdfFile | RemoveFile) and f.version <= end_version
-    ]
+    actions = [f for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile) and f.version <= end_version]
     return select_change_files(actions)
 
 
@@ -129,8 +128,14 @@ def stage(
     progress: ProgressCallback | None = None,
     downloader_factory: Callable[[Path], Downloader] | None = None,
     snapshot: bool = False,
+    net_keys: Sequence[str] | None = None,
 ) -> StagedBatch:
     """Download ``files`` and stage each as it completes; returns the staged batch.
+
+    ``net_keys`` (a merge-mode batch of changes): keep the files in memory as they arrive and
+    stage the batch as its net change per key (:mod:`sync.netting`) — one file instead of a
+    file per provider file that the job would read back only to net it. Memory is bounded by
+    the batch (``max_versions_per_batch``), as the netting itself is.
 
     ``snapshot``: the batch is a whole snapshot (a bootstrap). When it holds no file (an empty
     table, or a filter that prunes every file), one empty file with the layout's schema is
@@ -147,16 +152,18 @@ def stage(
         return staged
     by_file = {id(c.file): c for c in files}
     rows_per_file: dict[str, int] = {}
+    in_memory: dict[str, pa.Table] = {}
 
     def on_file(done: DownloadedFile) -> None:
         change = by_file[id(done.file)]
-        rows_per_file[done.path.name] = stage_file(done.path, data / done.path.name, change, layout)
+        if net_keys is None:
+            rows_per_file[done.path.name] = stage_file(done.path, data / done.path.name, change, layout)
+        else:
+            in_memory[done.path.name] = load_file(done.path, change, layout)
         done.path.unlink(missing_ok=True)  # keep disk use bounded by what is still in flight
 
     downloader = (
-        downloader_factory(raw)
-        if downloader_factory
-        else Downloader(raw, concurrency=concurrency, ca_bundle=ca_bundle)
+        downloader_factory(raw) if downloader_factory else Downloader(raw, concurrency=concurrency, ca_bundle=ca_bundle)
     )
     outcome = downloader.download(
         [c.file for c in files], refresher=refresher_for(client, result), progress=progress, on_file=on_file
@@ -165,8 +172,25 @@ def stage(
     staged.bytes = outcome.stats.bytes
     staged.url_refreshes = outcome.stats.url_refreshes
     staged.rows = sum(rows_per_file.values())
+    if net_keys is not None:
+        # File-name order, as the engine would read staged files: ties net the same every time.
+        batch = pa.concat_tables([in_memory.pop(name) for name in sorted(in_memory)], promote_options="none")
+        staged.rows = write_netted(batch, _key_columns(layout, net_keys), data).rows_before
+        del batch
+        pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
     shutil.rmtree(raw, ignore_errors=True)
     return staged
+
+
+def _key_columns(layout: StageLayout, keys: Sequence[str]) -> list[str]:
+    by_lower = {c.lower(): c for c in layout.columns}
+    missing = [k for k in keys if k.lower() not in by_lower]
+    if missing:
+        raise SchemaIncompatible(
+            f"the batch's schema has no key column {missing} (it has {', '.join(layout.columns)}); the provider "
+            "dropped or renamed a key: fix 'keys' in the config and run 'sharesync reset' for this table"
+        )
+    return [by_lower[k.lower()] for k in keys]
 
 
 def snapshot_change_files(result: QueryResult) -> list[ChangeFile]:

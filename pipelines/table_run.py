@@ -121,8 +121,11 @@ class TableRun:
             warnings=tuple(self.warnings),
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
-            columns=tuple((f.name, f.type_name) for f in context.metadata.metadata.table_schema.fields
-                          if f.name in context.layout.columns),
+            columns=tuple(
+                (f.name, f.type_name)
+                for f in context.metadata.metadata.table_schema.fields
+                if f.name in context.layout.columns
+            ),
         )
 
     # ------------------------------------------------------------ planning inputs
@@ -170,8 +173,13 @@ class TableRun:
         if replay_from is None or replay_from > checkpoint.version:
             return checkpoint  # nothing already applied is replayed: an ordinary sync
         back = dataclasses.replace(checkpoint, version=replay_from - 1, version_timestamp=None, updated_at=None)
-        log.info("%s: replaying from version %s (checkpoint %s → %s)", self.table.name, replay_from,
-                 checkpoint.version, back.version)
+        log.info(
+            "%s: replaying from version %s (checkpoint %s → %s)",
+            self.table.name,
+            replay_from,
+            checkpoint.version,
+            back.version,
+        )
         return self.store.advance_checkpoint(
             back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
         )
@@ -221,9 +229,7 @@ class TableRun:
 
     # ------------------------------------------------------------ execution
 
-    def _execute(
-        self, plan: SyncPlan, context: TablePlanContext, checkpoint: Checkpoint | None
-    ) -> Checkpoint | None:
+    def _execute(self, plan: SyncPlan, context: TablePlanContext, checkpoint: Checkpoint | None) -> Checkpoint | None:
         match plan:
             case UpToDate():
                 return checkpoint
@@ -288,8 +294,16 @@ class TableRun:
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         self.batches.append(
-            BatchResult("bootstrap", version, version, stats, time.monotonic() - began, stored.version_timestamp,
-                        stored.version_timestamp, warning)
+            BatchResult(
+                "bootstrap",
+                version,
+                version,
+                stats,
+                time.monotonic() - began,
+                stored.version_timestamp,
+                stored.version_timestamp,
+                warning,
+            )
         )
         return stored
 
@@ -308,8 +322,13 @@ class TableRun:
         match table.mode:
             case Mode.MERGE:
                 return merge.replace_target(
-                    self.engine.spark, staged, table.target, columns=self._columns(), keys=table.keys,
-                    row_filter=row_filter, soft_delete=table.soft_delete,
+                    self.engine.spark,
+                    staged,
+                    table.target,
+                    columns=self._columns(),
+                    keys=table.keys,
+                    row_filter=row_filter,
+                    soft_delete=table.soft_delete,
                 )
             case Mode.SNAPSHOT if checkpoint is None or reason is BootstrapReason.TARGET_CHANGED:
                 # First sync, or after 'sharesync reset': the schema is replaced too, which is the
@@ -327,7 +346,11 @@ class TableRun:
                 keeps_log = checkpoint is not None and reason in (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF)
                 after = checkpoint.version if keeps_log and checkpoint else -1
                 return merge.apply_append(
-                    self.engine.spark, staged, table.target, after_version=after, columns=self._columns(),
+                    self.engine.spark,
+                    staged,
+                    table.target,
+                    after_version=after,
+                    columns=self._columns(),
                     row_filter=row_filter,
                 )
         raise AssertionError(table.mode)  # pragma: no cover
@@ -353,18 +376,29 @@ class TableRun:
             metadata = batches.batch_schema(result, batch.end)
             files, _pruned = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
             layout = StageLayout.build(metadata.table_schema, metadata.partition_columns, context.layout.columns)
-            staged = self._stage(result, files, layout, directory, f"v{batch.start}..{batch.end}")
+            net_keys = table.keys if table.mode is Mode.MERGE else None
+            staged = self._stage(result, files, layout, directory, f"v{batch.start}..{batch.end}", net_keys=net_keys)
             self.keeper.check()
             row_filter = self._row_filter(context)
             if table.mode is Mode.APPEND:
                 applied = merge.apply_append(
-                    self.engine.spark, staged.path, table.target, after_version=batch.start - 1,
-                    columns=self._columns(), row_filter=row_filter,
+                    self.engine.spark,
+                    staged.path,
+                    table.target,
+                    after_version=batch.start - 1,
+                    columns=self._columns(),
+                    row_filter=row_filter,
                 )
             elif table.mode is Mode.MERGE:
                 applied = merge.apply_merge(
-                    self.engine.spark, staged.path, table.target, keys=table.keys, columns=self._columns(),
-                    row_filter=row_filter, soft_delete=table.soft_delete, replay_from=replay_from,
+                    self.engine.spark,
+                    staged.path,
+                    table.target,
+                    keys=table.keys,
+                    columns=self._columns(),
+                    row_filter=row_filter,
+                    soft_delete=table.soft_delete,
+                    replay_from=replay_from,
                 )
             else:  # pragma: no cover - snapshot mode never plans changes
                 raise AssertionError(table.mode)
@@ -389,8 +423,13 @@ class TableRun:
         start_ts = timestamps.get(batch.start)
         self.batches.append(
             BatchResult(
-                "changes", batch.start, batch.end, stats, time.monotonic() - began,
-                from_millis(start_ts) if start_ts is not None else None, stored.version_timestamp,
+                "changes",
+                batch.start,
+                batch.end,
+                stats,
+                time.monotonic() - began,
+                from_millis(start_ts) if start_ts is not None else None,
+                stored.version_timestamp,
             )
         )
         return stored
@@ -443,7 +482,12 @@ class TableRun:
         label: str,
         *,
         snapshot: bool = False,
+        net_keys: Sequence[str] | None = None,
     ) -> batches.StagedBatch:
+        if (files or snapshot) and self.engine.starts_own_spark:
+            from pipelines.spark import warm_up
+
+            warm_up(self.engine.config.spark)  # a job follows: start the engine while downloading
         return batches.stage(
             self.client,
             result,
@@ -454,6 +498,7 @@ class TableRun:
             ca_bundle=self.engine.config.ca_bundle,
             progress=self._progress_for(label, len(files)),
             snapshot=snapshot,
+            net_keys=net_keys,
         )
 
     def _columns(self) -> Sequence[str] | None:

@@ -11,7 +11,7 @@ group, not by the file.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,10 +58,30 @@ class StageLayout:
 
 def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout) -> int:
     """Write ``source`` to ``dest`` in the staged layout; returns the number of rows."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    rows = 0
+    # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
+    with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
+        for batch in layout_batches(source, change, layout):
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    os.replace(tmp, dest)
+    return rows
+
+
+def load_file(source: Path, change: ChangeFile, layout: StageLayout) -> pa.Table:
+    """``source`` in the staged layout, in memory (for a batch netted as it is downloaded)."""
+    return pa.Table.from_batches(list(layout_batches(source, change, layout)), schema=layout.target)
+
+
+def layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> Iterator[pa.RecordBatch]:
+    """The rows of a downloaded provider file, streamed in the staged layout."""
     try:
         parquet = pq.ParquetFile(source)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise DownloadError(f"file {change.id} (version {change.commit_version}) is not readable parquet: {exc}") from None
+        raise DownloadError(
+            f"file {change.id} (version {change.commit_version}) is not readable parquet: {exc}"
+        ) from None
     present = {name.lower(): name for name in parquet.schema_arrow.names}
     read_columns = [present[c.lower()] for c in layout.columns if c.lower() in present]
     if change.change_type is None:
@@ -70,16 +90,8 @@ def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout
         read_columns.append(present[CHANGE_TYPE])
     partition_values = {k.lower(): v for k, v in change.file.partition_values.items()}
     partition_lower = {c.lower() for c in layout.partition_columns}
-
-    tmp = dest.with_name(dest.name + ".tmp")
-    rows = 0
-    # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
-    with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
-        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=read_columns, use_threads=False):
-            writer.write_batch(_to_layout(batch, change, layout, partition_values, partition_lower))
-            rows += batch.num_rows
-    os.replace(tmp, dest)
-    return rows
+    for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=read_columns, use_threads=False):
+        yield _to_layout(batch, change, layout, partition_values, partition_lower)
 
 
 def _to_layout(

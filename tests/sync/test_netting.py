@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.netting import NETTED_FILE, net_staged_batch, net_table
+from sync.netting import NETTED_FILE, net_staged_batch, net_table, write_netted
 
 RANK = {"insert": 0, "update_postimage": 0, "delete": 1, "update_preimage": 2}
 
@@ -38,14 +38,21 @@ def reference(rows: list[tuple[int | None, int, str, str]]) -> dict[int | None, 
 
 def test_rules_inside_one_version() -> None:
     rows = [
-        (1, 5, "delete", "a"), (1, 5, "insert", "b"),  # a rewrite: the add wins
+        (1, 5, "delete", "a"),
+        (1, 5, "insert", "b"),  # a rewrite: the add wins
         (2, 5, "update_preimage", "c"),  # a lone preimage: acts as a delete
-        (3, 4, "insert", "d"), (3, 6, "delete", "d"),  # newest version wins
-        (None, 1, "insert", "e"), (None, 2, "update_postimage", "f"), (None, 2, "update_preimage", "e"),
+        (3, 4, "insert", "d"),
+        (3, 6, "delete", "d"),  # newest version wins
+        (None, 1, "insert", "e"),
+        (None, 2, "update_postimage", "f"),
+        (None, 2, "update_preimage", "e"),
     ]
     netted = net_table(batch(rows), ["id"]).to_pylist()
     assert {(r["id"], r["_change_type"], r["v"]) for r in netted} == {
-        (1, "insert", "b"), (2, "update_preimage", "c"), (3, "delete", "d"), (None, "update_postimage", "f"),
+        (1, "insert", "b"),
+        (2, "update_preimage", "c"),
+        (3, "delete", "d"),
+        (None, "update_postimage", "f"),
     }
 
 
@@ -84,3 +91,21 @@ def test_composite_keys_and_the_staged_directory(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [NETTED_FILE]
     rows = pq.read_table(tmp_path / NETTED_FILE).to_pylist()
     assert {(r["a"], r["b"], r["_commit_version"]) for r in rows} == {(1, "x", 2), (1, "y", 1), (None, None, 3)}
+
+
+def test_a_batch_netted_by_the_stager_is_not_netted_again(tmp_path: Path) -> None:
+    rows = [(1, 1, "insert", "a"), (1, 2, "update_postimage", "b"), (2, 1, "insert", "c"), (None, 1, "insert", "d")]
+    written = write_netted(batch(rows), ["id"], tmp_path)
+    assert (written.rows_before, written.rows_after, written.null_keys) == (4, 3, True)
+    stamp = (tmp_path / NETTED_FILE).stat().st_mtime_ns
+
+    again = net_staged_batch(tmp_path, ["id"])
+    assert again == written  # read from the file's own record: the row count before netting survives
+    assert (tmp_path / NETTED_FILE).stat().st_mtime_ns == stamp
+
+
+def test_a_file_named_like_a_netted_batch_but_without_its_record_is_netted(tmp_path: Path) -> None:
+    pq.write_table(batch([(1, 1, "insert", "a"), (1, 2, "delete", "a")]), tmp_path / NETTED_FILE)
+    result = net_staged_batch(tmp_path, ["id"])
+    assert (result.rows_before, result.rows_after) == (2, 1)
+    assert pq.read_table(tmp_path / NETTED_FILE).column("_change_type").to_pylist() == ["delete"]
