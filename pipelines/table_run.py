@@ -399,6 +399,7 @@ class TableRun:
                     row_filter=row_filter,
                     soft_delete=table.soft_delete,
                     replay_from=replay_from,
+                    rewrite_threshold=self.engine.config.rewrite_threshold(table),
                 )
             else:  # pragma: no cover - snapshot mode never plans changes
                 raise AssertionError(table.mode)

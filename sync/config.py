@@ -74,8 +74,22 @@ class SparkConfig(_Strict):
         return value
 
 
+class MergeStrategy(StrEnum):
+    """How merge mode applies a batch: see ``pipelines.merge.apply_merge``."""
+
+    AUTO = "auto"  # rewrite when the batch's net changes reach rewrite_threshold of the target's rows
+    MERGE = "merge"  # always the MERGE statement
+    REWRITE = "rewrite"  # always the copy-on-write rewrite (one overwrite commit)
+
+
 class TableDefaults(_Strict):
     max_versions_per_batch: int = Field(default=100, ge=1)
+    merge_strategy: MergeStrategy = MergeStrategy.AUTO
+    rewrite_threshold: float = Field(
+        default=0.1,
+        ge=0,
+        description="merge_strategy 'auto': share of the target's rows from which a batch rewrites it",
+    )
     download_concurrency: int = Field(default=8, ge=1, le=256)
     schedule: str | None = Field(default=None, description="cron expression for a Dagster schedule")
     freshness_minutes: float | None = Field(default=None, gt=0, description="lag bound for the freshness check")
@@ -94,6 +108,7 @@ class TableConfig(_Strict):
     where: list[Predicate] = Field(default_factory=list)
     columns: list[str] | None = None
     soft_delete: bool = False
+    merge_strategy: MergeStrategy | None = None
     start: Start = "latest"
     max_versions_per_batch: int | None = Field(default=None, ge=1)
     download_concurrency: int | None = Field(default=None, ge=1, le=256)
@@ -141,6 +156,8 @@ class TableConfig(_Strict):
             raise ValueError("mode 'merge' needs 'keys' (the primary-key columns), or use mode 'append'/'snapshot'")
         if self.soft_delete and self.mode is not Mode.MERGE:
             raise ValueError("'soft_delete' only applies to mode 'merge'")
+        if self.merge_strategy is not None and self.mode is not Mode.MERGE:
+            raise ValueError("'merge_strategy' only applies to mode 'merge'")
         return self
 
     @property
@@ -202,6 +219,13 @@ class SharesyncConfig(_Strict):
 
     def concurrency(self, table: TableConfig) -> int:
         return table.download_concurrency or self.defaults.download_concurrency
+
+    def rewrite_threshold(self, table: TableConfig) -> float | None:
+        """``apply_merge``'s threshold for ``table``: None = always MERGE, 0 = always rewrite."""
+        strategy = table.merge_strategy or self.defaults.merge_strategy
+        if strategy is MergeStrategy.MERGE:
+            return None
+        return 0.0 if strategy is MergeStrategy.REWRITE else self.defaults.rewrite_threshold
 
 
 def _validate_cron(value: str | None) -> str | None:

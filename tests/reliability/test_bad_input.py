@@ -95,6 +95,18 @@ CONFIG_CASES = [
     Case("unknown-table-field", lambda s, r: _table(r, kyes=["id"]), 2, "tables[0].kyes: unknown field"),
     Case("merge-without-keys", lambda s, r: _table(r, keys=None), 2, "tables[0]: mode 'merge' needs 'keys'"),
     Case(
+        "merge-strategy-unknown",
+        lambda s, r: _table(r, merge_strategy="upsert"),
+        2,
+        "tables[0].merge_strategy: Input should be 'auto', 'merge' or 'rewrite'",
+    ),
+    Case(
+        "merge-strategy-outside-merge-mode",
+        lambda s, r: _table(r, mode="append", keys=None, merge_strategy="rewrite"),
+        2,
+        "tables[0]: 'merge_strategy' only applies to mode 'merge'",
+    ),
+    Case(
         "keys-not-in-the-schema",
         lambda s, r: _table(r, keys=["order_id"]),
         2,
