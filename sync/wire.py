@@ -4,6 +4,8 @@ Both sides use them: the client validates each NDJSON line into one :data:`Actio
 local server builds its answers from the same models, so the two cannot drift apart.
 Unknown fields are ignored (the protocol's forward-compatibility rule); a line with an
 unknown action key, or more than one, is a :class:`~sync.errors.ProtocolViolation`.
+Every model is built lazily (``defer_build``): on first use, not at import, so a command that
+never reads a listing or an action (a no-op sync) does not pay for building them.
 Spec: ``shared/spec/delta-sharing-protocol.txt`` ("API Response Format in Parquet").
 """
 
@@ -22,7 +24,9 @@ from sync.errors import ProtocolViolation
 class WireModel(BaseModel):
     """Frozen, camelCase on the wire, snake_case in Python, unknown fields ignored."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore")
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore", defer_build=True
+    )
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -104,7 +108,7 @@ class QueryRequest(WireModel):
 
 
 class StructField(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     name: str
     type: str | dict[str, Any]
@@ -118,7 +122,7 @@ class StructField(BaseModel):
 
 
 class StructType(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     type: Literal["struct"] = "struct"
     fields: list[StructField]
@@ -174,7 +178,9 @@ class Metadata(WireModel):
 class FileStats(BaseModel):
     """Per-file statistics (the ``stats`` JSON string); every part may be missing."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", populate_by_name=True, alias_generator=to_camel, defer_build=True
+    )
 
     num_records: int | None = None
     min_values: dict[str, Any] = Field(default_factory=dict)

@@ -278,4 +278,36 @@ def test_ca_bundle_errors_are_config_errors(tmp_path: pytest.TempPathFactory) ->
     bad.write_text("not a certificate")
     with pytest.raises(ConfigError, match="is not a PEM certificate file"):
         ssl_context(bad)
-    assert ssl_context(None) is True
+
+
+def test_default_trust_is_verified_from_the_start_and_loaded_on_first_tls_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    import ssl
+    from pathlib import Path
+
+    import certifi
+
+    from sync.errors import ConfigError
+    from sync.http import DeferredTrustContext, ssl_context
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    context = ssl_context(None)
+    assert isinstance(context, DeferredTrustContext)
+    assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0  # nothing read yet
+    context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="sharing.example.com")
+    expected = ssl.create_default_context(cafile=certifi.where()).cert_store_stats()
+    assert context.cert_store_stats() == expected  # what httpx's verify=True trusts
+
+    # httpx's overrides are honoured, and a CA file that cannot be read is a config error
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    context = ssl_context(None)
+    context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="sharing.example.com")
+    assert context.cert_store_stats() == expected
+    bad = Path(str(tmp_path)) / "missing.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(bad))
+    context = ssl_context(None)
+    with pytest.raises(ConfigError, match="cannot load trusted certificates from SSL_CERT_FILE"):
+        context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="sharing.example.com")
