@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -54,7 +54,9 @@ from sync.predicates.types import (
     kind_of,
 )
 from sync.predicates.values import parse_instant, parse_wall_clock, to_float32
-from sync.wire import StructType
+
+if TYPE_CHECKING:
+    from sync.wire import StructType
 
 _COMPARISONS = {
     Op.EQ: CmpOp.EQ,

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sync.errors import SharesyncError
 from sync.predicates.evaluate import compare, evaluate, literal_prefix
@@ -67,7 +67,9 @@ from sync.predicates.expr import (
 )
 from sync.predicates.types import Kind
 from sync.predicates.values import parse_instant, parse_partition_value, parse_wall_clock
-from sync.wire import FileStats, StructType
+
+if TYPE_CHECKING:
+    from sync.wire import FileStats, StructType
 
 _MS = timedelta(milliseconds=1)
 _ANY_OFFSET = timedelta(hours=14)  # UTC offsets run from -12:00 to +14:00
