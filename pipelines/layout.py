@@ -101,7 +101,7 @@ def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> Non
     if missing:
         raise TargetError(
             f"target '{state.path}' is a Delta table without {', '.join(missing)}, so it was not written by "
-            f"sharesync in '{mode}' mode; point 'target' at a new path, or run 'sharesync reset NAME' to rebuild it"
+            f"sharesync in '{mode}' mode; point 'target' at a new path, or run 'sharesync reset' for this table to rebuild it"
         )
 
 

@@ -71,7 +71,7 @@ def check_schema(target: Mapping[str, Any], source: Mapping[str, Any], *, where:
         problems += [f"column '{name}' changed type {_show(old)} -> {_show(new)}" for name, old, new in changed]
         raise SchemaIncompatible(
             f"breaking schema change for {where}: {'; '.join(problems)}. Nothing was written. "
-            "Run 'sharesync reset NAME' to re-bootstrap the target from a fresh snapshot, "
+            "Run 'sharesync reset' for this table to re-bootstrap the target from a fresh snapshot, "
             "or ask the provider to restore the column (or fix 'columns' in the config)."
         )
     return SchemaChange(
