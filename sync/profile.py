@@ -62,7 +62,10 @@ class Credentials(Protocol):
 
 class _ProfileBase(BaseModel):
     # Unknown fields are ignored: providers add fields within a shareCredentialsVersion.
-    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore")
+    # Built on first use (defer_build): a run validates one profile type, not all three.
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore", defer_build=True
+    )
 
     share_credentials_version: int
     endpoint: str
@@ -299,7 +302,7 @@ class BasicCredentials:
 class _TokenResponse(BaseModel):
     """RFC 6749 §5.1; ``expires_in`` is sometimes sent as a string, so it is coerced."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     access_token: str = Field(min_length=1)
     expires_in: float | None = Field(default=None, gt=0)
