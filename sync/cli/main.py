@@ -18,11 +18,6 @@ import click
 from sync.errors import SharesyncError
 from sync.redact import install_log_redaction, redact
 
-# httpx imports its own command-line client (rich progress and syntax, pygments) whenever
-# it is installed; this process never runs it, and skipping it saves ~12 ms on every command.
-# A None entry makes that import fail, and httpx then defines a stub ``httpx.main`` instead.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
 # command name → "module:attribute"; each module owns one command (or group).
 COMMANDS: dict[str, str] = {
     "db": "sync.cli.db:db",
