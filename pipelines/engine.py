@@ -79,11 +79,6 @@ class SyncEngine:
             self._store = open_store(self.config.state_store)
         return self._store
 
-    @property
-    def starts_own_spark(self) -> bool:
-        """True when jobs get the configured engine (not a session or factory handed in)."""
-        return self._spark_factory is None
-
     def spark(self) -> SparkSession:
         if self._spark_factory is not None:
             return self._spark_factory()

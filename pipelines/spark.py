@@ -23,7 +23,7 @@ from sync.config import SparkConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "stop_spark", "warm_up"]
+__all__ = ["get_spark", "stop_spark"]
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC.
 _FIXED_CONF = {"spark.sql.session.timeZone": "UTC"}
@@ -44,23 +44,6 @@ def get_spark(config: SparkConfig | None = None) -> SparkSession:
             session = _connect(url, {**config.conf, **_FIXED_CONF})
             _sessions[key] = session
         return session
-
-
-def warm_up(config: SparkConfig | None = None) -> None:
-    """Start the embedded engine in the background, so its start overlaps the downloads.
-
-    Only the embedded engine is warmed (a remote one has no start to hide). A failed start is
-    not reported here: the job's own :func:`get_spark` call starts again and raises it.
-    """
-    config = config or SparkConfig()
-    if config.remote is not None:
-        return
-
-    def start() -> None:
-        with contextlib.suppress(Exception):  # surfaced by the job's own get_spark() call
-            get_spark(config)
-
-    threading.Thread(target=start, name="sharesync-engine-start", daemon=True).start()
 
 
 def stop_spark() -> None:

@@ -485,10 +485,6 @@ class TableRun:
         snapshot: bool = False,
         net_keys: Sequence[str] | None = None,
     ) -> batches.StagedBatch:
-        if (files or snapshot) and self.engine.starts_own_spark:
-            from pipelines.spark import warm_up
-
-            warm_up(self.engine.config.spark)  # a job follows: start the engine while downloading
         return batches.stage(
             self.client,
             result,
