@@ -8,10 +8,9 @@ Steps (each variant in its own child process, measured like ``bench.run``: wall 
    ``pipelines.merge.apply_merge`` is called, copy the staged batch aside, stop.
 2. ``net-arrow``: the batch's net change per key computed with pyarrow (one sort on key,
    version desc, change rank), written as one parquet file — what staging could hand over.
-3. Sail (embedded, through ``pipelines.merge.apply_merge`` on a copy of the start target):
-   ``sail-as-is`` (the staged batch, window net change inside Spark), ``sail-prenetted-window``
-   (the Arrow-netted file, window still applied), ``sail-prenetted`` (no window),
-   ``sail-prenetted-eq`` (no window, ``=`` instead of the NULL-safe ``<=>`` on the key).
+3. Sail (embedded, through ``pipelines.merge.apply_merge`` on a copy of the start target, the
+   netted batch as the stager writes it): ``sail-merge`` (the MERGE statement) and
+   ``sail-rewrite`` (the copy-on-write rewrite, ``pipelines.rewrite``).
 4. ``deltars``: ``deltalake`` MERGE of the Arrow-netted file with the same guard clauses.
 
 Every MERGE variant must report the same inserted/updated/deleted counts; they are printed.
@@ -95,21 +94,23 @@ def _fresh_target(size: str) -> str:
 
 
 def sail(size: str, variant: str) -> dict:
+    """The netted batch through ``apply_merge`` on embedded Sail, as a MERGE or as a rewrite."""
+    import pyarrow.parquet as pq
+
     import pipelines.merge as merge
     from pipelines.spark import get_spark
+    from sync.netting import write_netted
 
     p = _paths(size)
     target = _fresh_target(size)
+    staged = p["net"].with_name("exp-net-staged")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    write_netted(pq.read_table(p["net"] / "net.parquet"), ["id"], staged)  # as the stager leaves it
     spark = get_spark()
-    staged = p["staged"] if variant == "sail-as-is" else p["net"]
-    if variant in ("sail-prenetted", "sail-prenetted-eq"):
-        merge.net_changes = lambda df, keys: df
-    if variant == "sail-prenetted-eq":
-        from pyspark.sql import functions as F
-
-        merge._key_match = lambda keys, t, s: F.col(f"{t}.id") == F.col(f"{s}.id")
     began = time.monotonic()
-    stats = merge.apply_merge(spark, staged, target, keys=["id"])
+    threshold = None if variant == "sail-merge" else 0.0
+    stats = merge.apply_merge(spark, staged, target, keys=["id"], rewrite_threshold=threshold)
     return {"merge_s": time.monotonic() - began, "inserted": stats.inserted, "updated": stats.updated,
             "deleted": stats.deleted}  # fmt: skip
 
@@ -139,7 +140,7 @@ def deltars(size: str) -> dict:
             "updated": metrics["num_target_rows_updated"], "deleted": metrics["num_target_rows_deleted"]}  # fmt: skip
 
 
-VARIANTS = ("net-arrow", "sail-as-is", "sail-prenetted-window", "sail-prenetted", "sail-prenetted-eq", "deltars")
+VARIANTS = ("net-arrow", "sail-merge", "sail-rewrite", "deltars")
 
 
 def child(step: str, size: str) -> None:
