@@ -103,9 +103,9 @@ def apply_merge(
     overwritten by this batch even when not older — the replay re-applies history the target
     already claims to have. Re-running such a batch rewrites the same values again.
 
-    The net change per key is computed in Arrow (:mod:`sync.netting`, which rewrites the staged
-    directory to one netted file) — a Spark window over the key cost two thirds of an incremental
-    sync on Sail. Keys match with plain ``=`` when no key in the batch is NULL (cheaper than
+    The net change per key is computed in Arrow (:mod:`sync.netting`): the stager nets a merge
+    batch as it downloads it, and a batch staged otherwise is netted here, in place — a Spark
+    window over the key cost two thirds of an incremental sync on Sail. Keys match with plain ``=`` when no key in the batch is NULL (cheaper than
     NULL-safe ``<=>``; a NULL-keyed target row cannot be matched by such a batch anyway).
 
     ``rewrite_threshold``: when the net changes number at least this share of the target's rows,
