@@ -56,6 +56,7 @@ from sync.timestamps import from_millis
 
 if TYPE_CHECKING:
     from pipelines.engine import SyncEngine
+    from pipelines.layout import ApplyStats
     from sync.changes import ChangeFile
     from sync.client import ChangesResult, QueryResult, TableMetadata
 
@@ -279,14 +280,7 @@ class TableRun:
             stored = self._advance(
                 checkpoint, version, commit_ts, result.metadata.id, result.metadata.schema_string, rewind=True
             )
-            stats = RunStats(
-                rows_inserted=applied.inserted,
-                rows_updated=applied.updated,
-                rows_deleted=applied.deleted,
-                files_downloaded=staged.files,
-                bytes_downloaded=staged.bytes,
-                url_refreshes=staged.url_refreshes,
-            )
+            stats = _run_stats(applied, staged)
             self.store.finish_run(run_id, RunStatus.SUCCEEDED, stats, end_version=version, note=warning)
         except BaseException as exc:
             self._fail_run(run_id, exc)
@@ -407,14 +401,7 @@ class TableRun:
             end_ts = timestamps.get(batch.end)
             commit_ts = from_millis(end_ts) if end_ts is not None else checkpoint.version_timestamp
             stored = self._advance(checkpoint, batch.end, commit_ts, metadata.id, metadata.schema_string)
-            stats = RunStats(
-                rows_inserted=applied.inserted,
-                rows_updated=applied.updated,
-                rows_deleted=applied.deleted,
-                files_downloaded=staged.files,
-                bytes_downloaded=staged.bytes,
-                url_refreshes=staged.url_refreshes,
-            )
+            stats = _run_stats(applied, staged)
             self.store.finish_run(run_id, RunStatus.SUCCEEDED, stats, end_version=batch.end)
         except BaseException as exc:
             self._fail_run(run_id, exc)
@@ -505,6 +492,18 @@ class TableRun:
         if self.engine._progress is None or files == 0:
             return None
         return self.engine._progress(f"{self.table.name} {label}", files)
+
+
+def _run_stats(applied: ApplyStats, staged: batches.StagedBatch) -> RunStats:
+    """What one batch did, as the run record keeps it."""
+    return RunStats(
+        rows_inserted=applied.inserted,
+        rows_updated=applied.updated,
+        rows_deleted=applied.deleted,
+        files_downloaded=staged.files,
+        bytes_downloaded=staged.bytes,
+        url_refreshes=staged.url_refreshes,
+    )
 
 
 def _view(checkpoint: Checkpoint | None, table: TableConfig) -> CheckpointView | None:

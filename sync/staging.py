@@ -62,7 +62,7 @@ def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout
     rows = 0
     # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
     with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
-        for batch in layout_batches(source, change, layout):
+        for batch in _layout_batches(source, change, layout):
             writer.write_batch(batch)
             rows += batch.num_rows
     os.replace(tmp, dest)
@@ -71,10 +71,10 @@ def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout
 
 def load_file(source: Path, change: ChangeFile, layout: StageLayout) -> pa.Table:
     """``source`` in the staged layout, in memory (for a batch netted as it is downloaded)."""
-    return pa.Table.from_batches(list(layout_batches(source, change, layout)), schema=layout.target)
+    return pa.Table.from_batches(list(_layout_batches(source, change, layout)), schema=layout.target)
 
 
-def layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> Iterator[pa.RecordBatch]:
+def _layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> Iterator[pa.RecordBatch]:
     """The rows of a downloaded provider file, streamed in the staged layout."""
     try:
         # Buffered page reads: memory follows the batch size, not the provider's row-group size
