@@ -6,17 +6,16 @@ without two ``conftest`` modules on ``sys.path`` shadowing each other.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+from provider_tables import ProviderTables
 
 from pipelines.engine import SyncEngine
 from sync.config import SharesyncConfig, parse_config
-from sync.samples import apply_random_commits, create_sample_table, table_path
 from sync.server.runner import SharingServer
 
 SHARE, SCHEMA = "e2e", "s"
@@ -42,8 +41,10 @@ class CountingTransport(httpx.BaseTransport):
         return [path.rsplit("/", 1)[-1] for _, path in self.requests]
 
 
-class Workspace:
+class Workspace(ProviderTables):
     """One test's provider, server, config and engines, all under ``tmp_path``."""
+
+    share, schema = SHARE, SCHEMA
 
     def __init__(self, root: Path, server: SharingServer) -> None:
         self.root = root
@@ -53,23 +54,7 @@ class Workspace:
         self._engines: list[SyncEngine] = []
         self._closers: list[Callable[[], None]] = []
 
-    # -- provider side
-
-    def path(self, table: str) -> Path:
-        return table_path(self.provider, SHARE, SCHEMA, table)
-
-    def table(self, table: str, *, rows: int = 40, partitioned: bool = True, cdf: bool = True, seed: int = 0) -> Path:
-        """Create ``e2e.s.<table>`` (version 0, all sample types, nulls everywhere but ``id``)."""
-        return create_sample_table(self.path(table), rows=rows, partitioned=partitioned, cdf=cdf, seed=seed)
-
-    def commit(self, table: str, n: int, seed: int) -> list[str]:
-        return apply_random_commits(self.path(table), random.Random(seed), n)
-
-    @staticmethod
-    def name(table: str) -> str:
-        return f"{SHARE}.{SCHEMA}.{table}"
-
-    # -- recipient side
+    # -- recipient side (the provider side: ProviderTables)
 
     def target(self, table: str) -> str:
         return str(self.root / "warehouse" / table)
@@ -118,8 +103,6 @@ class Workspace:
             engine.close()
         for close in self._closers:
             close()
-
-
 
 
 def never_spark() -> Any:

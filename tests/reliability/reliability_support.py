@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 from deltalake import DeltaTable, write_deltalake
+from provider_tables import ProviderTables
 from verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -42,7 +43,7 @@ from pipelines.batch import batch_dir
 from pipelines.engine import SyncEngine
 from state import Checkpoint, StateStore, open_store
 from sync.config import SharesyncConfig, parse_config
-from sync.samples import apply_random_commits, create_sample_table, sample_rows, table_path
+from sync.samples import sample_rows
 from sync.server.runner import SharingServer
 
 SHARE, SCHEMA = "rel", "s"
@@ -62,8 +63,6 @@ def poll(condition: Callable[[], Any], *, timeout: float, what: str, every: floa
         time.sleep(every)
 
 
-
-
 @dataclass
 class Expectation:
     """What one table's target must hold, beyond "the source at the checkpoint".
@@ -81,8 +80,10 @@ class Expectation:
 
 
 @dataclass
-class Site:
+class Site(ProviderTables):
     """One test's provider, server and recipient, all under ``root``."""
+
+    share, schema = SHARE, SCHEMA  # not annotated: class attributes, not dataclass fields
 
     root: Path
     server: SharingServer
@@ -96,20 +97,7 @@ class Site:
         self._engines: list[SyncEngine] = []
         self._closers: list[Callable[[], None]] = []
 
-    # -- provider side
-
-    @staticmethod
-    def name(table: str) -> str:
-        return f"{SHARE}.{SCHEMA}.{table}"
-
-    def path(self, table: str) -> Path:
-        return table_path(self.provider, SHARE, SCHEMA, table)
-
-    def table(self, table: str, *, rows: int = 40, partitioned: bool = True, cdf: bool = True, seed: int = 0) -> Path:
-        return create_sample_table(self.path(table), rows=rows, partitioned=partitioned, cdf=cdf, seed=seed)
-
-    def commit(self, table: str, n: int, seed: int) -> list[str]:
-        return apply_random_commits(self.path(table), random.Random(seed), n)
+    # -- provider side (names, paths, tables and commits: ProviderTables)
 
     def append(self, table: str, n: int, seed: int, rows: int = 5) -> None:
         """``n`` plain appends of ``rows`` new keys each (no file is ever removed)."""
