@@ -5,12 +5,12 @@
 Steps (each variant in its own child process, measured like ``bench.run``: wall and peak RSS):
 
 1. ``capture``: restore the incremental start state, run ``sharesync sync`` up to the moment
-   ``pipelines.merge.apply_merge`` is called, copy the staged batch aside, stop.
+   ``sharesync.pipelines.jobs.merge.apply_merge`` is called, copy the staged batch aside, stop.
 2. ``net-arrow``: the batch's net change per key computed with pyarrow (one sort on key,
    version desc, change rank), written as one parquet file — what staging could hand over.
-3. Sail (embedded, through ``pipelines.merge.apply_merge`` on a copy of the start target, the
+3. Sail (embedded, through ``sharesync.pipelines.jobs.merge.apply_merge`` on a copy of the start target, the
    netted batch as the stager writes it): ``sail-merge`` (the MERGE statement) and
-   ``sail-rewrite`` (the copy-on-write rewrite, ``pipelines.rewrite``).
+   ``sail-rewrite`` (the copy-on-write rewrite, ``sharesync.pipelines.jobs.rewrite``).
 4. ``deltars``: ``deltalake`` MERGE of the Arrow-netted file with the same guard clauses.
 
 Every MERGE variant must report the same inserted/updated/deleted counts; they are printed.
@@ -35,8 +35,8 @@ def _paths(size: str) -> dict[str, Path]:
 
 
 def capture(size: str) -> dict:
-    import pipelines.merge as merge
-    import sync.cli.main as cli
+    import sharesync.pipelines.jobs.merge as merge
+    import sharesync.sync.cli.main as cli
 
     p = _paths(size)
     shutil.rmtree(p["run"], ignore_errors=True)
@@ -97,9 +97,9 @@ def sail(size: str, variant: str) -> dict:
     """The netted batch through ``apply_merge`` on embedded Sail, as a MERGE or as a rewrite."""
     import pyarrow.parquet as pq
 
-    import pipelines.merge as merge
-    from pipelines.spark import get_spark
-    from sync.netting import write_netted
+    import sharesync.pipelines.jobs.merge as merge
+    from sharesync.pipelines.jobs.session import get_spark
+    from sharesync.sync.staging.netting import write_netted
 
     p = _paths(size)
     target = _fresh_target(size)

@@ -6,7 +6,7 @@ share through the same server pays, so "sharesync / limit" says how much sharesy
 * ``snapshot [--version V]``: ``POST …/query`` → every ``file`` of the snapshot;
 * ``changes --from S [--to E]``: ``GET …/changes`` → per version, the ``cdf`` files when the
   version has any, else its ``add``/``remove`` files (the protocol's rule, the same files
-  sharesync downloads: see ``sync.changes.select_change_files``).
+  sharesync downloads: see ``sharesync.sync.protocol.changes.select_change_files``).
 
 Downloads run on one asyncio loop with ``--concurrency`` connections (sharesync's default is
 8); each body is decoded with ``pyarrow.parquet`` on a small thread pool as soon as it

@@ -63,13 +63,13 @@ def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None
 
 
 def instrument() -> None:
-    import pipelines.batch as batch
-    import pipelines.merge as merge
-    import pipelines.snapshot as snapshot
-    import pipelines.spark as spark
-    import state.store as store
-    import sync.client as client
-    import sync.download as download
+    import sharesync.pipelines.jobs.merge as merge
+    import sharesync.pipelines.jobs.session as spark
+    import sharesync.pipelines.jobs.snapshot as snapshot
+    import sharesync.state.store as store
+    import sharesync.sync.protocol.client as client
+    import sharesync.sync.protocol.download as download
+    import sharesync.sync.staging.batch as batch
 
     for method in ("table_version", "metadata", "changes", "query"):
         wrap(client.SharingClient, method, f"client.{method}")
@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv)
     began = time.monotonic()
-    import pipelines.engine  # noqa: F401
-    import sync.cli.main as cli
-    import sync.cli.syncing  # noqa: F401
+    import sharesync.pipelines.run.engine  # noqa: F401
+    import sharesync.sync.cli.main as cli
+    import sharesync.sync.cli.syncing  # noqa: F401
 
     _record("imports (cli + engine)", time.monotonic() - began)
     instrument()

@@ -31,8 +31,8 @@ def _timed(fn):  # noqa: ANN001, ANN202
 
 def noop(config_file: str, repeat: int) -> dict[str, object]:
     began = time.perf_counter()
-    from pipelines.engine import SyncEngine
-    from sync.config import load_config
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.sync.core.config import load_config
 
     imported = time.perf_counter() - began
     config = load_config(config_file)
@@ -41,7 +41,7 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
         warm = [_timed(engine.sync_all)[0] for _ in range(repeat)]
     outcomes = sorted({r.outcome.value for r in results})
     heavy_imported = sorted(m for m in HEAVY_MODULES if m in sys.modules)
-    import pipelines.spark as spark_module
+    import sharesync.pipelines.jobs.session as spark_module
 
     return {
         "import_seconds": imported,
@@ -58,8 +58,8 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
 
 
 def poll(config_file: str, repeat: int) -> dict[str, object]:
-    from pipelines.engine import SyncEngine
-    from sync.config import load_config
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.sync.core.config import load_config
 
     config = load_config(config_file)
     with SyncEngine(config) as engine:

@@ -19,7 +19,7 @@ minute and L (5 M) a few. The result is cached under ``bench/data/<key>/`` where
 every parameter (and :data:`GENERATOR_VERSION`); a ``workload.json`` marker is written last,
 so an interrupted generation is redone, and a finished one is reused.
 
-The schema is :data:`sync.samples.SAMPLE_SCHEMA` (one column per protocol primitive type,
+The schema is :data:`sharesync.sync.server.samples.SAMPLE_SCHEMA` (one column per protocol primitive type,
 ~10 % nulls in every column but ``id``); the partition column ``region`` is never null here.
 
 CLI: ``python -m bench.workload --rows 1000000`` (prints the workload description).
@@ -99,7 +99,7 @@ def _with_nulls(rng: np.random.Generator, values: pa.Array) -> pa.Array:
 
 def make_rows(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
     """Rows of ``SAMPLE_SCHEMA`` for ``ids``, vectorised; ~10 % nulls in every column but id/region."""
-    from sync.samples import SAMPLE_SCHEMA
+    from sharesync.sync.server.samples import SAMPLE_SCHEMA
 
     n = len(ids)
     id_array = pa.array(ids.astype(np.int64))

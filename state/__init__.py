@@ -1,10 +1,10 @@
 """The state store: per-table checkpoints, run history and leases (SQLite or PostgreSQL).
 
-Start at :func:`open_store`; the guarantees are drawn in :mod:`state.store`.
+Start at :func:`open_store`; the guarantees are drawn in :mod:`sharesync.state.store`.
 
 Importing this package is cheap: the store and the migrations, which need SQLAlchemy, are
 loaded on first use of their names. A sync pass with nothing new never uses them (see
-:mod:`state.sqlite`), so it never pays for SQLAlchemy.
+:mod:`sharesync.state.sqlite`), so it never pays for SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from state.domain import Checkpoint, Lease, RunRecord, RunStats, RunStatus
-from state.lease import LeaseKeeper, default_owner
-from state.revisions import head_revision
+from sharesync.state.domain import Checkpoint, Lease, RunRecord, RunStats, RunStatus
+from sharesync.state.lease import LeaseKeeper, default_owner
+from sharesync.state.revisions import head_revision
 
 if TYPE_CHECKING:
-    from state.migrate import current_revision, upgrade
-    from state.store import Clock, StateStore, open_store
+    from sharesync.state.migrate import current_revision, upgrade
+    from sharesync.state.store import Clock, StateStore, open_store
 
 # Public names that live in modules importing SQLAlchemy: name → module.
 _LAZY = {
-    "Clock": "state.store",
-    "StateStore": "state.store",
-    "open_store": "state.store",
-    "current_revision": "state.migrate",
-    "upgrade": "state.migrate",
+    "Clock": "sharesync.state.store",
+    "StateStore": "sharesync.state.store",
+    "open_store": "sharesync.state.store",
+    "current_revision": "sharesync.state.migrate",
+    "upgrade": "sharesync.state.migrate",
 }
 
 

@@ -1,6 +1,6 @@
 """Connections to the state database: URL checks, one engine per URL, and error translation.
 
-This is the one place where SQLAlchemy/driver exceptions become :mod:`sync.errors` classes,
+This is the one place where SQLAlchemy/driver exceptions become :mod:`sharesync.sync.core.errors` classes,
 and the one place that knows the two backends' quirks:
 
 * **SQLite** runs in WAL mode (readers never block the writer) with a busy timeout, and every
@@ -14,7 +14,7 @@ and the one place that knows the two backends' quirks:
   ``postgresql+psycopg://``, because SQLAlchemy's default driver psycopg2 is not installed).
 
 Passwords: the URL shown anywhere is rendered with the password hidden, the password is
-registered with :func:`sync.redact.register_secret`, and engines hide bound parameters in
+registered with :func:`sharesync.sync.core.redact.register_secret`, and engines hide bound parameters in
 their error messages.
 """
 
@@ -30,9 +30,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 
-from state.sqlite import SQLITE_BUSY_TIMEOUT_MS
-from sync.errors import ConfigError, SharesyncError, StateError, StateStoreUnavailable
-from sync.redact import redact, register_secret
+from sharesync.state.sqlite import SQLITE_BUSY_TIMEOUT_MS
+from sharesync.sync.core.errors import ConfigError, SharesyncError, StateError, StateStoreUnavailable
+from sharesync.sync.core.redact import redact, register_secret
 
 PG_CONNECT_TIMEOUT_S = 10
 

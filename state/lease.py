@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from state.domain import Lease
-from sync.errors import LeaseHeld, StateError
+from sharesync.state.domain import Lease
+from sharesync.sync.core.errors import LeaseHeld, StateError
 
 if TYPE_CHECKING:
-    from state.store import StateStore
+    from sharesync.state.store import StateStore
 
 log = logging.getLogger("sharesync.state")
 

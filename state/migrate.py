@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
-from state.engine import Database, database_for, parse_url, prepare_sqlite_file, sqlite_path
-from state.revisions import MIGRATIONS_DIR, VERSION_TABLE, head_revision, known_revisions
-from sync.errors import StateError, StateSchemaTooNew
+from sharesync.state.engine import Database, database_for, parse_url, prepare_sqlite_file, sqlite_path
+from sharesync.state.revisions import MIGRATIONS_DIR, VERSION_TABLE, head_revision, known_revisions
+from sharesync.sync.core.errors import StateError, StateSchemaTooNew
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -37,7 +37,7 @@ _PG_MIGRATION_LOCK = 0x73687273796E63
 
 # Opening a store whose schema is current must not pay for importing Alembic (~0.3 s of CPU
 # in every one of 20 parallel run processes): the shipped revisions come from the scripts'
-# file names (state.revisions). Alembic is imported only to upgrade.
+# file names (sharesync.state.revisions). Alembic is imported only to upgrade.
 
 
 def _config(connection: Connection | None = None) -> Config:

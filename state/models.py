@@ -1,14 +1,14 @@
 """Typed SQLAlchemy tables of the state store (the shape the Alembic head must produce).
 
 Every table name carries a ``sharesync_`` prefix and Alembic's version row lives in
-``sharesync_alembic_version`` (:data:`state.revisions.VERSION_TABLE`): a PostgreSQL state
+``sharesync_alembic_version`` (:data:`sharesync.state.revisions.VERSION_TABLE`): a PostgreSQL state
 store is often a schema in a database that other applications (with their own
 ``alembic_version``) share, and neither side may mistake the other's tables or revisions for
 its own. ``tests/state/test_migrations.py`` checks that
 these models and the migration scripts agree.
 
-Only :mod:`state.store` uses these classes; they never leave the package (the store returns
-:mod:`state.domain` values). :mod:`state.sqlite` reads ``sharesync_checkpoints`` of a SQLite
+Only :mod:`sharesync.state.store` uses these classes; they never leave the package (the store returns
+:mod:`sharesync.state.domain` values). :mod:`sharesync.state.sqlite` reads ``sharesync_checkpoints`` of a SQLite
 store with plain SQL, without SQLAlchemy; ``tests/state/test_sqlite_reader.py`` keeps the two
 reads equal.
 """

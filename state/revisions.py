@@ -3,8 +3,8 @@
 Revisions are a linear, zero-padded sequence and the migration scripts are named
 ``<revision>_<slug>.py`` (``alembic.ini``'s ``file_template``), so the file names alone say
 which revisions exist and which is the head. ``tests/state/test_migrations.py`` checks that
-Alembic's own view of the scripts agrees. Opening a current store (:mod:`state.migrate`) and
-the read-only checkpoint reader (:mod:`state.sqlite`) both compare the stored revision with
+Alembic's own view of the scripts agrees. Opening a current store (:mod:`sharesync.state.migrate`) and
+the read-only checkpoint reader (:mod:`sharesync.state.sqlite`) both compare the stored revision with
 :func:`head_revision`; neither may pay for importing Alembic to do so.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-# Alembic's version table, prefixed like every sharesync table (see state.models).
+# Alembic's version table, prefixed like every sharesync table (see sharesync.state.models).
 VERSION_TABLE = "sharesync_alembic_version"
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")

@@ -5,10 +5,10 @@ provider's version. When nothing is new that is the whole pass, so for a SQLite 
 :func:`read_checkpoints` answers it without importing SQLAlchemy, Alembic or the ORM models,
 which would otherwise be most of a no-op process's time. Everything that writes — leases,
 runs, checkpoint advances — and every read after the pre-check stays in
-:class:`state.store.StateStore`.
+:class:`sharesync.state.store.StateStore`.
 
 :func:`read_checkpoints` answers only when its answer is the store's answer, and otherwise
-returns ``None``; the caller then opens the store with :func:`state.store.open_store`, which
+returns ``None``; the caller then opens the store with :func:`sharesync.state.store.open_store`, which
 creates, migrates or refuses the database with the full error messages. ``None`` when:
 
 * the URL is not a plain ``sqlite:///path`` (PostgreSQL; query parameters, percent-escapes or
@@ -33,17 +33,17 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from state.domain import Checkpoint
-from state.revisions import VERSION_TABLE, head_revision
+from sharesync.state.domain import Checkpoint
+from sharesync.state.revisions import VERSION_TABLE, head_revision
 
 log = logging.getLogger("sharesync.state")
 
-# Shared with the SQLAlchemy engine (state.engine): how long to wait for another writer's lock.
+# Shared with the SQLAlchemy engine (sharesync.state.engine): how long to wait for another writer's lock.
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 _SCHEMES = ("sqlite", "sqlite+pysqlite")
 
-# The columns of state.models.CheckpointRow, in the order _checkpoint reads them.
+# The columns of sharesync.state.models.CheckpointRow, in the order _checkpoint reads them.
 _SELECT_CHECKPOINTS = (
     "SELECT name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at "
     "FROM sharesync_checkpoints ORDER BY name"
@@ -65,7 +65,7 @@ def sqlite_file(url: str) -> Path | None:
 
 def read_checkpoints(url: str) -> list[Checkpoint] | None:
     """Every checkpoint in the SQLite store at ``url``, sorted by name; ``None`` if only
-    :func:`state.store.open_store` can tell (see the module docstring)."""
+    :func:`sharesync.state.store.open_store` can tell (see the module docstring)."""
     path = sqlite_file(url)
     if path is None:
         return None
@@ -133,7 +133,7 @@ def _text(value: object) -> str:
 
 
 def _utc(value: object) -> datetime | None:
-    """A timestamp as state.models.UTCDateTime stores it on SQLite (naive UTC text) → aware UTC."""
+    """A timestamp as sharesync.state.models.UTCDateTime stores it on SQLite (naive UTC text) → aware UTC."""
     if value is None:
         return None
     parsed = datetime.fromisoformat(_text(value))

@@ -50,13 +50,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete, func, insert, or_, select, text, update
 
-from state.domain import Checkpoint, Lease, RunRecord, RunStats, RunStatus
-from state.engine import Database, database_for, parse_url, prepare_sqlite_file
-from state.lease import LeaseKeeper, default_owner, hold_lease
-from state.migrate import ensure_schema
-from state.models import CheckpointRow, LeaseRow, RunRow
-from sync.errors import CheckpointConflict, LeaseHeld, StateError
-from sync.redact import redact
+from sharesync.state.domain import Checkpoint, Lease, RunRecord, RunStats, RunStatus
+from sharesync.state.engine import Database, database_for, parse_url, prepare_sqlite_file
+from sharesync.state.lease import LeaseKeeper, default_owner, hold_lease
+from sharesync.state.migrate import ensure_schema
+from sharesync.state.models import CheckpointRow, LeaseRow, RunRow
+from sharesync.sync.core.errors import CheckpointConflict, LeaseHeld, StateError
+from sharesync.sync.core.redact import redact
 
 Clock = Callable[[], datetime]
 AnyRow = Row[*tuple[Any, ...]]

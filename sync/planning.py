@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sync.config import Mode
+from sharesync.sync.core.config import Mode
 
 
 class BootstrapReason(StrEnum):

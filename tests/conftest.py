@@ -2,8 +2,8 @@
 
 * ``provider_root`` (session): ``ROOT/<share>/<schema>/<table>`` with the demo share
   ``demo.sales.{orders,customers}`` and ``samples.all_types.{partitioned,plain,no_cdf}``.
-  Read-only: tests that change tables make their own (``sync.samples``) and use ``start_server``.
-* ``sharing_server``: a running :class:`~sync.server.runner.SharingServer` over ``provider_root``
+  Read-only: tests that change tables make their own (``sharesync.sync.server.samples``) and use ``start_server``.
+* ``sharing_server``: a running :class:`~sharesync.sync.server.runner.SharingServer` over ``provider_root``
   with ``.endpoint``, ``.token``, ``.root``, ``.faults``, ``.clock`` and ``.profile_path``.
   Shared by the session; faults and clock are reset around every test.
 * ``session_sharing_server`` (session): the same server without the resets, for session-scoped
@@ -15,20 +15,20 @@
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_runner import CliResult, cli_runner
 
-# --import-mode=importlib: shared helper modules in tests/support are imported by name.
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-
-from cli_runner import CliResult, cli_runner  # noqa: E402
-
-from sync.samples import apply_random_commits, build_demo_provider, create_cdf_disabled_table, create_sample_table
-from sync.server.runner import SharingServer
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.samples import (
+    apply_random_commits,
+    build_demo_provider,
+    create_cdf_disabled_table,
+    create_sample_table,
+)
 
 TEST_TOKEN = "sharesync-test-token"
 

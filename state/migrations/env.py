@@ -1,6 +1,6 @@
 """Alembic environment of the state store.
 
-sharesync runs migrations itself (:mod:`state.migrate`) and passes the connection it has
+sharesync runs migrations itself (:mod:`sharesync.state.migrate`) and passes the connection it has
 already locked in ``config.attributes["connection"]``, so the revision check and the upgrade
 happen in one transaction. Developers creating a revision use the stand-alone path::
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from state.models import Base
-from state.revisions import VERSION_TABLE
+from sharesync.state.models import Base
+from sharesync.state.revisions import VERSION_TABLE
 
 config = context.config
 

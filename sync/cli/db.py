@@ -4,7 +4,7 @@ sharesync migrates the state store by itself when it opens it; these commands ex
 operators who want migrations as a separate, visible deployment step (and to see which
 revision a database is at without touching it). The URL comes from ``--url``, else from the
 config file (where ``SHARESYNC_STATE_STORE`` already overrides ``state_store``), else — with no
-config file at all — from ``SHARESYNC_STATE_STORE`` alone. Failures are :mod:`sync.errors`
+config file at all — from ``SHARESYNC_STATE_STORE`` alone. Failures are :mod:`sharesync.sync.core.errors`
 classes, which ``sharesync`` turns into one line on stderr and exit code 2.
 """
 
@@ -14,8 +14,8 @@ import os
 
 import click
 
-from sync.config import ENV_OVERRIDES, config_path, load_config
-from sync.errors import ConfigError
+from sharesync.sync.core.config import ENV_OVERRIDES, config_path, load_config
+from sharesync.sync.core.errors import ConfigError
 
 STATE_STORE_ENV = ENV_OVERRIDES["state_store"]
 
@@ -52,8 +52,8 @@ def db() -> None:
 @click.pass_context
 def upgrade(ctx: click.Context, url: str | None) -> None:
     """Apply pending schema migrations and print the resulting revision."""
-    from state.engine import display, parse_url
-    from state.migrate import upgrade as upgrade_schema
+    from sharesync.state.engine import display, parse_url
+    from sharesync.state.migrate import upgrade as upgrade_schema
 
     target = _state_store_url(ctx, url)
     before, after = upgrade_schema(target)
@@ -69,9 +69,9 @@ def upgrade(ctx: click.Context, url: str | None) -> None:
 @click.pass_context
 def current(ctx: click.Context, url: str | None) -> None:
     """Print the database's schema revision without changing anything."""
-    from state.engine import display, parse_url
-    from state.migrate import current_revision
-    from state.revisions import head_revision
+    from sharesync.state.engine import display, parse_url
+    from sharesync.state.migrate import current_revision
+    from sharesync.state.revisions import head_revision
 
     target = _state_store_url(ctx, url)
     revision = current_revision(target)

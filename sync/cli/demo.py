@@ -25,11 +25,11 @@ def demo(directory: str, keep_serving: bool) -> None:
     """Build sample tables, serve them, sync, change them, sync again."""
     from rich.console import Console
 
-    from pipelines.engine import SyncEngine
-    from sync.cli.syncing import _print_results
-    from sync.config import load_config
-    from sync.samples import apply_random_commits, build_demo_provider
-    from sync.server.runner import SharingServer
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.sync.cli.syncing import _print_results
+    from sharesync.sync.core.config import load_config
+    from sharesync.sync.server.runner import SharingServer
+    from sharesync.sync.server.samples import apply_random_commits, build_demo_provider
 
     console = Console()
     root = Path(directory).resolve()
@@ -60,7 +60,7 @@ def demo(directory: str, keep_serving: bool) -> None:
             _print_results(engine.sync_all())
 
             console.rule("[bold]5. Status")
-            from pipelines.status import table_statuses
+            from sharesync.pipelines.run.status import table_statuses
 
             rows, _ = table_statuses(engine)
             for row in rows:

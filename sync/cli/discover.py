@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 
 import click
 
-from sync.client import SharingClient, TableMetadata, TableRef
-from sync.config import load_config
-from sync.profile import load_profile
+from sharesync.sync.core.config import load_config
+from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
+from sharesync.sync.protocol.profile import load_profile
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, .
 @click.pass_context
 def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int) -> None:
     """List the shared tables (all, or the ones named) with version, CDF and partition columns."""
-    # Every failure here is a SharesyncError: the sharesync group (sync.cli.main) prints it, exit 2.
+    # Every failure here is a SharesyncError: the sharesync group (sharesync.sync.cli.main) prints it, exit 2.
     config = load_config((ctx.obj or {}).get("config_file"))
     profile = load_profile(config.profile)
     with SharingClient(profile, ca_bundle=config.ca_bundle) as client:

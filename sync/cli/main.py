@@ -15,20 +15,20 @@ from typing import Any, NoReturn
 
 import click
 
-from sync.errors import SharesyncError
-from sync.redact import install_log_redaction, redact
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.redact import install_log_redaction, redact
 
 # command name → "module:attribute"; each module owns one command (or group).
 COMMANDS: dict[str, str] = {
-    "db": "sync.cli.db:db",
-    "serve": "sync.cli.serve:serve",
-    "discover": "sync.cli.discover:discover",
-    "sync": "sync.cli.syncing:sync_command",
-    "status": "sync.cli.syncing:status_command",
-    "backfill": "sync.cli.syncing:backfill_command",
-    "reset": "sync.cli.syncing:reset_command",
-    "preview": "sync.cli.preview:preview",
-    "demo": "sync.cli.demo:demo",
+    "db": "sharesync.sync.cli.db:db",
+    "serve": "sharesync.sync.cli.serve:serve",
+    "discover": "sharesync.sync.cli.discover:discover",
+    "sync": "sharesync.sync.cli.syncing:sync_command",
+    "status": "sharesync.sync.cli.syncing:status_command",
+    "backfill": "sharesync.sync.cli.syncing:backfill_command",
+    "reset": "sharesync.sync.cli.syncing:reset_command",
+    "preview": "sharesync.sync.cli.preview:preview",
+    "demo": "sharesync.sync.cli.demo:demo",
 }
 
 EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2

@@ -7,9 +7,9 @@ import json
 import click
 from pydantic import TypeAdapter, ValidationError
 
-from sync.config import format_validation_error, load_config
-from sync.errors import ConfigError
-from sync.predicates import Predicate
+from sharesync.sync.core.config import format_validation_error, load_config
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.predicates import Predicate
 
 _PREDICATES = TypeAdapter(list[Predicate])
 
@@ -23,9 +23,9 @@ _PREDICATES = TypeAdapter(list[Predicate])
 @click.pass_context
 def preview(ctx: click.Context, name: str, limit: int, where_json: str | None, version: int | None, as_json: bool) -> None:
     """Show the first matching rows of a shared table (no sync, no state)."""
-    from sync.client import SharingClient
-    from sync.preview import preview as run_preview
-    from sync.profile import check_expiry, load_profile
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.profile import check_expiry, load_profile
+    from sharesync.sync.staging.preview import preview as run_preview
 
     config = load_config(ctx.obj["config_file"])
     where = _parse_where(where_json) if where_json else None

@@ -3,7 +3,7 @@
 For trying sharesync without a provider, demos and manual fault testing: every
 ``ROOT/<share>/<schema>/<table>`` directory with a ``_delta_log`` is shared. ``--profile-out``
 writes a profile file ready for ``sharesync`` or any Delta Sharing client; fault flags make the
-server misbehave on purpose (see ``sync.server.faults.Faults``).
+server misbehave on purpose (see ``sharesync.sync.server.faults.Faults``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from sync.errors import ConfigError
+from sharesync.sync.core.errors import ConfigError
 
 
 @click.command()
@@ -23,7 +23,7 @@ from sync.errors import ConfigError
 @click.option("--token", default=None, help="Bearer token clients must send (default: a random one).")
 @click.option("--prefix", default="/delta-sharing", show_default=True, help="URL prefix of the API.")
 @click.option("--profile-out", type=click.Path(dir_okay=False, path_type=Path), help="Write a profile file here.")
-# Fault flags: the destination names are the fields of sync.server.faults.Faults.
+# Fault flags: the destination names are the fields of sharesync.sync.server.faults.Faults.
 @click.option("--url-ttl", "url_ttl_seconds", default=3600.0, show_default=True, help="Presigned URL lifetime, s.")
 @click.option("--error-rate", default=0.0, type=click.FloatRange(0, 1), help="Share of API calls that fail.")
 @click.option("--error-status", default=503, show_default=True, help="Status of injected failures.")
@@ -42,9 +42,9 @@ def serve(
     """Share the Delta tables under ROOT (ROOT/<share>/<schema>/<table>) until interrupted."""
     from pydantic import ValidationError
 
-    from sync.server.catalog import Catalog
-    from sync.server.faults import Faults
-    from sync.server.runner import SharingServer
+    from sharesync.sync.server.catalog import Catalog
+    from sharesync.sync.server.faults import Faults
+    from sharesync.sync.server.runner import SharingServer
 
     if not root.is_dir():
         raise ConfigError(f"serve: ROOT '{root}' is not a directory; pass the folder holding <share>/<schema>/<table>")

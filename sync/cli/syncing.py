@@ -1,9 +1,9 @@
 """``sharesync sync | status | backfill | reset``: the engine's commands.
 
-Each loads the config, builds one :class:`pipelines.engine.SyncEngine` and prints what
+Each loads the config, builds one :class:`sharesync.pipelines.run.engine.SyncEngine` and prints what
 happened. ``sync`` exits 1 when any table failed (the others still ran), 2 when a table's
 config turned out wrong against the shared table (a key or column it lacks; the others still
-ran); config, profile and state-store problems exit 2 through :func:`sync.cli.main.main`.
+ran); config, profile and state-store problems exit 2 through :func:`sharesync.sync.cli.main.main`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sync.cli.main import EXIT_TABLE_FAILED, EXIT_USAGE
-from sync.config import SharesyncConfig, load_config
-from sync.errors import ConfigError
-from sync.timestamps import parse_timestamp
+from sharesync.sync.cli.main import EXIT_TABLE_FAILED, EXIT_USAGE
+from sharesync.sync.core.config import SharesyncConfig, load_config
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -32,7 +32,7 @@ def _config(ctx: click.Context) -> SharesyncConfig:
 
 @contextmanager
 def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[Any]:
-    from pipelines.engine import SyncEngine
+    from sharesync.pipelines.run.engine import SyncEngine
 
     config = _config(ctx)
     with _progress_bars(progress) as factory, SyncEngine(config, progress=factory) as engine:
@@ -98,7 +98,7 @@ def sync_command(ctx: click.Context, names: tuple[str, ...]) -> None:
 @click.pass_context
 def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool) -> None:
     """Re-apply a table's changes from a timestamp, then continue normally."""
-    from pipelines.engine import BackfillRequest
+    from sharesync.pipelines.run.engine import BackfillRequest
 
     request = BackfillRequest(_timestamp("--from", from_), _timestamp("--to", to) if to else None, full_refresh)
     with _engine(ctx, progress=True) as engine:
@@ -124,7 +124,7 @@ def reset_command(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def status_command(ctx: click.Context, as_json: bool) -> None:
     """Each table's checkpoint, the provider's version, lag and last run."""
-    from pipelines.status import table_statuses
+    from sharesync.pipelines.run.status import table_statuses
 
     with _engine(ctx) as engine:
         rows, warnings = table_statuses(engine)

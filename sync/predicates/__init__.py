@@ -9,10 +9,11 @@
 Spark and Arrow are imported only when :func:`to_spark` / :func:`to_arrow` are called.
 """
 
-from sync.predicates.arrow import to_arrow
-from sync.predicates.bind import bind, parse_where
-from sync.predicates.evaluate import evaluate
-from sync.predicates.expr import (
+from sharesync.sync.core.filters import Op, Predicate
+from sharesync.sync.predicates.arrow import to_arrow
+from sharesync.sync.predicates.bind import bind, parse_where
+from sharesync.sync.predicates.evaluate import evaluate
+from sharesync.sync.predicates.expr import (
     FALSE,
     TRUE,
     AlwaysFalse,
@@ -37,12 +38,11 @@ from sync.predicates.expr import (
     or_,
     rewrite_not,
 )
-from sync.predicates.hints import to_json_hints, to_sql_hints
-from sync.predicates.model import Op, Predicate
-from sync.predicates.pruning import may_match
-from sync.predicates.spark import to_spark
-from sync.predicates.types import Kind, kind_of
-from sync.predicates.values import parse_partition_value
+from sharesync.sync.predicates.hints import to_json_hints, to_sql_hints
+from sharesync.sync.predicates.pruning import may_match
+from sharesync.sync.predicates.spark import to_spark
+from sharesync.sync.predicates.types import Kind, kind_of
+from sharesync.sync.predicates.values import parse_partition_value
 
 __all__ = [
     "FALSE",

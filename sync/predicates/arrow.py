@@ -2,7 +2,7 @@
 
 Arrow's ``&``/``|`` on expressions are Kleene (``and_kleene``/``or_kleene``) and filtering
 drops null results, so 3VL carries over. Two places where Arrow differs from Spark are
-bridged here so that the result equals :func:`sync.predicates.evaluate`:
+bridged here so that the result equals :func:`sharesync.sync.predicates.evaluate`:
 
 * Arrow compares floats by IEEE rules (``NaN > 1`` is false); Spark puts NaN above every
   value. ``>``/``>=`` on float columns therefore also accept NaN (``is_nan``); the other
@@ -10,7 +10,7 @@ bridged here so that the result equals :func:`sync.predicates.evaluate`:
 * ``is_in`` answers false, not null, for a null input (so ``NOT IN`` would match nulls) and
   hashes ``-0.0`` apart from ``0.0``; IN is built as an OR of equalities instead.
 
-pyarrow is imported when called, so importing :mod:`sync.predicates` stays cheap.
+pyarrow is imported when called, so importing :mod:`sharesync.sync.predicates` stays cheap.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from sync.predicates.expr import (
+from sharesync.sync.predicates.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -35,7 +35,7 @@ from sync.predicates.expr import (
     Or,
     Ref,
 )
-from sync.predicates.types import Kind
+from sharesync.sync.predicates.types import Kind
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from sync.errors import ConfigError
-from sync.predicates.expr import (
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.filters import Op, Predicate
+from sharesync.sync.predicates.expr import (
     TRUE,
     CmpOp,
     Comparison,
@@ -45,18 +46,17 @@ from sync.predicates.expr import (
     Ref,
     and_,
 )
-from sync.predicates.model import Op, Predicate
-from sync.predicates.types import (
+from sharesync.sync.predicates.types import (
     INTEGRAL_RANGES,
     MAX_DECIMAL_PRECISION,
     SUPPORTED_TYPES,
     Kind,
     kind_of,
 )
-from sync.predicates.values import parse_instant, parse_wall_clock, to_float32
+from sharesync.sync.predicates.values import parse_instant, parse_wall_clock, to_float32
 
 if TYPE_CHECKING:
-    from sync.wire import StructType
+    from sharesync.sync.protocol.wire import StructType
 
 _COMPARISONS = {
     Op.EQ: CmpOp.EQ,

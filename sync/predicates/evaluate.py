@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from sync.predicates.expr import (
+from sharesync.sync.predicates.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -31,7 +31,7 @@ from sync.predicates.expr import (
     Or,
     Ref,
 )
-from sync.predicates.types import Kind
+from sharesync.sync.predicates.types import Kind
 
 
 def evaluate(expr: Expr, row: Mapping[str, Any]) -> bool | None:

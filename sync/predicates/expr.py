@@ -7,7 +7,7 @@ unknown is unknown, and a row is selected only when the whole filter is TRUE.
 Floating-point values follow Spark's ordering, which Sail shares: NaN equals NaN and sorts
 above every other value (so ``NaN > 1`` is TRUE), and ``-0.0 = 0.0``.
 
-Nodes are built by :func:`sync.predicates.bind`; the helpers :func:`and_`, :func:`or_` and
+Nodes are built by :func:`sharesync.sync.predicates.bind`; the helpers :func:`and_`, :func:`or_` and
 :func:`not_` flatten and fold constants, which is valid under 3VL (``FALSE AND unknown`` is
 FALSE, ``TRUE OR unknown`` is TRUE).
 """
@@ -21,10 +21,10 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from sync.predicates.types import Kind, kind_of
+from sharesync.sync.predicates.types import Kind, kind_of
 
 Literal = bool | int | float | Decimal | str | date | datetime
-"""A typed literal: the Python type follows the column kind (see :func:`sync.predicates.bind`)."""
+"""A typed literal: the Python type follows the column kind (see :func:`sharesync.sync.predicates.bind`)."""
 
 
 @dataclass(frozen=True)

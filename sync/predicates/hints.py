@@ -30,7 +30,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sync.predicates.expr import (
+from sharesync.sync.core.timestamps import to_wire
+from sharesync.sync.predicates.expr import (
     And,
     CmpOp,
     Comparison,
@@ -45,9 +46,8 @@ from sync.predicates.expr import (
     conjuncts,
     rewrite_not,
 )
-from sync.predicates.types import Kind
-from sync.predicates.values import float32_text
-from sync.timestamps import to_wire
+from sharesync.sync.predicates.types import Kind
+from sharesync.sync.predicates.values import float32_text
 
 # ---------------------------------------------------------------- jsonPredicateHints
 

@@ -46,9 +46,9 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sync.errors import SharesyncError
-from sync.predicates.evaluate import compare, evaluate, literal_prefix
-from sync.predicates.expr import (
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.predicates.evaluate import compare, evaluate, literal_prefix
+from sharesync.sync.predicates.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -65,11 +65,11 @@ from sync.predicates.expr import (
     Or,
     Ref,
 )
-from sync.predicates.types import Kind
-from sync.predicates.values import parse_instant, parse_partition_value, parse_wall_clock
+from sharesync.sync.predicates.types import Kind
+from sharesync.sync.predicates.values import parse_instant, parse_partition_value, parse_wall_clock
 
 if TYPE_CHECKING:
-    from sync.wire import FileStats, StructType
+    from sharesync.sync.protocol.wire import FileStats, StructType
 
 _MS = timedelta(milliseconds=1)
 _ANY_OFFSET = timedelta(hours=14)  # UTC offsets run from -12:00 to +14:00

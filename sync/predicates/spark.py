@@ -4,7 +4,7 @@ Server-side filtering is best effort (``shared/spec/delta-sharing-filtering.txt`
 must always apply predicates"), so this is where the filter becomes exact. Only functions
 that work over Spark Connect on both Sail and Apache Spark are used: ``col``, comparisons,
 ``isin``, ``isNull``/``isNotNull``, ``like``/``ilike`` and ``& | ~``; Spark's own 3VL and NaN
-ordering then agree with :func:`sync.predicates.evaluate` (checked against Sail in tests).
+ordering then agree with :func:`sharesync.sync.predicates.evaluate` (checked against Sail in tests).
 
 Literals are typed explicitly rather than through ``F.lit`` inference, which is unreliable
 for two types: the Connect client declares ``F.lit(Decimal(...))`` as ``decimal(10,0)``
@@ -22,7 +22,7 @@ from decimal import Decimal
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from sync.predicates.expr import (
+from sharesync.sync.predicates.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -37,7 +37,7 @@ from sync.predicates.expr import (
     Or,
     Ref,
 )
-from sync.predicates.types import Kind
+from sharesync.sync.predicates.types import Kind
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

@@ -13,8 +13,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sync.errors import ProtocolViolation
-from sync.predicates.types import Kind, kind_of
+from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.predicates.types import Kind, kind_of
 
 
 def parse_partition_value(raw: str | None, type_name: str) -> Any:

@@ -8,8 +8,8 @@ available), ``snapshots`` / ``changes`` (answers), ``answers`` (wire lines), ``s
 ``runner`` (threads and ports).
 """
 
-from sync.server.faults import Faults
-from sync.server.runner import SharingServer
-from sync.server.settings import ServerSettings
+from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.settings import ServerSettings
 
 __all__ = ["Faults", "ServerSettings", "SharingServer"]

@@ -2,7 +2,7 @@
 
 An :class:`Answer` is the whole response of ``/metadata``, ``/query`` or ``/changes`` before it
 is streamed: the ``Delta-Table-Version`` header value and the actions, built from the wire
-models in :mod:`sync.wire` so server and client cannot drift apart.
+models in :mod:`sharesync.sync.protocol.wire` so server and client cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,11 +12,21 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from sync.server.catalog import SharedTable
-from sync.server.deltalog import DeltaLog, FileEntry, Snapshot, TableMetadata
-from sync.server.problems import invalid, unsupported
-from sync.server.signing import SignatureError, Signer, file_id
-from sync.wire import AddFile, CdfFile, EndStreamAction, File, Format, Metadata, Protocol, RemoveFile, WireModel
+from sharesync.sync.protocol.wire import (
+    AddFile,
+    CdfFile,
+    EndStreamAction,
+    File,
+    Format,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    WireModel,
+)
+from sharesync.sync.server.catalog import SharedTable
+from sharesync.sync.server.deltalog import DeltaLog, FileEntry, Snapshot, TableMetadata
+from sharesync.sync.server.problems import invalid, unsupported
+from sharesync.sync.server.signing import SignatureError, Signer, file_id
 
 PARQUET_READER_VERSION = 1
 

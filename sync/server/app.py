@@ -1,10 +1,10 @@
 """The HTTP routes of the local Delta Sharing server (spec "REST APIs"), as a Starlette app.
 
-Routes are thin: authenticate, parse parameters, ask :mod:`~sync.server.snapshots` /
-:mod:`~sync.server.changes` for an :class:`~sync.server.answers.Answer` (in a worker thread,
+Routes are thin: authenticate, parse parameters, ask :mod:`~sharesync.sync.server.snapshots` /
+:mod:`~sharesync.sync.server.changes` for an :class:`~sharesync.sync.server.answers.Answer` (in a worker thread,
 the log is read from disk), and stream it as NDJSON, one line per body message. Errors are
 ``{"errorCode", "message"}`` JSON like the reference server's. Faults are applied outside the
-routes by :class:`~sync.server.faults.FaultMiddleware`.
+routes by :class:`~sharesync.sync.server.faults.FaultMiddleware`.
 """
 
 from __future__ import annotations
@@ -25,27 +25,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sync.server.answers import Answer, Context
-from sync.server.auth import Authenticator, OAuthError
-from sync.server.catalog import Catalog, SharedTable, stable_id
-from sync.server.changes import ChangesParams, answer_changes, answer_query_changes
-from sync.server.deltalog import LogError
-from sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect
-from sync.server.history import snapshot_at, version_at_or_after
-from sync.server.listings import page, parse_max_results
-from sync.server.problems import (
-    INTERNAL_ERROR,
-    RESOURCE_DOES_NOT_EXIST,
-    ApiError,
-    forbidden,
-    history_not_shared,
-    malformed,
-    not_found,
-)
-from sync.server.settings import ServerSettings
-from sync.server.signing import SignatureError, Signer
-from sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
-from sync.wire import (
+from sharesync.sync.protocol.wire import (
     GetShareResponse,
     ListSchemasPage,
     ListSharesPage,
@@ -55,6 +35,26 @@ from sync.wire import (
     Table,
     wrap_action,
 )
+from sharesync.sync.server.answers import Answer, Context
+from sharesync.sync.server.auth import Authenticator, OAuthError
+from sharesync.sync.server.catalog import Catalog, SharedTable, stable_id
+from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
+from sharesync.sync.server.deltalog import LogError
+from sharesync.sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect
+from sharesync.sync.server.history import snapshot_at, version_at_or_after
+from sharesync.sync.server.listings import page, parse_max_results
+from sharesync.sync.server.problems import (
+    INTERNAL_ERROR,
+    RESOURCE_DOES_NOT_EXIST,
+    ApiError,
+    forbidden,
+    history_not_shared,
+    malformed,
+    not_found,
+)
+from sharesync.sync.server.settings import ServerSettings
+from sharesync.sync.server.signing import SignatureError, Signer
+from sharesync.sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
 
 log = logging.getLogger(__name__)
 

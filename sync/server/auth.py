@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from sync.server.problems import unauthenticated
+from sharesync.sync.server.problems import unauthenticated
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from sync.server.deltalog import LOG_DIR, DeltaLog
-from sync.server.problems import not_found
+from sharesync.sync.server.deltalog import LOG_DIR, DeltaLog
+from sharesync.sync.server.problems import not_found
 
 _ID_NAMESPACE = uuid.UUID("6c1e0a9e-5d1b-4c55-9d0e-2f4a7f3c1b10")
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sync.server.answers import Answer, Context, change_line, metadata_line, protocol_line
-from sync.server.deltalog import Commit, FileEntry
-from sync.server.history import (
+from sharesync.sync.protocol.wire import WireModel
+from sharesync.sync.server.answers import Answer, Context, change_line, metadata_line, protocol_line
+from sharesync.sync.server.deltalog import Commit, FileEntry
+from sharesync.sync.server.history import (
     check_changes_available,
     ensure_positive,
     served_change_files,
@@ -24,10 +25,9 @@ from sync.server.history import (
     version_at,
     version_at_or_after,
 )
-from sync.server.problems import cdf_disabled, invalid
-from sync.server.signing import checksum
-from sync.server.snapshots import QueryRequest
-from sync.wire import WireModel
+from sharesync.sync.server.problems import cdf_disabled, invalid
+from sharesync.sync.server.signing import checksum
+from sharesync.sync.server.snapshots import QueryRequest
 
 CHANGES_PAGE_TOKEN = "changes-page"
 QUERY_CHANGES_PAGE_TOKEN = "query-changes-page"

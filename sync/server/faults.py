@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sync.server.problems import (
+from sharesync.sync.server.problems import (
     PERMISSION_DENIED,
     RESOURCE_DOES_NOT_EXIST,
     RESOURCE_EXHAUSTED,

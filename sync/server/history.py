@@ -3,17 +3,17 @@
 One place decides what "available" means, so that ``/version``, ``/query`` and ``/changes``
 agree: a snapshot is available while it can be reconstructed and its files are on disk;
 a version's changes are available while its commit is in the log and its files are on disk.
-When history is gone the answer is :func:`~sync.server.problems.history_unavailable`
+When history is gone the answer is :func:`~sharesync.sync.server.problems.history_unavailable`
 (400, "... is not available ...", naming the earliest available version), which a client
 turns into a re-bootstrap. Other messages follow the reference server / Delta wording.
 """
 
 from __future__ import annotations
 
-from sync.server.catalog import SharedTable
-from sync.server.deltalog import Commit, DeltaLog, FileEntry, Snapshot, VersionUnavailable
-from sync.server.problems import history_unavailable, invalid
-from sync.timestamps import from_millis, parse_timestamp, to_millis, to_wire
+from sharesync.sync.core.timestamps import from_millis, parse_timestamp, to_millis, to_wire
+from sharesync.sync.server.catalog import SharedTable
+from sharesync.sync.server.deltalog import Commit, DeltaLog, FileEntry, Snapshot, VersionUnavailable
+from sharesync.sync.server.problems import history_unavailable, invalid
 
 
 def parse_moment(name: str, value: str) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from sync.server.problems import invalid
-from sync.server.signing import SignatureError, Signer
+from sharesync.sync.server.problems import invalid
+from sharesync.sync.server.signing import SignatureError, Signer
 
 T = TypeVar("T")
 LIST_TOKEN = "list"

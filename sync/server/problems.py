@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sync.wire import ErrorBody
+from sharesync.sync.protocol.wire import ErrorBody
 
 RESOURCE_DOES_NOT_EXIST = "RESOURCE_DOES_NOT_EXIST"
 INVALID_PARAMETER_VALUE = "INVALID_PARAMETER_VALUE"
@@ -66,7 +66,7 @@ def history_unavailable(
     """Versions no longer served (log cleaned up / files vacuumed): the client re-bootstraps.
 
     The phrase "is not available" and the earliest version are the contract with the client
-    (``sync.errors.HistoryUnavailable``); the last sentence is the reference server's.
+    (``sharesync.sync.core.errors.HistoryUnavailable``); the last sentence is the reference server's.
     """
     subject = f"Version {version}" if version is not None else f"The version at timestamp {timestamp}"
     span = f" (latest {latest})" if latest is not None else ""

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
-from sync.server.deltalog import FileEntry
-from sync.timestamps import parse_timestamp
+from sharesync.sync.core.timestamps import parse_timestamp
+from sharesync.sync.server.deltalog import FileEntry
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import uvicorn
 
-from sync.redact import register_secret
-from sync.server.app import Clock, ServerState, create_app
-from sync.server.faults import Faults
-from sync.server.settings import DEFAULT_PREFIX, ServerSettings
-from sync.server.signing import Signer
+from sharesync.sync.core.redact import register_secret
+from sharesync.sync.server.app import Clock, ServerState, create_app
+from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.settings import DEFAULT_PREFIX, ServerSettings
+from sharesync.sync.server.signing import Signer
 
 DEFAULT_HOST = "127.0.0.1"
 

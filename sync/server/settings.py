@@ -1,4 +1,4 @@
-"""Configuration of one sharing server (the fault knobs live in :mod:`sync.server.faults`)."""
+"""Configuration of one sharing server (the fault knobs live in :mod:`sharesync.sync.server.faults`)."""
 
 from __future__ import annotations
 

@@ -8,13 +8,13 @@ files can be re-issued with fresh URLs after they expire.
 
 from __future__ import annotations
 
-from sync import wire
-from sync.server.answers import Answer, Context, file_line, metadata_line, protocol_line
-from sync.server.history import ensure_positive, snapshot_at, version_at
-from sync.server.problems import history_not_shared, invalid
-from sync.server.pruning import apply_limit_hint, prune_by_json_predicate
-from sync.server.signing import SignatureError, checksum
-from sync.wire import WireModel
+from sharesync.sync.protocol import wire
+from sharesync.sync.protocol.wire import WireModel
+from sharesync.sync.server.answers import Answer, Context, file_line, metadata_line, protocol_line
+from sharesync.sync.server.history import ensure_positive, snapshot_at, version_at
+from sharesync.sync.server.problems import history_not_shared, invalid
+from sharesync.sync.server.pruning import apply_limit_hint, prune_by_json_predicate
+from sharesync.sync.server.signing import SignatureError, checksum
 
 PAGE_TOKEN = "query-page"
 REFRESH_TOKEN = "refresh"

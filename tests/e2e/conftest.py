@@ -8,30 +8,25 @@
   are recorded (for "nothing new means one ``/version`` call and no engine" assertions).
 * ``cli``: runs ``sharesync`` in-process and returns exit code and output.
 
-One Sail engine serves the whole test session (``pipelines.spark`` caches it).
+One Sail engine serves the whole test session (``sharesync.pipelines.jobs.session`` caches it).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.e2e import Workspace
 
-# --import-mode=importlib: make the sibling helper modules importable by name.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from e2e_support import Workspace
-
-from sync.server.runner import SharingServer
+from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _engine_session() -> Iterator[None]:
     """Stop the shared Sail engine once the e2e tests are done."""
     yield
-    from pipelines.spark import stop_spark
+    from sharesync.pipelines.jobs.session import stop_spark
 
     stop_spark()
 

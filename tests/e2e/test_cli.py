@@ -7,17 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_runner import CliResult
 from deltalake import DeltaTable, write_deltalake
-from e2e_support import Workspace
-from verify import (
+from support.cli_runner import CliResult
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     source_version,
 )
 
-from state import open_store
-from sync.samples import sample_rows
+from sharesync.state import open_store
+from sharesync.sync.server.samples import sample_rows
 
 STATUS_KEYS = {
     "name", "target", "mode", "checkpoint_version", "source_version", "lag_versions",
@@ -144,10 +144,10 @@ def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
 ) -> None:
     import random
 
-    from sync.client import SharingClient
-    from sync.predicates import Predicate
-    from sync.preview import preview
-    from sync.profile import load_profile
+    from sharesync.sync.predicates import Predicate
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.profile import load_profile
+    from sharesync.sync.staging.preview import preview
 
     path = workspace.table("p", rows=10, partitioned=False)
     for i in range(12):  # one file per append: 13 files, ids in disjoint ranges

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 from deltalake import DeltaTable
-from e2e_support import Workspace
-from verify import (
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     assert_snapshot_target_matches,
@@ -19,7 +19,7 @@ from verify import (
     target_rows,
 )
 
-from pipelines.results import TableOutcome
+from sharesync.pipelines.run.results import TableOutcome
 
 WHERE = [
     {"col": "name", "op": "neq", "val": "updated"},

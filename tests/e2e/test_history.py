@@ -7,17 +7,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
-from cli_runner import CliResult
 from deltalake import DeltaTable
-from e2e_support import Workspace
-from verify import (
+from support.cli_runner import CliResult
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     source_version,
 )
 
-from pipelines.results import BackfillRequest, TableOutcome
-from sync.timestamps import to_wire
+from sharesync.pipelines.run.results import BackfillRequest, TableOutcome
+from sharesync.sync.core.timestamps import to_wire
 
 
 def commit_time(path: object, version: int) -> datetime:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from e2e_support import Workspace, never_spark
-from verify import (
+from support.e2e import Workspace, never_spark
+from support.verify import (
     assert_merge_target_matches,
     assert_snapshot_target_matches,
     source_version,
 )
 
-from pipelines.results import TableOutcome
+from sharesync.pipelines.run.results import TableOutcome
 
 
 def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspace: Workspace) -> None:
@@ -46,7 +46,7 @@ def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspac
 def test_the_sync_command_imports_neither_spark_nor_dagster() -> None:
     """Importing what ``sharesync sync`` and ``status`` need must not pay for an engine."""
     code = (
-        "import sys, sync.cli.main, sync.cli.syncing, pipelines.engine, pipelines.status; "
+        "import sys, sharesync.sync.cli.main, sharesync.sync.cli.syncing, sharesync.pipelines.run.engine, sharesync.pipelines.run.status; "
         "print(sorted(m for m in ('pyspark', 'pysail', 'dagster') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,17 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from e2e_support import Workspace
-from verify import (
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     source_version,
 )
 
-from pipelines.results import TableOutcome
-from pipelines.spark import get_spark
-from state import StateStore, open_store
-from sync.errors import StateStoreUnavailable, SyncError
+from sharesync.pipelines.jobs.session import get_spark
+from sharesync.pipelines.run.results import TableOutcome
+from sharesync.state import StateStore, open_store
+from sharesync.sync.core.errors import StateStoreUnavailable, SyncError
 
 
 class FlakySpark:

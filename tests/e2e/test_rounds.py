@@ -12,15 +12,15 @@ import itertools
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
-from e2e_support import Workspace
-from verify import (
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     assert_snapshot_target_matches,
     source_version,
 )
 
-from pipelines.results import TableOutcome
+from sharesync.pipelines.run.results import TableOutcome
 
 ROUNDS = 3
 COMMITS_PER_ROUND = 4

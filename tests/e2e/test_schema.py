@@ -7,18 +7,18 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
-from cli_runner import CliResult
 from deltalake import DeltaTable, write_deltalake
-from e2e_support import Workspace
-from verify import (
+from support.cli_runner import CliResult
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     assert_snapshot_target_matches,
     source_version,
 )
 
-from pipelines.results import TableOutcome
-from sync.samples import sample_rows
+from sharesync.pipelines.run.results import TableOutcome
+from sharesync.sync.server.samples import sample_rows
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
 

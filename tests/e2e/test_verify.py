@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from e2e_support import Workspace
-from verify import (
+from support.e2e import Workspace
+from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
     assert_snapshot_target_matches,

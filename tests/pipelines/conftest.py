@@ -6,18 +6,13 @@ Every test writes real Delta tables through the embedded Sail engine and checks 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
-
-# --import-mode=importlib: make the sibling helper module importable by name.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from pipelines_support import SCHEMA, StageFn, write_batch
+from support.jobs import SCHEMA, StageFn, write_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +20,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from pipelines.spark import get_spark, stop_spark
+    from sharesync.pipelines.jobs.session import get_spark, stop_spark
 
     yield get_spark()
     stop_spark()

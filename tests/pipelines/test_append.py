@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
-from pipelines_support import SCHEMA, StageFn, delete, ins, post, pre, read_target, version_of
+from support.jobs import SCHEMA, StageFn, delete, ins, post, pre, read_target, version_of
 
-from pipelines.merge import apply_append, apply_merge
-from sync.errors import SchemaIncompatible, TargetError
+from sharesync.pipelines.jobs.merge import apply_append, apply_merge
+from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

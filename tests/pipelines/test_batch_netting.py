@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import batch as batches
-from sync.client import SharingClient
-from sync.errors import SchemaIncompatible
-from sync.netting import net_staged_batch
-from sync.profile import load_profile
-from sync.server.runner import SharingServer
-from sync.staging import StageLayout
+from sharesync.sync.core.errors import SchemaIncompatible
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.profile import load_profile
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.staging import batch as batches
+from sharesync.sync.staging.files import StageLayout
+from sharesync.sync.staging.netting import net_staged_batch
 
 TABLE = "samples.all_types.partitioned"  # 8 random commits of inserts, updates and deletes
 

@@ -1,7 +1,7 @@
 """Merge mode on real Sail and real Delta tables, checked with deltalake.
 
 Every test runs twice: with the MERGE statement and with the copy-on-write rewrite
-(:mod:`pipelines.rewrite`) that ``apply_merge`` picks for batches large against the target.
+(:mod:`sharesync.pipelines.jobs.rewrite`) that ``apply_merge`` picks for batches large against the target.
 Both must give the same tables, guards and counts.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from pipelines_support import (
+from support.jobs import (
     SCHEMA,
     T0,
     StageFn,
@@ -31,10 +31,10 @@ from pipelines_support import (
     version_of,
 )
 
-from pipelines import merge as merge_job
-from pipelines.layout import ApplyStats
-from pipelines.merge import apply_append, apply_snapshot
-from sync.errors import SchemaIncompatible, SyncError, TargetError
+from sharesync.pipelines.jobs import merge as merge_job
+from sharesync.pipelines.jobs.layout import ApplyStats
+from sharesync.pipelines.jobs.merge import apply_append, apply_snapshot
+from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,7 +53,7 @@ def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def apply_merge(*args: Any, **kwargs: Any) -> ApplyStats:
-    """``pipelines.merge.apply_merge`` with this test's strategy."""
+    """``sharesync.pipelines.jobs.merge.apply_merge`` with this test's strategy."""
     return merge_job.apply_merge(*args, rewrite_threshold=_threshold, **kwargs)
 
 

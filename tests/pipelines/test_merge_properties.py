@@ -2,7 +2,7 @@
 target, and both equal a plain-Python model of the provider table (with or without a filter).
 
 The one batch is applied with the MERGE statement, the split batches with the copy-on-write
-rewrite (``pipelines.rewrite``), so the property also holds the two strategies to each other."""
+rewrite (``sharesync.pipelines.jobs.rewrite``), so the property also holds the two strategies to each other."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipelines_support import data_rows, delete, ins, post, pre, write_batch
+from support.jobs import data_rows, delete, ins, post, pre, write_batch
 
-from pipelines.merge import apply_merge
+from sharesync.pipelines.jobs.merge import apply_merge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
-from pipelines_support import StageFn, data_rows, delete, ins, post, pre, read_target
+from support.jobs import StageFn, data_rows, delete, ins, post, pre, read_target
 
-from pipelines.merge import apply_merge
+from sharesync.pipelines.jobs.merge import apply_merge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.schema_evolution import check_schema, fields_of
-from sync.errors import SchemaIncompatible
+from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
+from sharesync.sync.core.errors import SchemaIncompatible
 
 
 def struct(*fields: tuple[str, Any]) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from pipelines_support import SCHEMA, StageFn, commit_time, data_rows, delete, ins, post, read_target, version_of
+from support.jobs import SCHEMA, StageFn, commit_time, data_rows, delete, ins, post, read_target, version_of
 
-from pipelines.merge import apply_append, apply_merge, apply_snapshot, replace_target
-from sync.errors import SchemaIncompatible, TargetError
+from sharesync.pipelines.jobs.merge import apply_append, apply_merge, apply_snapshot, replace_target
+from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from pipelines.spark import get_spark
-from sync.config import SparkConfig
+from sharesync.pipelines.jobs.session import get_spark
+from sharesync.sync.core.config import SparkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
     code = (
-        "import sys, pipelines.spark, pipelines.merge\n"
+        "import sys, sharesync.pipelines.jobs.session, sharesync.pipelines.jobs.merge\n"
         "heavy = [m for m in ('pyspark', 'pysail', 'deltalake') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from pipelines_support import StageFn, delete, ins, post, pre
+from support.jobs import StageFn, delete, ins, post, pre
 
-from pipelines.merge import apply_append, apply_merge, apply_snapshot, replace_target
+from sharesync.pipelines.jobs.merge import apply_append, apply_merge, apply_snapshot, replace_target
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]
@@ -83,8 +83,8 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     spark: SparkSession, stage: StageFn, tmp_path: Any, sent: list[Message]
 ) -> None:
     import pyarrow as pa
-    from pipelines_support import SCHEMA
     from pyspark.sql import functions as F
+    from support.jobs import SCHEMA
 
     merge_t, rewrite_t, append_t, snap_t = (str(tmp_path / n / "it's") for n in ("m", "r", "a", "s"))
     wider = pa.schema([*SCHEMA, ("extra", pa.string())])

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from pipelines_support import StageFn, delete, ins, post, pre
+from support.jobs import StageFn, delete, ins, post, pre
 
-from pipelines.staged import count_rows, read_staged, staged_files
-from sync.errors import SyncError
-from sync.netting import net_staged_batch
+from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
+from sharesync.sync.core.errors import SyncError
+from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -5,31 +5,25 @@
 * ``cli``: run ``sharesync`` in-process (exit code, stdout, stderr) for the bad-input cases,
   where a subprocess per case would only add start-up time.
 
-One Sail engine serves the in-process engines of the session (``pipelines.spark`` caches it);
+One Sail engine serves the in-process engines of the session (``sharesync.pipelines.jobs.session`` caches it);
 crash tests run the real command in subprocesses, each with its own.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.reliability import Site
 
-# --import-mode=importlib: the helper module here, and the independent verifier of the e2e suite.
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
-
-from reliability_support import Site
-
-from sync.server.runner import SharingServer
+from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _engine_session() -> Iterator[None]:
     yield
-    from pipelines.spark import stop_spark
+    from sharesync.pipelines.jobs.session import stop_spark
 
     stop_spark()
 

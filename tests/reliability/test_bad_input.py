@@ -21,9 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from cli_runner import CliResult
 from deltalake import write_deltalake
-from reliability_support import Site, delta_version
+from support.cli_runner import CliResult
+from support.reliability import Site, delta_version
 
 # A case edits the raw config (and may prepare files) and returns it.
 Setup = Callable[[Site, dict[str, Any]], dict[str, Any]]
@@ -300,7 +300,7 @@ def test_a_target_whose_schema_no_longer_fits_fails_the_table_and_keeps_the_targ
     # The provider replaces the table's schema: 'qty' becomes a string.
     import random
 
-    from sync.samples import sample_rows
+    from sharesync.sync.server.samples import sample_rows
 
     rows = sample_rows(random.Random(3), [1, 2, 3])
     changed = rows.set_column(rows.schema.get_field_index("qty"), "qty", pa.array(["1", "2", "3"]))

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from reliability_support import (
+from support.reliability import (
     Expectation,
     Site,
     assert_at_checkpoint,

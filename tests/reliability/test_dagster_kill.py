@@ -19,9 +19,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from reliability_support import REPO, Expectation, Site, assert_at_checkpoint, kill, poll
+from support.reliability import REPO, Expectation, Site, assert_at_checkpoint, kill, poll
 
-from sync.errors import LeaseHeld
+from sharesync.sync.core.errors import LeaseHeld
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def _materialize(site: Site, home: Path) -> subprocess.Popen[bytes]:
         "asset",
         "materialize",
         "-m",
-        "pipelines.definitions",
+        "sharesync.pipelines.dagster.definitions",
         "--select",
         "sharesync/rel/s/m",
         "--config-json",

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from reliability_support import Expectation, Site, assert_at_checkpoint, kill
+from support.reliability import Expectation, Site, assert_at_checkpoint, kill
 
-from pipelines.results import TableOutcome
-from state import Checkpoint
-from sync.client import SharingClient
-from sync.http import build_http_client
-from sync.profile import load_profile
+from sharesync.pipelines.run.results import TableOutcome
+from sharesync.state import Checkpoint
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.profile import load_profile
+from sharesync.sync.protocol.transport import build_http_client
 
 pytestmark = pytest.mark.slow
 

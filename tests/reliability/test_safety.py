@@ -19,16 +19,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_runner import CliResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reliability_support import Expectation, Site, assert_at_checkpoint, delta_version, make_tls_files
+from support.cli_runner import CliResult
+from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version, make_tls_files
 
-from sync.download import Downloader, staged_name
-from sync.errors import DownloadError
-from sync.http import RetryPolicy
-from sync.server.runner import SharingServer
-from sync.wire import AddFile, CdfFile, File, RemoveFile
+from sharesync.sync.core.errors import DownloadError
+from sharesync.sync.protocol.download import Downloader, staged_name
+from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.wire import AddFile, CdfFile, File, RemoveFile
+from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.mark.slow

@@ -24,11 +24,11 @@ from typing import Any
 import dagster as dg
 import httpx
 import pytest
-from reliability_support import Site
+from support.reliability import Site
 
-from pipelines.location import build_definitions
-from pipelines.resources import SharesyncResource
-from sync.config import load_config
+from sharesync.pipelines.dagster.location import build_definitions
+from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.sync.core.config import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """A profile token about to expire is announced a week ahead, in ``status`` and as a Dagster check.
 
-Same rule on both surfaces (``pipelines.status.TOKEN_WARNING_DAYS``): more than 7 days left is
+Same rule on both surfaces (``sharesync.pipelines.run.status.TOKEN_WARNING_DAYS``): more than 7 days left is
 fine, 7 days or fewer is a warning, an expired token is an error (the CLI refuses to start with
 it; the Dagster check fails with severity ERROR).
 """
@@ -14,13 +14,13 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from cli_runner import CliResult
-from reliability_support import Site
+from support.cli_runner import CliResult
+from support.reliability import Site
 
-from pipelines.checks import TOKEN_EXPIRY
-from pipelines.location import build_definitions
-from pipelines.resources import SharesyncResource
-from sync.config import load_config
+from sharesync.pipelines.dagster.checks import TOKEN_EXPIRY
+from sharesync.pipelines.dagster.location import build_definitions
+from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.sync.core.config import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -8,22 +8,16 @@ a broken pipeline, not an optional extra.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from support.pg_server import Unavailable, drop_state_tables, postgres_database
+from support.state import FakeClock
 
-# pytest runs with --import-mode=importlib, so sibling helper modules are not importable by
-# name; spawned race workers also import their target functions by module name.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from pg_server import Unavailable, drop_state_tables, postgres_database
-from state_support import FakeClock
-
-from state import StateStore, open_store
-from state.engine import dispose_engines
+from sharesync.state import StateStore, open_store
+from sharesync.state.engine import dispose_engines
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 

@@ -6,10 +6,10 @@ import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from state_support import FakeClock, make_checkpoint
+from support.state import FakeClock, make_checkpoint
 
-from state import Checkpoint, StateStore
-from sync.errors import CheckpointConflict, LeaseHeld
+from sharesync.state import Checkpoint, StateStore
+from sharesync.sync.core.errors import CheckpointConflict, LeaseHeld
 
 NAME = "share.schema.orders"
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
-from state_support import read_only
+from support.state import read_only
 
-from state import open_store
-from state.engine import dispose_engines
-from state.revisions import VERSION_TABLE
-from sync.cli.main import main
+from sharesync.state import open_store
+from sharesync.state.engine import dispose_engines
+from sharesync.state.revisions import VERSION_TABLE
+from sharesync.sync.cli.main import main
 
 
 def sharesync(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -43,7 +43,7 @@ def test_upgrade_then_current(capsys: pytest.CaptureFixture[str], tmp_path: Path
 
 
 def test_current_reports_a_pending_upgrade(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from state import upgrade
+    from sharesync.state import upgrade
 
     url = f"sqlite:///{tmp_path}/state.db"
     upgrade(url, "0001")

@@ -6,10 +6,10 @@ import time
 from datetime import timedelta
 
 import pytest
-from state_support import FakeClock
+from support.state import FakeClock
 
-from state import StateStore
-from sync.errors import LeaseHeld
+from sharesync.state import StateStore
+from sharesync.sync.core.errors import LeaseHeld
 
 NAME = "s.b.t"
 TTL = timedelta(seconds=30)

@@ -15,11 +15,11 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from state import current_revision, head_revision, open_store, upgrade
-from state.engine import dispose_engines
-from state.models import Base
-from state.revisions import VERSION_TABLE
-from sync.errors import StateSchemaTooNew
+from sharesync.state import current_revision, head_revision, open_store, upgrade
+from sharesync.state.engine import dispose_engines
+from sharesync.state.models import Base
+from sharesync.state.revisions import VERSION_TABLE
+from sharesync.sync.core.errors import StateSchemaTooNew
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -131,8 +131,8 @@ def test_revision_files_follow_the_naming_that_open_relies_on() -> None:
     """open_store reads the shipped revisions from file names (no Alembic import); Alembic must agree."""
     from alembic.script import ScriptDirectory
 
-    from state.migrate import _config
-    from state.revisions import VERSIONS_DIR, known_revisions
+    from sharesync.state.migrate import _config
+    from sharesync.state.revisions import VERSIONS_DIR, known_revisions
 
     scripts = ScriptDirectory.from_config(_config())
     assert known_revisions() == {script.revision for script in scripts.walk_revisions()}
@@ -148,7 +148,7 @@ def test_migrations_run_from_an_installed_package(tmp_path: Path) -> None:
     source = tmp_path / "src"
     source.mkdir()
     shutil.copy(REPO / "pyproject.toml", source)
-    for package in ("state", "sync"):
+    for package in ("state", "sync", "pipelines"):
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     (source / "README.md").write_text("x")
     built = tmp_path / "site"
@@ -161,7 +161,7 @@ def test_migrations_run_from_an_installed_package(tmp_path: Path) -> None:
     shutil.rmtree(source)  # nothing may be read from the source tree
     db = tmp_path / "state.db"
     script = (
-        "import sys, state; assert state.__file__.startswith(sys.argv[1]), state.__file__; "
+        "import sys; import sharesync.state as state; assert state.__file__.startswith(sys.argv[1]), state.__file__; "
         "state.open_store('sqlite:///' + sys.argv[2]); print(state.current_revision('sqlite:///' + sys.argv[2]))"
     )
     result = subprocess.run(

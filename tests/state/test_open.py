@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from state_support import read_only
+from support.state import read_only
 
-from state import open_store
-from state.engine import parse_url
-from state.sqlite import SQLITE_BUSY_TIMEOUT_MS
-from sync.errors import ConfigError, StateStoreUnavailable
-from sync.redact import redact
+from sharesync.state import open_store
+from sharesync.state.engine import parse_url
+from sharesync.state.sqlite import SQLITE_BUSY_TIMEOUT_MS
+from sharesync.sync.core.errors import ConfigError, StateStoreUnavailable
+from sharesync.sync.core.redact import redact
 
 UNREACHABLE = "postgresql://u:secretpw@127.0.0.1:1/db"
 
@@ -67,7 +67,7 @@ def test_read_only_sqlite_file_is_refused_with_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     url = f"sqlite:///{path}"
     open_store(url)
-    from state.engine import dispose_engines
+    from sharesync.state.engine import dispose_engines
 
     dispose_engines()
     with read_only(path), pytest.raises(StateStoreUnavailable, match="is read-only.*make it writable"):

@@ -20,10 +20,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import state_race_workers as workers
+from support import state_race_workers as workers
 
-from state import RunStatus, open_store
-from sync.errors import LeaseHeld
+from sharesync.state import RunStatus, open_store
+from sharesync.sync.core.errors import LeaseHeld
 
 pytestmark = pytest.mark.timeout(120)
 

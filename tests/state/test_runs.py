@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from state_support import FakeClock
+from support.state import FakeClock
 
-from state import RunStats, RunStatus, StateStore
-from sync.errors import StateError
-from sync.redact import register_secret
+from sharesync.state import RunStats, RunStatus, StateStore
+from sharesync.sync.core.errors import StateError
+from sharesync.sync.core.redact import register_secret
 
 STATS = RunStats(
     rows_inserted=10, rows_updated=2, rows_deleted=1, files_downloaded=3, bytes_downloaded=2**40, url_refreshes=4

@@ -1,6 +1,6 @@
-"""The read-only SQLite checkpoint reader (``state.sqlite``): the store's answer, or none at all.
+"""The read-only SQLite checkpoint reader (``sharesync.state.sqlite``): the store's answer, or none at all.
 
-A pass with nothing new reads its checkpoints through :func:`state.sqlite.read_checkpoints`
+A pass with nothing new reads its checkpoints through :func:`sharesync.state.sqlite.read_checkpoints`
 instead of opening the store. It must return exactly what :meth:`StateStore.list_checkpoints`
 returns, and ``None`` — so the caller opens the store, which creates, migrates or refuses —
 whenever it cannot be sure.
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
-from state_support import make_checkpoint, read_only
+from support.state import make_checkpoint, read_only
 
-from state import head_revision, open_store, upgrade
-from state.engine import dispose_engines
-from state.revisions import VERSION_TABLE
-from state.sqlite import read_checkpoints, sqlite_file
+from sharesync.state import head_revision, open_store, upgrade
+from sharesync.state.engine import dispose_engines
+from sharesync.state.revisions import VERSION_TABLE
+from sharesync.state.sqlite import read_checkpoints, sqlite_file
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_a_read_only_file_is_left_to_the_store_which_names_the_fix(url: str) -> 
 def test_the_head_revision_is_alembics_head() -> None:
     from alembic.script import ScriptDirectory
 
-    from state.migrate import _config
+    from sharesync.state.migrate import _config
 
     assert ScriptDirectory.from_config(_config()).get_current_head() == head_revision()
 

@@ -18,7 +18,7 @@ class CliResult:
 
 
 def cli_runner(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
-    from sync.cli.main import main
+    from sharesync.sync.cli.main import main
 
     def run(*args: str) -> CliResult:
         capsys.readouterr()

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 from typing import ClassVar
 
-from sync.samples import apply_random_commits, create_sample_table, table_path
+from sharesync.sync.server.samples import apply_random_commits, create_sample_table, table_path
 
 
 class ProviderTables:

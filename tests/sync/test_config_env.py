@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sync.config import ENV_OVERRIDES, env_overrides, load_config
+from sharesync.sync.core.config import ENV_OVERRIDES, env_overrides, load_config
 
 
 @pytest.fixture(autouse=True)

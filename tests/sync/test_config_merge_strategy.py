@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sync.config import parse_config
+from sharesync.sync.core.config import parse_config
 
 
 def config(defaults: dict[str, Any], **table: Any) -> Any:
@@ -37,7 +37,7 @@ def test_the_table_setting_wins_over_the_defaults(
 
 
 def test_a_negative_threshold_is_refused() -> None:
-    from sync.errors import ConfigError
+    from sharesync.sync.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="defaults.rewrite_threshold"):
         config({"rewrite_threshold": -1})

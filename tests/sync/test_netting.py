@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.netting import NETTED_FILE, net_staged_batch, net_table, write_netted
+from sharesync.sync.staging.netting import NETTED_FILE, net_staged_batch, net_table, write_netted
 
 RANK = {"insert": 0, "update_postimage": 0, "delete": 1, "update_preimage": 2}
 

@@ -16,17 +16,17 @@ from pathlib import Path
 import yaml
 from deltalake import DeltaTable
 
-from state import Checkpoint, open_store
-from state.engine import dispose_engines
-from sync.config import ENV_OVERRIDES, load_config
-from sync.server.runner import SharingServer
+from sharesync.state import Checkpoint, open_store
+from sharesync.state.engine import dispose_engines
+from sharesync.sync.core.config import ENV_OVERRIDES, load_config
+from sharesync.sync.server.runner import SharingServer
 
 # Imported by a pass that has something to do, never by one that has not.
 HEAVY = ("sqlalchemy", "alembic", "pydantic_settings", "pyarrow", "deltalake", "pyspark", "pysail", "dagster")
 
 CHILD = """
 import json, sys
-from sync.cli.main import main
+from sharesync.sync.cli.main import main
 try:
     main(["--config", sys.argv[1], "sync"])
 except SystemExit as exit:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sync.config import Mode
-from sync.planning import (
+from sharesync.sync.core.config import Mode
+from sharesync.sync.planning import (
     ApplyChanges,
     Bootstrap,
     BootstrapReason,

@@ -17,7 +17,7 @@ down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Column types are spelled out here (not imported from state.models) so this revision keeps
+# Column types are spelled out here (not imported from sharesync.state.models) so this revision keeps
 # producing the same schema when the models move on.
 UTC_DATETIME = sa.DateTime(timezone=True)
 RUN_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")

@@ -8,28 +8,22 @@
 * ``instance``: a persistent Dagster instance in a temporary ``DAGSTER_HOME`` (sensors and
   event-log scans need one that outlives a run).
 
-One Sail engine serves the whole session (``pipelines.spark`` caches it) and is stopped at the end.
+One Sail engine serves the whole session (``sharesync.pipelines.jobs.session`` caches it) and is stopped at the end.
 """
 
 from __future__ import annotations
 
 import random
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from support.dagster_site import APPEND_TABLE, MERGE_TABLE, SCHEMA, SHARE, Site
 
-# --import-mode=importlib: the helper module here, and the independent verifier of the e2e suite.
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[2] / "e2e"))
-
-from dagster_support import APPEND_TABLE, MERGE_TABLE, SCHEMA, SHARE, Site
-
-from sync.samples import apply_random_commits, create_sample_table, table_path
-from sync.server.runner import SharingServer
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.samples import apply_random_commits, create_sample_table, table_path
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +56,7 @@ def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
 def _engine_session() -> Iterator[None]:
     """Stop the shared Sail engine once these tests are done."""
     yield
-    from pipelines.spark import stop_spark
+    from sharesync.pipelines.jobs.session import stop_spark
 
     stop_spark()
 

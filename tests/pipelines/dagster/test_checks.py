@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
-from dagster_support import APPEND_TABLE, MERGE_TABLE, Site, check_results, materialize
 from deltalake import DeltaTable
+from support.dagster_site import APPEND_TABLE, MERGE_TABLE, Site, check_results, materialize
 
-from pipelines.checks import (
+from sharesync.pipelines.dagster.checks import (
     FRESHNESS,
     ROW_COUNT,
     TOKEN_EXPIRY,
@@ -18,7 +18,7 @@ from pipelines.checks import (
     row_count_verdict,
     token_expiry_verdict,
 )
-from state import Checkpoint
+from sharesync.state import Checkpoint
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 WARN, ERROR = dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR

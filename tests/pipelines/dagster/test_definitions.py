@@ -12,11 +12,11 @@ import dagster as dg
 import pytest
 import yaml
 
-from pipelines import naming
-from pipelines.assets import DEFAULT_RETRY_POLICY, KINDS, build_sync_asset_specs
-from pipelines.location import load_definitions
-from sync.config import parse_config
-from sync.errors import ConfigError
+from sharesync.pipelines.dagster import naming
+from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY, KINDS, build_sync_asset_specs
+from sharesync.pipelines.dagster.location import load_definitions
+from sharesync.sync.core.config import parse_config
+from sharesync.sync.core.errors import ConfigError
 
 
 def _config(**table: Any) -> Any:

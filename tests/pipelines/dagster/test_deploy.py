@@ -32,7 +32,7 @@ def test_compose_runs_postgres_spark_connect_code_server_webserver_and_daemon() 
 
     assert set(services) == {"postgres", "spark-connect", "sharesync-code", "dagster-webserver", "dagster-daemon"}
     code = services["sharesync-code"]
-    assert "pipelines.definitions" in code["command"]
+    assert "sharesync.pipelines.dagster.definitions" in code["command"]
     assert code["environment"]["SHARESYNC_STATE_STORE"].startswith("postgresql+psycopg://")
     workspace = yaml.safe_load((DEPLOY / "workspace.yaml").read_text())
     assert workspace["load_from"][0]["grpc_server"]["host"] == "sharesync-code"

@@ -6,7 +6,7 @@ import json
 
 import dagster as dg
 import pytest
-from dagster_support import MERGE_TABLE, Site, event_texts, materialize
+from support.dagster_site import MERGE_TABLE, Site, event_texts, materialize
 
 pytestmark = pytest.mark.slow
 

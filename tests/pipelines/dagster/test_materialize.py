@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-from dagster_support import (
+from support.dagster_site import (
     APPEND_TABLE,
     MERGE_TABLE,
     Site,
@@ -14,11 +14,11 @@ from dagster_support import (
     materialization,
     materialize,
 )
-from verify import assert_append_target_matches, assert_merge_target_matches
+from support.verify import assert_append_target_matches, assert_merge_target_matches
 
-from pipelines.materialization import STAT_KEYS
-from state import open_store
-from sync.timestamps import from_millis
+from sharesync.pipelines.dagster.materialization import STAT_KEYS
+from sharesync.state import open_store
+from sharesync.sync.core.timestamps import from_millis
 
 pytestmark = pytest.mark.slow
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
-from dagster_support import APPEND_TABLE, MERGE_TABLE, Site, full_name, materialize
+from support.dagster_site import APPEND_TABLE, MERGE_TABLE, Site, full_name, materialize
 
-from pipelines.sensors import SENSOR_NAME, SensorCursor, plan_tick
-from pipelines.sources import DATA_VERSION_TAG
-from sync.errors import ServerError
+from sharesync.pipelines.dagster.sensors import SENSOR_NAME, SensorCursor, plan_tick
+from sharesync.pipelines.dagster.sources import DATA_VERSION_TAG
+from sharesync.sync.core.errors import ServerError
 
 
 def _tick(defs: dg.Definitions, cursor: str | None) -> dg.SensorResult:
@@ -91,7 +91,7 @@ def test_sensor_interval_and_schedules_come_from_the_config(site: Site) -> None:
 def test_observing_the_sources_records_their_versions_as_data_versions(site: Site) -> None:
     defs = site.definitions()
     config = site.config()
-    from pipelines import naming
+    from sharesync.pipelines.dagster import naming
 
     sources = [naming.source_key(t) for t in config.tables]
     result = materialize(defs, dg.AssetSelection.assets(*sources))

@@ -9,7 +9,7 @@ import sys
 # child of ``python -m dagster api execute_run`` (the run worker of every launched run).
 PLAIN = "import pyspark.sql.connect.session"
 GUARDED = (
-    "import sys; from pipelines.spark_import import import_spark_connect; import_spark_connect(); "
+    "import sys; from sharesync.pipelines.jobs.spark_import import import_spark_connect; import_spark_connect(); "
     "import pyspark.sql.connect.session; assert sys.modules['__main__'].__spec__ is None; print('imported')"
 )
 

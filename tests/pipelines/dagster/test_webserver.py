@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
-from dagster_support import MERGE_TABLE, Site
+from support.dagster_site import MERGE_TABLE, Site
 
-from sync.timestamps import from_millis
+from sharesync.sync.core.timestamps import from_millis
 
 pytestmark = pytest.mark.slow
 
@@ -157,7 +157,7 @@ def webserver(environment: dict[str, str], tmp_path: Path) -> Iterator[Webserver
 def _materialize(environment: dict[str, str], select: str, config: dict[str, Any] | None = None) -> None:
     # In-process execution: the same run, without a subprocess per step (a few seconds each on CI).
     run_config = {**(config or {}), "execution": {"config": {"in_process": {}}}}
-    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "pipelines.definitions", "--select", select]
+    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "sharesync.pipelines.dagster.definitions", "--select", select]
     command += ["--config-json", json.dumps(run_config)]
     done = subprocess.run(command, check=False, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sync.client import SharingClient
-from sync.http import RetryPolicy
-from sync.profile import parse_profile
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.profile import parse_profile
+from sharesync.sync.protocol.transport import RetryPolicy
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 ENDPOINT = "https://sharing.example.com/delta-sharing"

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 from deltalake import DeltaTable
 
-from sync.cli.main import cli
-from sync.server.runner import SharingServer
+from sharesync.sync.cli.main import cli
+from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sync.client import SharingClient
-from sync.download import (
+from sharesync.sync.core.errors import DownloadError, NotFound, TransportError, UrlExpired
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.download import (
     DownloadedFile,
     Downloader,
     ProgressUpdate,
@@ -21,9 +22,8 @@ from sync.download import (
     refresher_for,
     staged_name,
 )
-from sync.errors import DownloadError, NotFound, TransportError, UrlExpired
-from sync.http import RetryPolicy
-from sync.wire import AddFile, CdfFile, DataFile, File, RemoveFile
+from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
 
 from .conftest import FakeClock, end, file, metadata, ndjson, protocol
 

@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from sync.client import SharingClient
-from sync.errors import (
+from sharesync.sync.core.errors import (
     BadRequest,
     Forbidden,
     HistoryUnavailable,
@@ -23,13 +22,14 @@ from sync.errors import (
     TransportError,
     Unauthorized,
 )
-from sync.http import (
+from sharesync.sync.core.redact import redact
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.transport import (
     HISTORY_UNAVAILABLE_PHRASES,
     RetryPolicy,
     parse_capabilities,
     parse_retry_after,
 )
-from sync.redact import redact
 
 from .conftest import FIXTURES, TOKEN, FakeClock, error
 
@@ -152,8 +152,8 @@ def test_read_timeouts_are_transport_errors(make_client: Make) -> None:
 
 
 def test_the_default_http_client_has_connect_and_read_timeouts() -> None:
-    from sync.http import Timeouts
-    from sync.profile import parse_profile
+    from sharesync.sync.protocol.profile import parse_profile
+    from sharesync.sync.protocol.transport import Timeouts
 
     profile = parse_profile({"shareCredentialsVersion": 1, "endpoint": "https://srv.example.com", "bearerToken": TOKEN})
     with SharingClient(profile, timeouts=Timeouts(connect=3, read=9)) as client:
@@ -260,7 +260,7 @@ def test_parse_capabilities() -> None:
 def test_retry_policy_from_env() -> None:
     policy = RetryPolicy.from_env({"SHARESYNC_RETRY_MAX_ATTEMPTS": "2", "SHARESYNC_RETRY_TOTAL_SECONDS": "1.5"})
     assert policy.max_attempts == 2 and policy.total_seconds == 1.5
-    from sync.errors import ConfigError
+    from sharesync.sync.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="SHARESYNC_RETRY_TOTAL_SECONDS='x' is not a number"):
         RetryPolicy.from_env({"SHARESYNC_RETRY_TOTAL_SECONDS": "x"})
@@ -269,8 +269,8 @@ def test_retry_policy_from_env() -> None:
 def test_ca_bundle_errors_are_config_errors(tmp_path: pytest.TempPathFactory) -> None:
     from pathlib import Path
 
-    from sync.errors import ConfigError
-    from sync.http import ssl_context
+    from sharesync.sync.core.errors import ConfigError
+    from sharesync.sync.protocol.transport import ssl_context
 
     with pytest.raises(ConfigError, match="ca_bundle .* does not exist"):
         ssl_context(Path("/nonexistent/ca.pem"))
@@ -288,8 +288,8 @@ def test_default_trust_is_verified_from_the_start_and_loaded_on_first_tls_use(
 
     import certifi
 
-    from sync.errors import ConfigError
-    from sync.http import DeferredTrustContext, ssl_context
+    from sharesync.sync.core.errors import ConfigError
+    from sharesync.sync.protocol.transport import DeferredTrustContext, ssl_context
 
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)

@@ -12,25 +12,25 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sync.client import ChangesResult, SharingClient
-from sync.download import (
-    Downloader,
-    ProgressUpdate,
-    RefreshTokenRefresher,
-    refresher_for,
-)
-from sync.errors import (
+from sharesync.sync.core.errors import (
     HistoryUnavailable,
     NotFound,
     ServerError,
     StreamError,
     Unauthorized,
 )
-from sync.http import RetryPolicy, Timeouts
-from sync.profile import load_profile, parse_profile
-from sync.samples import apply_random_commits, create_sample_table, sample_rows
-from sync.server.runner import SharingServer
-from sync.wire import AddFile, CdfFile, RemoveFile
+from sharesync.sync.protocol.client import ChangesResult, SharingClient
+from sharesync.sync.protocol.download import (
+    Downloader,
+    ProgressUpdate,
+    RefreshTokenRefresher,
+    refresher_for,
+)
+from sharesync.sync.protocol.profile import load_profile, parse_profile
+from sharesync.sync.protocol.transport import RetryPolicy, Timeouts
+from sharesync.sync.protocol.wire import AddFile, CdfFile, RemoveFile
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.samples import apply_random_commits, create_sample_table, sample_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -262,7 +262,7 @@ def test_urls_expiring_in_real_time_with_a_slow_store(client: SharingClient, sha
 
 
 def test_wrong_sizes_from_the_store_are_caught(client: SharingClient, sharing_server: SharingServer, tmp_path: Path) -> None:
-    from sync.errors import DownloadError
+    from sharesync.sync.core.errors import DownloadError
 
     result = client.query(PARTITIONED)
     sharing_server.faults.file_size_delta = 7

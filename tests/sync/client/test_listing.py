@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sync.client import SharingClient, TableRef
-from sync.errors import ProtocolViolation
-from sync.ndjson import PageCursor
+from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.protocol.client import SharingClient, TableRef
+from sharesync.sync.protocol.ndjson import PageCursor
 
 from .conftest import ENDPOINT
 

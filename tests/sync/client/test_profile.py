@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from sync.errors import ConfigError, ProtocolViolation, ServerError, Unauthorized
-from sync.profile import (
+from sharesync.sync.core.errors import ConfigError, ProtocolViolation, ServerError, Unauthorized
+from sharesync.sync.core.redact import redact
+from sharesync.sync.protocol.profile import (
     BasicProfile,
     BearerTokenProfile,
     OAuthClientCredentialsProfile,
@@ -21,7 +22,6 @@ from sync.profile import (
     load_profile,
     parse_profile,
 )
-from sync.redact import redact
 
 from .conftest import FIXTURES
 
@@ -125,11 +125,11 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_expiring_soon_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write(tmp_path, v1(expirationTime=(NOW + timedelta(days=3)).isoformat()))
-    with caplog.at_level(logging.WARNING, logger="sync.profile"):
+    with caplog.at_level(logging.WARNING, logger="sharesync.sync.protocol.profile"):
         load_profile(path, now=NOW)
     assert any("expires at 2025-06-04" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="sync.profile"):
+    with caplog.at_level(logging.WARNING, logger="sharesync.sync.protocol.profile"):
         load_profile(write(tmp_path, v1(expirationTime="2025-07-01T00:00:00Z")), now=NOW)
     assert not caplog.records
 

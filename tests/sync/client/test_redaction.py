@@ -9,12 +9,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from sync.client import SharingClient
-from sync.download import Downloader, refresher_for
-from sync.errors import SharesyncError, UrlExpired
-from sync.http import RetryPolicy
-from sync.profile import load_profile, parse_profile
-from sync.server.runner import SharingServer
+from sharesync.sync.core.errors import SharesyncError, UrlExpired
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.download import Downloader, refresher_for
+from sharesync.sync.protocol.profile import load_profile, parse_profile
+from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.server.runner import SharingServer
 
 FAST = RetryPolicy(max_attempts=3, total_seconds=5.0, initial_backoff=0.01, max_backoff=0.02)
 TABLE = "samples.all_types.partitioned"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sync.errors import ProtocolViolation
-from sync.ndjson import parse_lines
-from sync.wire import (
+from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.protocol.ndjson import parse_lines
+from sharesync.sync.protocol.wire import (
     ACTION_KEYS,
     AddFile,
     CdfFile,

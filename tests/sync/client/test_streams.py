@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from sync.client import SharingClient
-from sync.errors import ProtocolViolation, StreamError, TruncatedStream
-from sync.http import RetryPolicy
-from sync.wire import AddFile, CdfFile, File, Metadata, RemoveFile
+from sharesync.sync.core.errors import ProtocolViolation, StreamError, TruncatedStream
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.wire import AddFile, CdfFile, File, Metadata, RemoveFile
 
 from .conftest import ECHO, FakeClock, end, file, metadata, ndjson, protocol
 

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from sync.predicates import Expr, Not, and_, bind, or_
-from sync.predicates.values import to_float32
-from sync.wire import StructType
+from sharesync.sync.predicates import Expr, Not, and_, bind, or_
+from sharesync.sync.predicates.values import to_float32
+from sharesync.sync.protocol.wire import StructType
 
 COLUMNS: dict[str, str] = {
     "i": "integer",

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sync.errors import ConfigError
-from sync.predicates import (
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.predicates import (
     TRUE,
     And,
     CmpOp,
@@ -25,7 +25,7 @@ from sync.predicates import (
     columns_referenced,
     parse_where,
 )
-from sync.wire import StructType
+from sharesync.sync.protocol.wire import StructType
 
 SCHEMA = StructType.model_validate(
     {

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sync.predicates import (
+from sharesync.sync.predicates import (
     FALSE,
     TRUE,
     Expr,
@@ -132,7 +132,7 @@ def test_rewrite_not_keeps_meaning(expr: Expr, table_rows: list[dict[str, Any]])
 @settings(max_examples=50, deadline=None)
 def test_rewrite_not_leaves_no_not_above_a_leaf(data: st.DataObject) -> None:
     def nots_only_on_like(e: Expr) -> bool:
-        from sync.predicates import And, Like, Or
+        from sharesync.sync.predicates import And, Like, Or
 
         match e:
             case Not(operand):

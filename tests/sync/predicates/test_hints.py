@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from sync.predicates import Expr, Not, and_, bind, evaluate, or_, rewrite_not, to_json_hints, to_sql_hints
-from sync.wire import StructType
+from sharesync.sync.predicates import Expr, Not, and_, bind, evaluate, or_, rewrite_not, to_json_hints, to_sql_hints
+from sharesync.sync.protocol.wire import StructType
 
 from .strategies import SCHEMA as GENERATED_SCHEMA
 from .strategies import exprs, rows

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sync.predicates import Expr, Not, bind, evaluate, may_match, or_
-from sync.predicates.evaluate import compare
-from sync.predicates.values import float32_text
-from sync.wire import FileStats, StructType, parse_stats
+from sharesync.sync.predicates import Expr, Not, bind, evaluate, may_match, or_
+from sharesync.sync.predicates.evaluate import compare
+from sharesync.sync.predicates.values import float32_text
+from sharesync.sync.protocol.wire import FileStats, StructType, parse_stats
 
 from .strategies import COLUMNS, ROW, SCHEMA, cells, exprs, leaves
 

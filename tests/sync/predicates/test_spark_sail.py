@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sync.predicates import FALSE, TRUE, Expr, Not, and_, bind, evaluate, or_, to_spark
+from sharesync.sync.predicates import FALSE, TRUE, Expr, Not, and_, bind, evaluate, or_, to_spark
 
 from .strategies import ARROW_TYPES, COLUMNS, SCHEMA, exprs
 

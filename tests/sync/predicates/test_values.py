@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from sync.errors import ProtocolViolation
-from sync.predicates import parse_partition_value
-from sync.predicates.values import float32_text, to_float32
+from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.predicates import parse_partition_value
+from sharesync.sync.predicates.values import float32_text, to_float32
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sync.samples import apply_random_commits, create_sample_table
-from sync.server.runner import SharingServer
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.samples import apply_random_commits, create_sample_table
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from sync.wire import Action, parse_action
+from sharesync.sync.protocol.wire import Action, parse_action
 
 END_STREAM = {"delta-sharing-capabilities": "responseformat=parquet;includeendstreamaction=true"}
 ORDERS = "/shares/demo/schemas/sales/tables/orders"

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sync.samples import sample_rows
-from sync.server.runner import SharingServer
-from sync.timestamps import from_millis, to_wire
-from sync.wire import AddFile, CdfFile, EndStreamAction, Metadata, RemoveFile
+from sharesync.sync.core.timestamps import from_millis, to_wire
+from sharesync.sync.protocol.wire import AddFile, CdfFile, EndStreamAction, Metadata, RemoveFile
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.samples import sample_rows
 
 from .conftest import Scratch
 from .support import actions, error

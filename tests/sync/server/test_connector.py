@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from sync.server.runner import SharingServer
+from sharesync.sync.server.runner import SharingServer
 
 TABLES = ["samples.all_types.partitioned", "samples.all_types.plain"]
 CDF_COLUMNS = ["_change_type", "_commit_version", "_commit_timestamp"]

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from sync.errors import ProtocolViolation
-from sync.server.faults import Faults
-from sync.server.runner import SharingServer
-from sync.wire import EndStreamAction, File, parse_action
+from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.protocol.wire import EndStreamAction, File, parse_action
+from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.runner import SharingServer
 
 from .support import END_STREAM, ORDERS, actions, error
 

@@ -8,8 +8,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 import httpx
 import pytest
 
-from sync.server.runner import SharingServer
-from sync.wire import File
+from sharesync.sync.protocol.wire import File
+from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, actions, error
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sync.server.runner import SharingServer
-from sync.wire import GetShareResponse, ListSchemasPage, ListSharesPage, ListTablesPage, Table
+from sharesync.sync.protocol.wire import GetShareResponse, ListSchemasPage, ListSharesPage, ListTablesPage, Table
+from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, error
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from deltalake import DeltaTable
 
-from sync.samples import apply_random_commits
-from sync.server.runner import SharingServer
-from sync.timestamps import from_millis, to_wire
-from sync.wire import AddFile, EndStreamAction, File, Metadata, Protocol, RemoveFile
+from sharesync.sync.core.timestamps import from_millis, to_wire
+from sharesync.sync.protocol.wire import AddFile, EndStreamAction, File, Metadata, Protocol, RemoveFile
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.samples import apply_random_commits
 
 from .conftest import Scratch
 from .support import END_STREAM, ORDERS, actions, error

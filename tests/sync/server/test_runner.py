@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sync.server.runner import SharingServer
-from sync.wire import File
+from sharesync.sync.protocol.wire import File
+from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, actions
 
@@ -54,7 +54,7 @@ def test_lifecycle_guards(provider_root: Path) -> None:
 
 
 def _sharesync(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from sync.cli.main import main; main()", *args]
+    return [sys.executable, "-c", "from sharesync.sync.cli.main import main; main()", *args]
 
 
 def test_cli_serve_writes_a_profile_and_serves(provider_root: Path, tmp_path: Path) -> None:

@@ -1,0 +1,208 @@
+"""One Dagster asset per configured table: the user's Delta copy of a shared table.
+
+Thin over the engine (dagster-dlt style): :func:`build_sync_asset_specs` is pure and reads
+only the config, so loading definitions never touches the network; the op body calls
+:meth:`SyncEngine.sync_table` — the same code path as ``sharesync sync`` and ``sharesync
+backfill`` — and turns its result into materialization metadata. Each table is its own
+op, so tables sync in parallel, each in its own concurrency pool, each retried on its own.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the op's `context` annotation as an object.
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import dagster as dg
+from pydantic import Field
+
+from sharesync.pipelines.dagster import naming
+from sharesync.pipelines.dagster.failures import describe, raise_for
+from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri
+from sharesync.pipelines.dagster.provider_facts import commit_timestamp
+from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.jobs.target_stats import TargetStats, read_target_stats
+from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.redact import redact
+from sharesync.sync.core.timestamps import parse_timestamp
+
+if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.results import BackfillRequest, TableSyncResult
+
+KINDS = {"deltasharing", "delta", "spark"}
+
+# Transient failures (5xx, 429, dropped connections, a lease held by another process) get
+# three more tries, 30 s → 60 s → 120 s apart (±jitter); permanent ones never retry.
+DEFAULT_RETRY_POLICY = dg.RetryPolicy(
+    max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
+
+
+class SyncRunConfig(dg.Config):
+    """Run config of one table's sync. Empty: sync incrementally. A timestamp: backfill.
+
+    Same semantics as ``sharesync backfill NAME --from … [--to …] [--full-refresh]``.
+    """
+
+    starting_timestamp: str | None = Field(
+        default=None, description="Backfill: replay changes committed at or after this time (ISO-8601, UTC if no offset)."
+    )
+    ending_timestamp: str | None = Field(
+        default=None, description="Backfill: stop at the last version committed at or before this time."
+    )
+    full_refresh: bool = Field(
+        default=False, description="Backfill: re-bootstrap from the snapshot at starting_timestamp instead of replaying."
+    )
+
+    def backfill(self) -> "BackfillRequest | None":
+        """The engine's backfill request, or None for a normal incremental sync."""
+        from sharesync.pipelines.run.results import BackfillRequest
+
+        if self.starting_timestamp is None:
+            if self.ending_timestamp is not None or self.full_refresh:
+                raise ConfigError(
+                    "run config: ending_timestamp and full_refresh need starting_timestamp (the backfill's start)"
+                )
+            return None
+        start = _timestamp("starting_timestamp", self.starting_timestamp)
+        end = _timestamp("ending_timestamp", self.ending_timestamp) if self.ending_timestamp else None
+        if end is not None and end < start:
+            raise ConfigError("run config: ending_timestamp is before starting_timestamp")
+        return BackfillRequest(start, end, self.full_refresh)
+
+
+def build_sync_asset_specs(config: SharesyncConfig) -> list[dg.AssetSpec]:
+    """The asset specs of every configured table; pure and offline."""
+    return [_spec(table) for table in config.tables]
+
+
+def _spec(table: TableConfig) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        key=naming.asset_key(table),
+        deps=[naming.source_key(table)],
+        description=describe_table(table),
+        group_name=naming.group_name(table),
+        kinds=KINDS,
+        code_version=naming.code_version(table),
+        metadata={
+            "shared_table": table.name,
+            "mode": table.mode.value,
+            "keys": ", ".join(table.keys) if table.keys else "-",
+            "dagster/uri": target_uri(table.target),
+        },
+    )
+
+
+def describe_table(table: TableConfig) -> str:
+    """What the asset is, from the table's config (the provider's own description is recorded
+    on observations of the source, which need the network)."""
+    how = {
+        Mode.MERGE: f"merged on {', '.join(table.keys)}" + (" with soft deletes" if table.soft_delete else ""),
+        Mode.APPEND: "as an append-only change log",
+        Mode.SNAPSHOT: "as a full snapshot per version",
+    }[table.mode]
+    parts = [f"Delta Sharing table `{table.name}`, kept in sync with the Delta table at `{table.target}` {how}."]
+    if table.where:
+        parts.append("Rows are filtered by the configured `where`.")
+    if table.columns is not None:
+        parts.append(f"Columns: {', '.join(table.columns)}.")
+    return " ".join(parts)
+
+
+def build_table_assets(
+    config: SharesyncConfig, *, retry_policy: dg.RetryPolicy = DEFAULT_RETRY_POLICY
+) -> list[dg.AssetsDefinition]:
+    """One op-backed asset per table (see the module docstring)."""
+    specs = build_sync_asset_specs(config)
+    return [_table_asset(table, spec, retry_policy) for table, spec in zip(config.tables, specs, strict=True)]
+
+
+def _table_asset(table: TableConfig, spec: dg.AssetSpec, policy: dg.RetryPolicy) -> dg.AssetsDefinition:
+    name = table.name
+
+    @dg.multi_asset(
+        specs=[spec],
+        name=naming.op_name(table),
+        pool=naming.pool(table),
+        retry_policy=policy,
+        op_tags={naming.TABLE_TAG: name},
+    )
+    def sync(context: dg.AssetExecutionContext, config: SyncRunConfig, sharesync: SharesyncResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        return sync_table_asset(context, name, config, sharesync, policy)
+
+    return sync
+
+
+def sync_table_asset(
+    context: dg.AssetExecutionContext,
+    name: str,
+    run_config: SyncRunConfig,
+    sharesync: SharesyncResource,
+    policy: dg.RetryPolicy | None,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Sync ``name`` and describe the result; failures become redacted Dagster failures."""
+    try:
+        backfill = run_config.backfill()
+        with sharesync.engine() as engine:
+            table = engine.config.table(name)
+            if backfill is not None:
+                context.log.info(f"{name}: backfill from {backfill.starting_timestamp.isoformat()}")
+            result = engine.sync_table(table.name, backfill=backfill)
+            commit_from, commit_to = _commit_range(engine, result)
+            stats = _target_stats(context, table)
+    except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
+        context.log.error(f"{name}: sync failed: {describe(exc)}")
+        raise_for(exc, name, policy)
+    metadata = materialization_metadata(
+        result, target=table.target, stats=stats, commit_from=commit_from, commit_to=commit_to, now=datetime.now(UTC)
+    )
+    context.log.info(_summary(result))
+    for warning in result.warnings:
+        context.log.warning(redact(f"{name}: {warning}"))
+    version = result.checkpoint_version
+    return dg.MaterializeResult(
+        metadata=metadata, data_version=dg.DataVersion(str(version)) if version is not None else None
+    )
+
+
+def _commit_range(engine: "SyncEngine", result: "TableSyncResult") -> tuple[datetime | None, datetime | None]:
+    """Commit timestamps of the first and last version applied; asked of the provider when a
+    bootstrap could not learn them from the files it read."""
+    end_version = result.batches[-1].end_version if result.batches else result.checkpoint_version
+    commit_to = result.batches[-1].end_commit_timestamp if result.batches else result.checkpoint_timestamp
+    if commit_to is None and end_version is not None:
+        commit_to = commit_timestamp(engine.client, result.name, end_version)
+    if not result.batches:
+        return commit_to, commit_to
+    first = result.batches[0]
+    if first.start_version == end_version:
+        return commit_to, commit_to
+    commit_from = first.start_commit_timestamp or commit_timestamp(engine.client, result.name, first.start_version)
+    return commit_from, commit_to
+
+
+def _target_stats(context: dg.AssetExecutionContext, table: TableConfig) -> TargetStats | None:
+    try:
+        return read_target_stats(table.target, soft_delete=table.soft_delete)
+    except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
+        context.log.warning(f"{table.name}: cannot read the target's row count and schema: {describe(exc)}")
+        return None
+
+
+def _summary(result: "TableSyncResult") -> str:
+    stats = result.stats
+    if not result.batches:
+        return f"{result.name}: up to date at version {result.checkpoint_version}"
+    return (
+        f"{result.name}: versions {result.batches[0].start_version}..{result.checkpoint_version} "
+        f"(+{stats.rows_inserted} ~{stats.rows_updated} -{stats.rows_deleted} rows, "
+        f"{stats.files_downloaded} files, {stats.bytes_downloaded} bytes) in {result.seconds:.1f}s"
+    )
+
+
+def _timestamp(field: str, value: str) -> datetime:
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise ConfigError(f"run config: {field}: {exc}") from None

@@ -1,0 +1,79 @@
+"""Names the Dagster layer derives from a table's config: asset keys, op names, pools, tags.
+
+Pure and stable: the same config always gives the same names, so run history, run keys and
+pool limits survive restarts. Dagster restricts op and group names to ``[A-Za-z0-9_]``;
+shared-table names are free text, so a name that had to be changed gets a short hash of
+the original appended and two different tables can never collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import dagster as dg
+
+from sharesync.sync.core.config import TableConfig
+
+ASSET_PREFIX = "sharesync"
+SOURCE_PREFIX = "delta_sharing"
+TABLE_TAG = "sharesync/table"
+POOL_PREFIX = "sharesync/"
+
+# The fields that change what lands in the target. Schedules, freshness bounds, batch
+# sizes and download concurrency change when or how fast, not what: they stay out.
+_DATA_FIELDS = ("name", "target", "keys", "mode", "where", "columns", "soft_delete", "start")
+_INVALID = re.compile(r"[^A-Za-z0-9_]")
+
+
+def asset_key(table: TableConfig) -> dg.AssetKey:
+    """``["sharesync", share, schema, table]``: the user's copy."""
+    return dg.AssetKey([ASSET_PREFIX, table.share, table.schema_name, table.table])
+
+
+def source_key(table: TableConfig) -> dg.AssetKey:
+    """``["delta_sharing", share, schema, table]``: the provider's shared table."""
+    return dg.AssetKey([SOURCE_PREFIX, table.share, table.schema_name, table.table])
+
+
+def dagster_name(text: str) -> str:
+    """``text`` as a valid Dagster name; changed names get a hash suffix to stay unique."""
+    cleaned = _INVALID.sub("_", text)
+    if cleaned == text and cleaned:
+        return cleaned
+    return f"{cleaned}_{hashlib.sha256(text.encode()).hexdigest()[:6]}"
+
+
+def op_name(table: TableConfig) -> str:
+    """The sync op's name, also the key of its run config (``ops: {<name>: {config: …}}``)."""
+    return dagster_name(f"sync_{table.share}__{table.schema_name}__{table.table}")
+
+
+def checks_op_name(table: TableConfig) -> str:
+    return dagster_name(f"check_{table.share}__{table.schema_name}__{table.table}")
+
+
+def group_name(table: TableConfig) -> str:
+    return dagster_name(table.share)
+
+
+def pool(table: TableConfig) -> str:
+    """One concurrency pool per table: with a limit of 1, at most one sync of it at a time."""
+    return f"{POOL_PREFIX}{table.name}".replace(" ", "_")
+
+
+def schedule_name(table: TableConfig) -> str:
+    return dagster_name(f"sync_{table.share}__{table.schema_name}__{table.table}_schedule")
+
+
+def code_version(table: TableConfig) -> str:
+    """A hash of the table's data-shaping config: Dagster marks the asset changed when it moves."""
+    fields = table.model_dump(mode="json", include=set(_DATA_FIELDS))
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_key(table: TableConfig, version: int) -> str:
+    """``name@version``: a sensor requests each source version of a table once."""
+    return f"{table.name}@{version}"

@@ -1,0 +1,55 @@
+"""The one Dagster resource: where the sharesync config lives, and engines built from it at run time.
+
+Definitions are built from the config when the code location loads, which must stay fast
+and offline; so the resource holds only the config's path. The profile, the state store,
+HTTP clients and Spark are touched when an op or a sensor asks for :meth:`engine`, inside
+the run (or the tick) that needs them, and closed when it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from sharesync.sync.core.config import SharesyncConfig, load_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sharesync.pipelines.run.engine import SyncEngine
+
+RESOURCE_KEY = "sharesync"
+
+
+class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The sharesync config file behind every sync, check and sensor of this code location."""
+
+    config_path: str
+
+    def load_config(self) -> SharesyncConfig:
+        """The validated config, read afresh (env overrides apply, as in the CLI)."""
+        return load_config(Path(self.config_path))
+
+    @contextmanager
+    def engine(self) -> Iterator[SyncEngine]:
+        """A :class:`SyncEngine` for this run; its clients are created on first use, closed on exit."""
+        # Imported here: the engine's dependencies (SQLAlchemy, Alembic, httpx) cost at run time, not at load.
+        from sharesync.pipelines.run.engine import SyncEngine
+
+        config = self.load_config()
+        with SyncEngine(config, spark=lambda: _spark_session(config)) as engine:  # lease TTL: from the config
+            yield engine
+
+
+def _spark_session(config: SharesyncConfig) -> SparkSession:
+    """The process's cached session, importable in Dagster step processes too (see spark_import)."""
+    from sharesync.pipelines.jobs.session import get_spark
+    from sharesync.pipelines.jobs.spark_import import import_spark_connect
+
+    import_spark_connect()
+    return get_spark(config.spark)
+

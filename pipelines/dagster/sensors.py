@@ -1,0 +1,170 @@
+"""What starts syncs: the ``sharesync_source_versions`` sensor and the schedules from the config.
+
+The sensor polls every table's version concurrently (one cheap ``/version`` call each;
+minimum interval ``sensor_interval_seconds``, default 30 s, the protocol's guidance for
+streaming readers) and requests a run only for tables whose provider version differs from
+their checkpoint, with run key ``name@version``. Its cursor remembers what it requested and
+observed, so a tick without changes requests nothing and records nothing. As with run keys,
+a version is requested once: a run that failed for good is not requested again until the
+provider moves on (fix the cause, then materialize from the UI). Each run carries the tag
+``sharesync/table`` (for per-table run limits) and selects one table with its checks.
+
+The decision is :func:`plan_tick`, pure; the sensor only gathers versions and checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from sharesync.pipelines.dagster import naming
+from sharesync.pipelines.dagster.checks import build_check_specs
+from sharesync.pipelines.dagster.failures import describe
+from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.sources import observation
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
+from sharesync.sync.core.errors import SharesyncError
+
+if TYPE_CHECKING:
+    from sharesync.state import Checkpoint
+
+SENSOR_NAME = "sharesync_source_versions"
+
+
+@dataclass
+class SensorCursor:
+    """Per table: the last version observed and the last version a run was requested for."""
+
+    observed: dict[str, int] = field(default_factory=dict)
+    requested: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None) -> SensorCursor:
+        if not text:
+            return cls()
+        try:
+            raw = json.loads(text)
+            return cls(
+                {str(k): int(v) for k, v in raw.get("observed", {}).items()},
+                {str(k): int(v) for k, v in raw.get("requested", {}).items()},
+            )
+        except (ValueError, TypeError, AttributeError):
+            return cls()  # an unreadable cursor costs one round of repeated observations, nothing more
+
+    def dumps(self) -> str:
+        return json.dumps({"observed": self.observed, "requested": self.requested}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one sensor evaluation decided."""
+
+    run_requests: list[dg.RunRequest]
+    observations: list[dg.AssetObservation]
+    cursor: SensorCursor
+    errors: list[str]
+
+
+def plan_tick(
+    config: SharesyncConfig,
+    tables: Sequence[TableConfig],
+    versions: Mapping[str, int | SharesyncError],
+    checkpoints: Mapping[str, Checkpoint],
+    cursor: SensorCursor,
+) -> Tick:
+    """Requests for tables whose source version differs from their checkpoint, once per version."""
+    new = SensorCursor(dict(cursor.observed), dict(cursor.requested))
+    requests: list[dg.RunRequest] = []
+    observations: list[dg.AssetObservation] = []
+    errors: list[str] = []
+    for table in tables:
+        polled = versions.get(table.name)
+        if polled is None:
+            continue
+        if isinstance(polled, SharesyncError):
+            errors.append(f"{table.name}: cannot read the provider's version: {describe(polled)}")
+            continue
+        if new.observed.get(table.name) != polled:
+            observations.append(observation(table, polled))
+            new.observed[table.name] = polled
+        checkpoint = checkpoints.get(table.name)
+        # Behind, or not synced yet. A version *below* the checkpoint means the provider
+        # re-created the table: the engine re-bootstraps, so that is a request too.
+        if checkpoint is not None and checkpoint.version == polled:
+            continue
+        if new.requested.get(table.name) == polled:
+            continue
+        requests.append(run_request(config, table, polled))
+        new.requested[table.name] = polled
+    return Tick(requests, observations, new, errors)
+
+
+def run_request(config: SharesyncConfig, table: TableConfig, version: int) -> dg.RunRequest:
+    return dg.RunRequest(
+        run_key=naming.run_key(table, version),
+        asset_selection=[naming.asset_key(table)],
+        asset_check_keys=[spec.key for spec in build_check_specs(config, table)],
+        tags={naming.TABLE_TAG: table.name},
+    )
+
+
+def build_source_sensor(
+    config: SharesyncConfig, *, default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING
+) -> dg.SensorDefinition | None:
+    if not config.tables:
+        return None
+    tables = list(config.tables)
+
+    @dg.sensor(
+        name=SENSOR_NAME,
+        minimum_interval_seconds=config.sensor_interval_seconds,
+        target=dg.AssetSelection.assets(*[naming.asset_key(t) for t in tables]),
+        default_status=default_status,
+        description="Requests a sync of each table whose provider version moved past its checkpoint.",
+    )
+    def sharesync_source_versions(context: dg.SensorEvaluationContext, sharesync: SharesyncResource) -> dg.SensorResult:
+        cursor = SensorCursor.parse(context.cursor)
+        with sharesync.engine() as engine:
+            try:
+                versions = engine.source_versions([t.name for t in tables])
+                checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
+            except SharesyncError as exc:  # profile or state store: nothing can be decided this tick
+                raise dg.Failure(description=describe(exc)) from None
+        tick = plan_tick(config, tables, versions, checkpoints, cursor)
+        for error in tick.errors:
+            context.log.warning(error)
+        if tick.run_requests:
+            return dg.SensorResult(
+                run_requests=tick.run_requests, asset_events=list(tick.observations), cursor=tick.cursor.dumps()
+            )
+        skip = f"{len(tables) - len(tick.errors)} of {len(tables)} tables at their checkpoint or already requested"
+        return dg.SensorResult(skip_reason=skip, asset_events=list(tick.observations), cursor=tick.cursor.dumps())
+
+    return sharesync_source_versions
+
+
+def build_schedules(
+    config: SharesyncConfig, *, default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING
+) -> list[dg.ScheduleDefinition]:
+    """One schedule per table with a ``schedule`` (its own, else ``defaults.schedule``), in UTC."""
+    schedules = []
+    for table in config.tables:
+        cron = table.schedule or config.defaults.schedule
+        if cron is None:
+            continue
+        schedules.append(
+            dg.ScheduleDefinition(
+                name=naming.schedule_name(table),
+                cron_schedule=cron,
+                execution_timezone="UTC",
+                target=dg.AssetSelection.assets(naming.asset_key(table)),
+                tags={naming.TABLE_TAG: table.name},
+                default_status=default_status,
+                description=f"Sync {table.name} on '{cron}' (UTC).",
+            )
+        )
+    return schedules

@@ -1,0 +1,86 @@
+"""Append mode: the target is the change log itself, each change row exactly once.
+
+Rows keep their data columns plus ``_change_type``, ``_commit_version`` and
+``_commit_timestamp``. Exactly once without a MERGE: every run first deletes the rows above the
+checkpoint, then appends the batch. That is safe because the checkpoint (``after_version``)
+only moves after the append has committed, so any row above it was written by an attempt that
+crashed before its checkpoint — and this attempt is about to write the same rows again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.jobs.layout import (
+    GUARD_COLUMNS,
+    WRITES,
+    ApplyStats,
+    added_columns,
+    col,
+    create_target,
+    keeps,
+    projection,
+    require_columns,
+    session_of,
+    total,
+    version_after,
+)
+from sharesync.pipelines.jobs.staged import CDF_COLUMNS, COMMIT_VERSION, count_rows, read_staged, staged_files
+from sharesync.pipelines.jobs.target import commit_metrics, inspect_target, quote_identifier, register_target
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+__all__ = ["apply_append"]
+
+
+def apply_append(
+    spark: SparkSession | Callable[[], SparkSession],
+    staged: str | Path,
+    target: str,
+    *,
+    after_version: int,
+    columns: Sequence[str] | None = None,
+    row_filter: Column | None = None,
+) -> ApplyStats:
+    """Append the batch's change rows above ``after_version`` (the checkpoint) to ``target``.
+
+    A change row is kept when its own image satisfies ``row_filter`` (only TRUE keeps it).
+    ``inserted`` counts the rows appended; rows removed from a crashed earlier attempt are not
+    reported as deletes, since the same rows are written again.
+    """
+    from pyspark.sql import functions as F
+
+    files = staged_files(staged)
+    if not files:
+        return ApplyStats()
+    state = inspect_target(target)
+    session = session_of(spark)
+    df = read_staged(session, staged, files)
+    data_columns = projection(df, (), columns, target)
+    # Rows at or below the checkpoint are in the target already: never write them twice.
+    fresh = df.where(keeps(row_filter) & (F.col(COMMIT_VERSION) > F.lit(int(after_version))))
+    out = fresh.select(*[col(c) for c in data_columns], *CDF_COLUMNS)
+    rows = count_rows(files)
+    if not state.exists:
+        return create_target(out, target, rows)
+    require_columns(state, list(CDF_COLUMNS), "append")
+    if after_version < 0:
+        # The log restarts (bootstrap after 'sharesync reset', a re-created source): no row of the
+        # target survives, so replace it in one commit, schema included — the documented way past
+        # a breaking schema change. (DELETE + append would refuse the new schema.)
+        out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
+        commits = commit_metrics(target, state.version)
+        return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
+    added = added_columns(df, state, data_columns, exclude=CDF_COLUMNS + GUARD_COLUMNS)
+    name = register_target(session, target)
+    session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
+    writer = out.write.format("delta").mode("append")
+    if added:
+        writer = writer.option("mergeSchema", "true")
+    writer.save(target)
+    commits = commit_metrics(target, state.version)
+    inserted = total(commits, WRITES, "numOutputRows")
+    return ApplyStats(rows, inserted, 0, 0, version_after(state.version, commits), added)

@@ -1,0 +1,283 @@
+"""Apply a staged batch to a target Delta table, exactly once, over any Spark Connect engine.
+
+This module holds merge mode — one MERGE of the batch's net change per key — and re-exports
+the other jobs, so ``sharesync.pipelines.jobs.merge`` is the one import for the sync engine:
+
+* :func:`apply_merge` (merge mode), :func:`replace_target` (bootstrap, ``sharesync.pipelines.jobs.snapshot``),
+  :func:`apply_snapshot` (snapshot mode), :func:`apply_append` (append mode, ``sharesync.pipelines.jobs.append``).
+
+Exactly once, merge mode: each target row carries ``_sharesync_version``, the source commit of
+its last change. A change applies only where it is newer than that guard, so re-running a batch
+after a crash (MERGE committed, checkpoint not yet moved) changes nothing, per key.
+
+Only calls that Sail and Apache Spark + Delta Lake both support are used (see
+``/work/shared/ENGINE-NOTES.md``): DataFrame reads and writes, ``DataFrame.mergeInto`` on a
+registered table name, ``CREATE TABLE … LOCATION`` and ``DELETE FROM``. Every job checks the
+target and the schema before it writes anything.
+
+Jobs take ``spark`` as a session or a zero-argument factory (``lambda: get_spark(config)``):
+an empty batch returns before the factory is called, so it never starts an engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sharesync.pipelines.jobs.append import apply_append
+from sharesync.pipelines.jobs.layout import (
+    DELETED_COLUMN,
+    GUARD_COLUMNS,
+    TIMESTAMP_COLUMN,
+    VERSION_COLUMN,
+    ApplyStats,
+    added_columns,
+    col,
+    create_target,
+    guard_values,
+    keeps,
+    projection,
+    require_columns,
+    row_count,
+    session_of,
+    total,
+    version_after,
+)
+from sharesync.pipelines.jobs.rewrite import can_rewrite, rewrite_target
+from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
+from sharesync.pipelines.jobs.staged import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    UPSERT_TYPES,
+    read_staged,
+    staged_files,
+)
+from sharesync.pipelines.jobs.target import (
+    TargetState,
+    commit_metrics,
+    inspect_target,
+    quote_identifier,
+    register_target,
+)
+from sharesync.sync.core.errors import SchemaIncompatible, SyncError
+from sharesync.sync.staging.netting import net_staged_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "ApplyStats",
+    "apply_append",
+    "apply_merge",
+    "apply_snapshot",
+    "read_staged",
+    "replace_target",
+    "staged_files",
+]
+
+# Rewrite when the net changes reach 10 % of the target's rows: changed keys scattered over the
+# table then touch every file of more than ~50 rows, so a MERGE rewrites it all anyway.
+DEFAULT_REWRITE_THRESHOLD = 0.1
+
+_UPSERT = "_sharesync_upsert"  # merge source only: TRUE = the winning image stays (never written)
+
+
+def apply_merge(
+    spark: SparkSession | Callable[[], SparkSession],
+    staged: str | Path,
+    target: str,
+    *,
+    keys: Sequence[str],
+    columns: Sequence[str] | None = None,
+    row_filter: Column | None = None,
+    soft_delete: bool = False,
+    replay_from: int | None = None,
+    rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
+) -> ApplyStats:
+    """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
+
+    A key whose winning image is a delete, a preimage, or fails ``row_filter`` (only TRUE keeps
+    a row: SQL three-valued logic) is deleted — or, with ``soft_delete``, flagged
+    ``_sharesync_deleted``. ``columns`` projects the data columns (keys always kept). A missing
+    target is created from the batch: the first batch may be a bootstrap snapshot.
+
+    ``replay_from`` (backfill): target rows whose guard version is at or after it are
+    overwritten by this batch even when not older — the replay re-applies history the target
+    already claims to have. Re-running such a batch rewrites the same values again.
+
+    The net change per key is computed in Arrow (:mod:`sharesync.sync.staging.netting`): the stager nets a merge
+    batch as it downloads it, and a batch staged otherwise is netted here, in place — a Spark
+    window over the key cost two thirds of an incremental sync on Sail. Keys match with plain ``=`` when no key in the batch is NULL (cheaper than
+    NULL-safe ``<=>``; a NULL-keyed target row cannot be matched by such a batch anyway).
+
+    ``rewrite_threshold``: when the net changes number at least this share of the target's rows,
+    the target is rewritten instead (:mod:`sharesync.pipelines.jobs.rewrite`: same result and guards, one
+    ``overwrite`` commit, several times cheaper when most files would be rewritten anyway);
+    ``None`` always MERGEs.
+    """
+    if not keys or isinstance(keys, str):
+        raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
+    files = staged_files(staged)
+    if not files:
+        return ApplyStats()
+    state = inspect_target(target)
+    session = session_of(spark)
+    data_columns = projection(read_staged(session, staged, files), keys, columns, target)
+    by_lower = {c.lower(): c for c in data_columns}
+    netted = net_staged_batch(Path(staged), [by_lower[k.lower()] for k in keys])
+    null_keys, rows = netted.null_keys, netted.rows_before
+    df = read_staged(session, staged)
+    net = _merge_source(df, data_columns, row_filter)
+    if not state.exists:
+        from pyspark.sql import functions as F
+
+        out = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
+        return create_target(out, target, rows)
+    require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
+    add_deleted = soft_delete and DELETED_COLUMN not in state.column_names
+    added = _evolve(df, state, data_columns, add_deleted=add_deleted)
+    if added or add_deleted:
+        state = dataclasses.replace(inspect_target(target), version=state.version)  # metrics count from before
+    if _rewrites(state, data_columns, soft_delete, netted.rows_after, rewrite_threshold):
+        counts = rewrite_target(
+            session, net, target, keys=keys, data_columns=data_columns, upsert_flag=_UPSERT,
+            soft_delete=soft_delete, replay_from=replay_from, null_keys=null_keys,
+        )  # fmt: skip
+        after = version_after(state.version, commit_metrics(target, state.version))
+        return ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, after, added)
+    name = register_target(session, target)
+    soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
+    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys).merge()
+    commits = commit_metrics(target, state.version)
+    inserted = total(commits, "MERGE", "numTargetRowsInserted")
+    updated = total(commits, "MERGE", "numTargetRowsUpdated")
+    deleted = total(commits, "MERGE", "numTargetRowsDeleted")
+    if soft_delete and updated:  # the metrics count the soft-delete clause as updates
+        updated, deleted = updated - soft_deleted, deleted + soft_deleted
+    return ApplyStats(rows, inserted, updated, deleted, version_after(state.version, commits), added)
+
+
+def _rewrites(
+    state: TargetState, data_columns: Sequence[str], soft_delete: bool, net_rows: int, threshold: float | None
+) -> bool:
+    if threshold is None or not can_rewrite(state, data_columns, soft_delete=soft_delete):
+        return False
+    return net_rows >= threshold * row_count(state.path)
+
+
+def _merge_source(net: DataFrame, data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
+    """Net changes, projected, with the upsert flag computed on the full (unprojected) row."""
+    from pyspark.sql import functions as F
+
+    upsert = F.col(CHANGE_TYPE).isin(*UPSERT_TYPES) & keeps(row_filter)
+    return net.select(*[col(c) for c in data_columns], COMMIT_VERSION, COMMIT_TIMESTAMP, upsert.alias(_UPSERT))
+
+
+def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, add_deleted: bool) -> tuple[str, ...]:
+    """Add new nullable columns with an empty ``mergeSchema`` append: a metadata-only commit.
+
+    Why not ``mergeInto(...).withSchemaEvolution()``: Sail rejects explicit ``UPDATE SET`` /
+    ``INSERT`` assignments to a column the target lacks ("attribute … is missing from the
+    schema"), and ``updateAll``/``insertAll`` would add the change-feed columns as well.
+    Adding the columns first is idempotent: after a crash the retry finds them and goes on.
+    """
+    from pyspark.sql import functions as F
+
+    added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
+    if not added and not add_deleted:
+        return added
+    new = [col(c) for c in added] + ([F.lit(None).cast("boolean").alias(DELETED_COLUMN)] if add_deleted else [])
+    wanted = sorted({*added, *([DELETED_COLUMN] if add_deleted else [])})
+    cannot = (
+        f"could not add the new column(s) {wanted} to target '{state.path}' (targets with NOT NULL columns "
+        "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
+    )
+    try:
+        df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true").save(state.path)
+    except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
+        raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
+    present = {c.lower() for c in inspect_target(state.path).column_names}
+    if any(c.lower() not in present for c in wanted):
+        # Sail's mergeSchema may also add nothing, silently, to a table with NOT NULL columns.
+        raise SchemaIncompatible(cannot)
+    return added
+
+
+def _applies(source: str, target: str, replay_from: int | None) -> Column:
+    """The guard: the change is newer than the row's last change (or the row is being replayed)."""
+    from pyspark.sql import functions as F
+
+    guard = F.col(f"{target}.{quote_identifier(VERSION_COLUMN)}")
+    newer = F.col(f"{source}.{quote_identifier(COMMIT_VERSION)}") > guard
+    return newer if replay_from is None else newer | (guard >= F.lit(int(replay_from)))
+
+
+def _key_match(keys: Sequence[str], target_alias: str, source_alias: str, null_safe: bool = True) -> Column:
+    """Key equality; NULL-safe when the batch has NULL keys (a NULL key must match itself, or
+    every re-run re-inserts it), plain ``=`` otherwise (measured ≈ 25 % faster on Sail)."""
+    from pyspark.sql import functions as F
+
+    def equal(k: str) -> Column:
+        left, right = F.col(f"{target_alias}.{quote_identifier(k)}"), F.col(f"{source_alias}.{quote_identifier(k)}")
+        return left.eqNullSafe(right) if null_safe else left == right
+
+    pairs = [equal(k) for k in keys]
+    return reduce(lambda a, b: a & b, pairs)
+
+
+def _merge_writer(
+    net: DataFrame,
+    name: str,
+    keys: Sequence[str],
+    data_columns: Sequence[str],
+    soft_delete: bool,
+    replay_from: int | None,
+    null_keys: bool = True,
+) -> Any:
+    """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
+    from pyspark.sql import functions as F
+
+    def s(c: str) -> Column:
+        return F.col(f"s.{quote_identifier(c)}")
+
+    def t(c: str) -> Column:
+        return F.col(f"{name}.{quote_identifier(c)}")
+
+    newer, upsert = _applies("s", name, replay_from), s(_UPSERT)
+    guards = {
+        quote_identifier(VERSION_COLUMN): s(COMMIT_VERSION),
+        quote_identifier(TIMESTAMP_COLUMN): s(COMMIT_TIMESTAMP),
+    }
+    if soft_delete:
+        guards[quote_identifier(DELETED_COLUMN)] = ~upsert
+    values = {quote_identifier(c): s(c) for c in data_columns}
+    writer = net.alias("s").mergeInto(name, _key_match(keys, name, "s", null_keys))
+    if soft_delete:
+        live = ~F.coalesce(t(DELETED_COLUMN), F.lit(False))  # re-flagging a deleted row is no change
+        writer = writer.whenMatched(newer & ~upsert & live).update(guards)
+    else:
+        writer = writer.whenMatched(newer & ~upsert).delete()
+    writer = writer.whenMatched(newer & upsert).update({**values, **guards})
+    return writer.whenNotMatched(upsert).insert({**values, **guards})
+
+
+def _soft_deletes(
+    spark: SparkSession, net: DataFrame, name: str, keys: Sequence[str], replay_from: int | None, null_keys: bool
+) -> int:
+    """Rows the soft-delete clause is about to flag, counted just before the MERGE.
+
+    The commit metrics count a soft delete as an update, so this one number is computed, with
+    the clause's own condition over the delete-ish net changes joined to the target (≈ 0.4 s for
+    a 1M-row target here, against ≈ 2.5 s for the MERGE). A lease keeps writers out meanwhile.
+    """
+    from pyspark.sql import functions as F
+
+    source = net.where(~F.col(_UPSERT)).alias("s")
+    target = spark.table(name).alias("t")
+    newer = _applies("s", "t", replay_from)
+    live = ~F.coalesce(F.col(f"t.{DELETED_COLUMN}"), F.lit(False))
+    return int(source.join(target, _key_match(keys, "t", "s", null_keys)).where(newer & live).count())

@@ -1,0 +1,96 @@
+"""One Spark Connect session per process: the embedded Sail engine, or any ``sc://`` server.
+
+The sync engine speaks only the Spark Connect protocol, so the same jobs run on the
+embedded Sail engine (default: started in-process on a free loopback port, ~0.5 s) and on
+Apache Spark + Delta Lake (``spark.remote: sc://host:15002``). pyspark and pysail are
+imported inside the functions: importing this module must stay free, because a sync that
+finds nothing to do never needs an engine.
+
+Sessions are cached per configuration and guarded by a lock, so concurrent Dagster steps in
+one process share one engine instead of racing to start several.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+from typing import TYPE_CHECKING, Any, cast
+
+from sharesync.sync.core.config import SparkConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["get_spark", "stop_spark"]
+
+# Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC.
+_FIXED_CONF = {"spark.sql.session.timeZone": "UTC"}
+
+_lock = threading.Lock()
+_server: Any = None  # pysail.spark.SparkConnectServer, started at most once per process
+_sessions: dict[tuple[str | None, tuple[tuple[str, str], ...]], SparkSession] = {}
+
+
+def get_spark(config: SparkConfig | None = None) -> SparkSession:
+    """The cached session for ``config``; starts the embedded Sail engine on first use."""
+    config = config or SparkConfig()
+    key = (config.remote, tuple(sorted(config.conf.items())))
+    with _lock:
+        session = _sessions.get(key)
+        if session is None:
+            url = config.remote or _embedded_url()
+            session = _connect(url, {**config.conf, **_FIXED_CONF})
+            _sessions[key] = session
+        return session
+
+
+def stop_spark() -> None:
+    """Close every cached session and stop the embedded engine (tests, process shutdown)."""
+    global _server
+    with _lock:
+        sessions = list(_sessions.values())
+        _sessions.clear()
+        server, _server = _server, None
+    for session in sessions:
+        with contextlib.suppress(Exception):  # the server may be gone already; shutting down anyway
+            session.stop()
+    if server is not None:
+        server.stop()
+
+
+def _embedded_url() -> str:
+    """Start Sail once (caller holds the lock) and return its loopback Spark Connect URL."""
+    global _server
+    if _server is None:
+        # Sail logs every session at INFO, and warns about its own tasks on every shutdown; keep
+        # output readable unless asked (RUST_LOG=warn or info shows the engine's own logs).
+        os.environ.setdefault("RUST_LOG", "error")
+        from pysail.spark import SparkConnectServer
+
+        # Stop it before the interpreter tears down, or Sail warns about aborted tasks on exit.
+        atexit.register(stop_spark)
+        server = SparkConnectServer("127.0.0.1", 0)
+        server.start(background=True)
+        _server = server
+    address = _server.listening_address
+    if address is None:  # pragma: no cover - start() returns only once the port is bound
+        raise RuntimeError("the embedded Sail engine did not start listening")
+    return f"sc://127.0.0.1:{address[1]}"
+
+
+def _connect(url: str, conf: dict[str, str]) -> SparkSession:
+    # The Connect builder directly: the classic builder's create() would look for a JVM.
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    builder = ConnectSession.builder.remote(url)
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    # create(), not getOrCreate(): the latter hands back whatever default session exists,
+    # even one connected to a different URL.
+    session = builder.create()
+    for name, value in conf.items():  # some servers ignore builder conf on connect; set explicitly
+        session.conf.set(name, value)
+    # The Connect session implements the public SparkSession API, which is what callers use.
+    return cast("SparkSession", session)

@@ -1,0 +1,66 @@
+"""A staged batch: the provider's change rows as parquet files (netted per key by ``sharesync.sync.staging.netting``).
+
+The stager writes a flat directory of parquet files, each with the table's data columns
+(one batch schema, partition columns already typed columns) plus the change-feed columns
+``_change_type`` (insert | update_preimage | update_postimage | delete), ``_commit_version``
+(long) and ``_commit_timestamp`` (UTC timestamp). A snapshot is the same with every row an
+``insert`` at the snapshot version. Zero files is a valid, empty batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sharesync.sync.core.errors import SyncError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["CDF_COLUMNS", "UPSERT_TYPES", "count_rows", "read_staged", "staged_files"]
+
+CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
+CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+UPSERT_TYPES = ("insert", "update_postimage")
+
+
+def staged_files(path: str | Path) -> list[Path]:
+    """The batch's data files, by Spark's own rule: names starting with ``_`` or ``.`` are not
+    data (``_SUCCESS``, ``.crc``), and neither is a ``*.tmp`` file still being written.
+
+    A missing directory is an error, not an empty batch: treating it as empty would let the
+    checkpoint move past changes that were never applied.
+    """
+    directory = Path(path)
+    if not directory.is_dir():
+        raise SyncError(f"staged batch '{directory}' does not exist; stage the batch again")
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_file() and not p.name.startswith(("_", ".")) and not p.name.endswith(".tmp")
+    )
+
+
+def read_staged(spark: SparkSession, path: str | Path, files: Sequence[Path] | None = None) -> DataFrame:
+    """The staged change rows of a non-empty batch.
+
+    The explicit file list (not the directory) is read, so the engine sees exactly the files
+    counted here and never infers partition columns from sub-directory names.
+    """
+    files = staged_files(path) if files is None else files
+    if not files:
+        raise SyncError(f"staged batch '{path}' is empty; check staged_files() before reading it")
+    df = spark.read.parquet(*[str(f) for f in files])
+    missing = [c for c in CDF_COLUMNS if c not in df.columns]
+    if missing:
+        raise SyncError(f"staged batch '{path}' lacks the change-feed columns {missing}; it was staged wrongly")
+    return df
+
+
+def count_rows(files: Sequence[Path]) -> int:
+    """Rows staged, from the parquet footers: no engine work."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+

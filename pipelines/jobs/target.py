@@ -1,0 +1,209 @@
+"""The target Delta table as seen from this process: checks, metadata, registration, metrics.
+
+Checks happen before any write, with ``deltalake`` and the filesystem, so an unusable target
+fails fast with a clear :class:`TargetError` instead of an engine stack trace half-way
+through a job. This assumes the target is reachable from this process as well as from the
+engine — the same requirement as the staging directory, whose files the engine reads.
+
+Registration: Sail's ``DataFrame.mergeInto`` needs a catalog table name (a ``delta.`/path```
+identifier is rejected), so before a MERGE or DELETE the target is registered as an external
+table ``sharesync_<hash of path>`` (``CREATE TABLE IF NOT EXISTS``: idempotent, cheap) — a
+stable, collision-free name that is safe to interpolate into SQL. On a Spark with a persistent
+metastore the registration stays there; dropping it never deletes the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlparse
+
+from sharesync.sync.core.errors import TargetError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "Commit",
+    "TargetState",
+    "commit_metrics",
+    "inspect_target",
+    "quote_identifier",
+    "register_target",
+    "sql_string",
+    "table_name",
+]
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """A target before a job touches it. ``version is None``: no Delta table there yet."""
+
+    path: str
+    version: int | None
+    schema: dict[str, Any] | None  # Spark/Delta JSON struct schema, None when no table yet
+
+    @property
+    def exists(self) -> bool:
+        return self.version is not None
+
+    @property
+    def column_names(self) -> list[str]:
+        return [field["name"] for field in (self.schema or {}).get("fields", [])]
+
+
+# Sail 0.7 percent-encodes other characters when it writes a Delta table (the log lands in
+# "a%20b", the data files in "a%2520b"), so such a target would silently end up elsewhere.
+_SAFE_PATH = re.compile(r"[A-Za-z0-9/._\-!$&'()+,;=:@]*")
+
+
+def inspect_target(path: str) -> TargetState:
+    """Version and schema of the Delta table at ``path``; TargetError if it cannot be one."""
+    _check_characters(path)
+    local = _local_path(path)
+    if local is not None:
+        _check_local(local, path)
+        if not (local / "_delta_log").is_dir():
+            return TargetState(path, None, None)
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(path)
+    except TableNotFoundError:
+        # No commit yet: either nothing there, or files left by a write that crashed before
+        # its first commit — uncommitted files are not part of any Delta table.
+        return TargetState(path, None, None)
+    except Exception as exc:
+        raise TargetError(f"target '{path}' cannot be read as a Delta table: {exc}") from exc
+    return TargetState(path, table.version(), json.loads(table.schema().to_json()))
+
+
+class Commit(NamedTuple):
+    version: int
+    operation: str  # commitInfo.operation: "MERGE", "WRITE", "DELETE", …
+    metrics: dict[str, Any]  # commitInfo.operationMetrics
+
+
+def commit_metrics(path: str, after_version: int | None) -> list[Commit]:
+    """The commits newer than ``after_version``, oldest first.
+
+    Both Sail and Delta Lake on Apache Spark record MERGE/WRITE/DELETE row counts in the
+    commit's ``commitInfo.operationMetrics``; reading them is free, where counting rows would
+    cost a scan of the target. A job that changed nothing makes no commit on Sail.
+    """
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    newest = table.version()
+    start = -1 if after_version is None else after_version
+    if newest <= start:
+        return []
+    commits = [
+        Commit(int(c["version"]), str(c.get("operation", "")), dict(c.get("operationMetrics") or {}))
+        for c in table.history(newest - start)
+        if int(c["version"]) > start
+    ]
+    return sorted(commits)
+
+
+def table_name(path: str) -> str:
+    """A stable identifier for ``path``: safe in SQL without quoting, unique per path."""
+    digest = hashlib.sha256(path.rstrip("/").encode()).hexdigest()[:20]
+    return f"sharesync_{digest}"
+
+
+def register_target(spark: SparkSession, path: str) -> str:
+    """Register the existing Delta table at ``path`` in the session catalog; return its name."""
+    name = table_name(path)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_string(path)}")
+    return name
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on by default in Spark and Sail)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_identifier(name: str) -> str:
+    """A backtick-quoted identifier: column names may contain dots, spaces or backticks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _check_characters(path: str) -> None:
+    location = urlparse(path).path if "://" in path else path
+    bad = sorted({ch for ch in location if not _SAFE_PATH.fullmatch(ch)})
+    if bad:
+        shown = ", ".join(repr(ch) for ch in bad)
+        raise TargetError(
+            f"target '{path}' contains {shown}; the Delta writer of the embedded engine (Sail) misplaces "
+            "tables whose path needs URL encoding. Use letters, digits and - _ . @ + = , : ; ! $ & ' ( )"
+        )
+
+
+def _local_path(path: str) -> Path | None:
+    parsed = urlparse(path)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if "://" in path:
+        return None  # object store: existence and permissions are the engine's business
+    return Path(path)
+
+
+# Delta writers (Sail, delta-rs, Delta Lake on Spark) write a table's data files first and its
+# log last: a process killed during the first write of a target leaves only these behind.
+_DATA_FILE = re.compile(
+    r"part-\d{5}-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}(?:-c\d{3})?(?:\.\w+)*\.parquet(?:#\d+)?"
+)
+_PARTITION_DIR = re.compile(r"[^=]+=.*")
+
+
+def _uncommitted_write(local: Path) -> bool:
+    """True when ``local`` holds nothing but data files of a Delta write that never committed.
+
+    Such files belong to no table (uncommitted files are not part of any Delta table version),
+    so the next attempt may create the table there. Anything else — a CSV, a finished Spark
+    parquet dataset (it has ``_SUCCESS``), a folder that is not ``column=value`` — is refused.
+    """
+    found = False
+    for directory, _, files in os.walk(local):
+        if any(not _PARTITION_DIR.fullmatch(part) for part in Path(directory).relative_to(local).parts):
+            return False
+        for name in files:
+            if name.startswith("."):
+                continue  # checksums and other hidden files writers leave next to data files
+            if not _DATA_FILE.fullmatch(name):
+                return False
+            found = True
+    return found
+
+
+def _check_local(local: Path, shown: str) -> None:
+    if local.exists() and not local.is_dir():
+        raise TargetError(f"target '{shown}' is a file, not a directory; point 'target' at a directory")
+    foreign = local.is_dir() and not (local / "_delta_log").is_dir()
+    if foreign and any(not e.name.startswith(".") for e in local.iterdir()) and not _uncommitted_write(local):
+        raise TargetError(
+            f"target '{shown}' exists and is not a Delta table (no _delta_log); sharesync will not "
+            "write into a directory holding other files. Choose a new or empty directory."
+        )
+    existing = local
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TargetError(
+            f"target '{shown}' cannot be created: '{existing}' is a file, not a directory; "
+            "point 'target' at a path below a directory"
+        )
+    probe = [existing, existing / "_delta_log"] if (existing / "_delta_log").is_dir() else [existing]
+    for directory in probe:
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise TargetError(
+                f"target '{shown}' is not writable ('{directory}' denies write access to this user); "
+                "fix its permissions or choose another path"
+            )

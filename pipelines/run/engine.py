@@ -1,0 +1,221 @@
+"""The sync engine: one pass over the configured tables, each incrementally and exactly once.
+
+Per table: read the checkpoint and the provider's version (one cheap ``/version`` call; when
+nothing is new the pass ends there, without a lease, metadata or Spark). Otherwise take the
+table's lease, plan (:func:`sharesync.sync.planning.plan_sync`), and execute the plan batch by batch:
+fetch → prune → download and stage → apply with Spark → advance the checkpoint by
+compare-and-swap. The checkpoint moves only after the target commit, and every job is
+idempotent, so a crash anywhere repeats at most one batch and never skips or doubles a row.
+
+One table's pass under its lease lives in :mod:`sharesync.pipelines.run.table_run`. The CLI and the Dagster
+assets both call :class:`SyncEngine`; neither re-implements a step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import TYPE_CHECKING, Self
+
+from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
+from sharesync.state import Checkpoint
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.redact import redact
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sharesync.state.store import StateStore
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.download import ProgressCallback
+
+log = logging.getLogger(__name__)
+
+POLL_WORKERS = 32
+
+
+class SyncEngine:
+    """Runs sync passes for one config. Clients, store and Spark are created on first use."""
+
+    def __init__(
+        self,
+        config: SharesyncConfig,
+        *,
+        client: SharingClient | None = None,
+        store: StateStore | None = None,
+        spark: Callable[[], SparkSession] | None = None,
+        progress: Callable[[str, int], ProgressCallback | None] | None = None,
+        lease_ttl: timedelta | None = None,
+    ) -> None:
+        self.config = config
+        self._client = client
+        self._store = store
+        self._spark_factory = spark
+        self._progress = progress
+        self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
+
+    # ------------------------------------------------------------ resources (lazy)
+
+    @property
+    def client(self) -> SharingClient:
+        if self._client is None:
+            from sharesync.sync.protocol.client import SharingClient
+            from sharesync.sync.protocol.profile import check_expiry, load_profile
+
+            profile = load_profile(self.config.profile)
+            check_expiry(profile)
+            self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle)
+        return self._client
+
+    @property
+    def store(self) -> StateStore:
+        if self._store is None:
+            from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
+
+            self._store = open_store(self.config.state_store)
+        return self._store
+
+    def spark(self) -> SparkSession:
+        if self._spark_factory is not None:
+            return self._spark_factory()
+        from sharesync.pipelines.jobs.session import get_spark
+
+        return get_spark(self.config.spark)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ passes
+
+    def source_versions(self, names: Iterable[str] | None = None) -> dict[str, int | SharesyncError]:
+        """The provider's current version of each table, polled concurrently."""
+        tables = self._tables(names)
+
+        def poll(table: TableConfig) -> int | SharesyncError:
+            try:
+                return self.client.table_version(table.name).version
+            except SharesyncError as exc:
+                return exc
+
+        self.client  # noqa: B018 - create the shared client before the threads use it
+        with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
+            return dict(zip([t.name for t in tables], pool.map(poll, tables), strict=True))
+
+    def sync_all(self, names: Iterable[str] | None = None) -> list[TableSyncResult]:
+        """One pass over all (or the named) tables; a failing table never stops the others."""
+        tables = self._tables(names)
+        versions = self.source_versions([t.name for t in tables])
+        checkpoints = {c.name: c for c in self._stored_checkpoints()}
+        results = []
+        for table in tables:
+            polled = versions[table.name]
+            started = time.monotonic()
+            if isinstance(polled, SharesyncError):
+                results.append(self._failed(table, checkpoints.get(table.name), None, polled, started))
+                continue
+            try:
+                results.append(self.sync_table(table.name, source_version=polled, checkpoint=checkpoints.get(table.name)))
+            except SharesyncError as exc:
+                results.append(self._failed(table, self.store.get_checkpoint(table.name), polled, exc, started))
+        return results
+
+    def sync_table(
+        self,
+        name: str,
+        *,
+        backfill: BackfillRequest | None = None,
+        source_version: int | None = None,
+        checkpoint: Checkpoint | None = None,
+    ) -> TableSyncResult:
+        """Sync one table; raises the table's :class:`SharesyncError` after recording the failure."""
+        table = self.config.table(name)
+        started = time.monotonic()
+        if checkpoint is None:
+            checkpoint = self.store.get_checkpoint(table.name)
+        if source_version is None:
+            source_version = self.client.table_version(table.name).version
+        if (
+            backfill is None
+            and checkpoint is not None
+            and checkpoint.version == source_version
+            and checkpoint.target == table.target
+            and checkpoint.mode == table.mode.value
+        ):
+            return TableSyncResult(
+                table.name,
+                TableOutcome.UP_TO_DATE,
+                checkpoint.version,
+                source_version,
+                seconds=time.monotonic() - started,
+                checkpoint_timestamp=checkpoint.version_timestamp,
+            )
+        with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+            # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
+            from sharesync.pipelines.run.table_run import TableRun
+
+            runner = TableRun(self, table, keeper)
+            return runner.run(backfill, started)
+
+    def reset(self, name: str) -> Checkpoint | None:
+        table = self.config.table(name)
+        return self.store.reset_checkpoint(table.name)
+
+    # ------------------------------------------------------------ helpers
+
+    def _stored_checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint, for telling which tables have anything new.
+
+        A SQLite store at the current schema is read directly, read-only, with the standard
+        library (:mod:`sharesync.state.sqlite`), so a pass with nothing new never imports SQLAlchemy.
+        Anything else — PostgreSQL, no database yet, an older or newer schema — goes through
+        the store, which creates, migrates or refuses it. Tables with something new re-read
+        their checkpoint through the store under their lease.
+        """
+        if self._store is None:
+            from sharesync.state.sqlite import read_checkpoints
+
+            checkpoints = read_checkpoints(self.config.state_store)
+            if checkpoints is not None:
+                return checkpoints
+        return self.store.list_checkpoints()
+
+    def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
+        if names is None:
+            return list(self.config.tables)
+        wanted = list(names)
+        return [self.config.table(n) for n in wanted] if wanted else list(self.config.tables)
+
+    def _failed(
+        self,
+        table: TableConfig,
+        checkpoint: Checkpoint | None,
+        source_version: int | None,
+        exc: SharesyncError,
+        started: float,
+    ) -> TableSyncResult:
+        # Reported to the caller in the result (the CLI prints it, Dagster fails the asset).
+        log.info("%s: failed: %s", table.name, exc)
+        return TableSyncResult(
+            table.name,
+            TableOutcome.FAILED,
+            checkpoint.version if checkpoint else None,
+            source_version,
+            error=redact(str(exc)),
+            exception=exc,
+            seconds=time.monotonic() - started,
+            checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
+        )
+
+
+__all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]

@@ -1,0 +1,62 @@
+"""What ``sharesync status`` and the Dagster checks report: checkpoint vs provider, last run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sharesync.sync.core.errors import SharesyncError
+
+if TYPE_CHECKING:
+    from sharesync.pipelines.run.engine import SyncEngine
+
+TOKEN_WARNING_DAYS = 7
+
+
+def table_statuses(engine: SyncEngine) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per configured table (the ``status --json`` shape) and any warnings."""
+    config = engine.config
+    names = [t.name for t in config.tables]
+    checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
+    runs = engine.store.latest_runs(names)
+    versions = engine.source_versions(names)
+    rows = []
+    for table in config.tables:
+        checkpoint = checkpoints.get(table.name)
+        run = runs.get(table.name)
+        polled = versions.get(table.name)
+        source = polled if isinstance(polled, int) else None
+        lag = source - checkpoint.version if source is not None and checkpoint is not None else None
+        error = run.error if run is not None else None
+        if isinstance(polled, SharesyncError):
+            error = f"cannot read the provider's version: {polled}"
+        rows.append(
+            {
+                "name": table.name,
+                "target": table.target,
+                "mode": table.mode.value,
+                "checkpoint_version": checkpoint.version if checkpoint else None,
+                "source_version": source,
+                "lag_versions": lag,
+                "last_sync_at": checkpoint.updated_at.isoformat() if checkpoint and checkpoint.updated_at else None,
+                "last_status": run.status.value if run else None,
+                "last_error": error,
+                # A succeeded run may still carry a warning (e.g. it re-bootstrapped after a history gap).
+                "last_warning": run.note if run is not None else None,
+            }
+        )
+    return rows, token_warnings(engine)
+
+
+def token_warnings(engine: SyncEngine) -> list[str]:
+    """A warning when the profile's token expires within a week (or has expired)."""
+    from sharesync.sync.protocol.profile import load_profile
+
+    profile = load_profile(engine.config.profile)
+    expires = profile.expiration_time
+    if expires is None:
+        return []
+    if profile.is_expired():
+        return [f"the profile's token expired at {expires.isoformat()}; ask the provider for a new profile"]
+    if profile.expires_within(TOKEN_WARNING_DAYS):
+        return [f"the profile's token expires at {expires.isoformat()} (within {TOKEN_WARNING_DAYS} days)"]
+    return []

@@ -1,0 +1,340 @@
+"""``sharesync.yaml``: the one configuration file, validated completely at load.
+
+A bad config must fail before any run starts, with the field path and a fix, never deep
+inside a sync. Environment variables with the ``SHARESYNC_`` prefix override the file
+(``SHARESYNC_STATE_STORE``, ``SHARESYNC_STAGING_DIR``, ``SHARESYNC_PROFILE``); the config
+path itself comes from ``--config`` or ``SHARESYNC_CONFIG`` (default ``./sharesync.yaml``).
+Relative paths in the file are relative to the file's own directory, so a config works
+from whichever directory the CLI or Dagster is started.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.filters import Predicate
+from sharesync.sync.core.timestamps import parse_timestamp
+
+DEFAULT_CONFIG_PATH = "sharesync.yaml"
+CONFIG_ENV = "SHARESYNC_CONFIG"
+# Environment variables that win over the file: config field → variable.
+ENV_OVERRIDES: dict[str, str] = {
+    "state_store": "SHARESYNC_STATE_STORE",
+    "staging_dir": "SHARESYNC_STAGING_DIR",
+    "profile": "SHARESYNC_PROFILE",
+}
+
+
+class Mode(StrEnum):
+    MERGE = "merge"
+    APPEND = "append"
+    SNAPSHOT = "snapshot"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StartAtVersion(_Strict):
+    version: int = Field(ge=0)
+
+
+class StartAtTimestamp(_Strict):
+    timestamp: datetime
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _parse(cls, value: Any) -> datetime:
+        return parse_timestamp(value)
+
+
+Start = Literal["latest"] | StartAtVersion | StartAtTimestamp
+
+
+class SparkConfig(_Strict):
+    remote: str | None = Field(
+        default=None, description="null = embedded Sail engine; 'sc://host:15002' = any Spark Connect server"
+    )
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("remote")
+    @classmethod
+    def _spark_connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("sc://"):
+            raise ValueError("must be a Spark Connect URL like 'sc://host:15002', or null for the embedded engine")
+        return value
+
+
+class MergeStrategy(StrEnum):
+    """How merge mode applies a batch: see ``sharesync.pipelines.jobs.merge.apply_merge``."""
+
+    AUTO = "auto"  # rewrite when the batch's net changes reach rewrite_threshold of the target's rows
+    MERGE = "merge"  # always the MERGE statement
+    REWRITE = "rewrite"  # always the copy-on-write rewrite (one overwrite commit)
+
+
+class TableDefaults(_Strict):
+    max_versions_per_batch: int = Field(default=100, ge=1)
+    merge_strategy: MergeStrategy = MergeStrategy.AUTO
+    rewrite_threshold: float = Field(
+        default=0.1,
+        ge=0,
+        description="merge_strategy 'auto': share of the target's rows from which a batch rewrites it",
+    )
+    download_concurrency: int = Field(default=8, ge=1, le=256)
+    schedule: str | None = Field(default=None, description="cron expression for a Dagster schedule")
+    freshness_minutes: float | None = Field(default=None, gt=0, description="lag bound for the freshness check")
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return _validate_cron(value)
+
+
+class TableConfig(_Strict):
+    name: str = Field(description="share.schema.table")
+    target: str = Field(description="Delta table path or URI")
+    keys: list[str] = Field(default_factory=list)
+    mode: Mode = Mode.MERGE
+    where: list[Predicate] = Field(default_factory=list)
+    columns: list[str] | None = None
+    soft_delete: bool = False
+    merge_strategy: MergeStrategy | None = None
+    start: Start = "latest"
+    max_versions_per_batch: int | None = Field(default=None, ge=1)
+    download_concurrency: int | None = Field(default=None, ge=1, le=256)
+    schedule: str | None = None
+    freshness_minutes: float | None = Field(default=None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _three_parts(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) != 3 or not all(p.strip() for p in parts):
+            raise ValueError(f"'{value}' must be 'share.schema.table' (three names separated by dots)")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return _validate_cron(value)
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _start(cls, value: Any) -> Any:
+        # Dispatch by shape so a mistake gets one message instead of one per union member.
+        if value == "latest" or isinstance(value, StartAtVersion | StartAtTimestamp):
+            return value
+        if isinstance(value, dict) and set(value) == {"version"}:
+            return StartAtVersion.model_validate(value)
+        if isinstance(value, dict) and set(value) == {"timestamp"}:
+            try:
+                return StartAtTimestamp.model_validate(value)
+            except ValidationError as exc:
+                raise ValueError(exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")) from None
+        raise ValueError("must be 'latest', {version: N} or {timestamp: '2024-01-01T00:00:00Z'}")
+
+    @field_validator("keys", "columns")
+    @classmethod
+    def _no_duplicates(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("lists a column twice")
+        return value
+
+    @model_validator(mode="after")
+    def _mode_rules(self) -> TableConfig:
+        if self.mode is Mode.MERGE and not self.keys:
+            raise ValueError("mode 'merge' needs 'keys' (the primary-key columns), or use mode 'append'/'snapshot'")
+        if self.soft_delete and self.mode is not Mode.MERGE:
+            raise ValueError("'soft_delete' only applies to mode 'merge'")
+        if self.merge_strategy is not None and self.mode is not Mode.MERGE:
+            raise ValueError("'merge_strategy' only applies to mode 'merge'")
+        return self
+
+    @property
+    def share(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def schema_name(self) -> str:
+        return self.name.split(".")[1]
+
+    @property
+    def table(self) -> str:
+        return self.name.split(".")[2]
+
+
+class SharesyncConfig(_Strict):
+    profile: Path
+    state_store: str = "sqlite:///.sharesync/state.db"
+    staging_dir: Path = Path(".sharesync/staging")
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    defaults: TableDefaults = Field(default_factory=TableDefaults)
+    tables: list[TableConfig] = Field(default_factory=list)
+    ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
+    sensor_interval_seconds: int = Field(default=30, ge=1)
+    lease_ttl_seconds: float = Field(
+        default=120.0,
+        ge=1,
+        description="how long a crashed sync keeps its tables locked; the holder renews every third of it",
+    )
+
+    @model_validator(mode="after")
+    def _unique_tables(self) -> SharesyncConfig:
+        names: set[str] = set()
+        targets: dict[str, str] = {}
+        for table in self.tables:
+            key = table.name.lower()
+            if key in names:
+                raise ValueError(f"table '{table.name}' is listed twice; give each shared table one entry")
+            names.add(key)
+            target = table.target.rstrip("/")
+            if target in targets:
+                raise ValueError(
+                    f"tables '{targets[target]}' and '{table.name}' share the target '{table.target}'; "
+                    "each table needs its own target"
+                )
+            targets[target] = table.name
+        return self
+
+    def table(self, name: str) -> TableConfig:
+        """The configured table called ``name`` (case-insensitive), or a ConfigError listing the names."""
+        for table in self.tables:
+            if table.name.lower() == name.lower():
+                return table
+        known = ", ".join(t.name for t in self.tables) or "none"
+        raise ConfigError(f"no table '{name}' in the config (configured: {known})")
+
+    def batch_size(self, table: TableConfig) -> int:
+        return table.max_versions_per_batch or self.defaults.max_versions_per_batch
+
+    def concurrency(self, table: TableConfig) -> int:
+        return table.download_concurrency or self.defaults.download_concurrency
+
+    def rewrite_threshold(self, table: TableConfig) -> float | None:
+        """``apply_merge``'s threshold for ``table``: None = always MERGE, 0 = always rewrite."""
+        strategy = table.merge_strategy or self.defaults.merge_strategy
+        if strategy is MergeStrategy.MERGE:
+            return None
+        return 0.0 if strategy is MergeStrategy.REWRITE else self.defaults.rewrite_threshold
+
+
+def _validate_cron(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from croniter import croniter  # imported lazily: only configs with schedules pay for it
+
+    if not croniter.is_valid(value):
+        raise ValueError(f"'{value}' is not a valid cron expression (five fields, e.g. '*/15 * * * *')")
+    return value
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where the config lives: ``--config``, else ``SHARESYNC_CONFIG``, else ``./sharesync.yaml``."""
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> SharesyncConfig:
+    """Read, override from the environment, resolve relative paths and validate the config."""
+    file = config_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"config file '{file}' not found; pass --config PATH, set {CONFIG_ENV}, or run 'sharesync demo' "
+            "to generate an example"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file '{file}': {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file '{file}' is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file '{file}' must be a YAML mapping with at least 'profile: PATH'")
+    return parse_config(raw, base_dir=file.parent, source=str(file))
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The config fields set by :data:`ENV_OVERRIDES` variables (an empty variable sets nothing)."""
+    env = os.environ if environ is None else environ
+    return {field: env[variable] for field, variable in ENV_OVERRIDES.items() if env.get(variable)}
+
+
+def parse_config(raw: dict[str, Any], *, base_dir: Path = Path("."), source: str = "config") -> SharesyncConfig:
+    """Validate a config mapping; errors name the field path and say what to do."""
+    merged = {**raw, **env_overrides()}
+    try:
+        config = SharesyncConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {format_validation_error(exc)}") from None
+    return _resolve_paths(config, base_dir)
+
+
+def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
+    def resolve(p: Path) -> Path:
+        return p if p.is_absolute() else (base_dir / p)
+
+    tables = [t.model_copy(update={"target": _resolve_target(t.target, base_dir)}) for t in config.tables]
+    return config.model_copy(
+        update={
+            "profile": resolve(config.profile),
+            "staging_dir": resolve(config.staging_dir),
+            "state_store": _resolve_sqlite_url(config.state_store, base_dir),
+            "ca_bundle": resolve(config.ca_bundle) if config.ca_bundle else None,
+            "tables": tables,
+        }
+    )
+
+
+def _resolve_target(target: str, base_dir: Path) -> str:
+    if "://" in target or Path(target).is_absolute():
+        return target
+    return str((base_dir / target).resolve())
+
+
+def _resolve_sqlite_url(url: str, base_dir: Path) -> str:
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url.startswith("sqlite:////") or url == "sqlite:///:memory:":
+        return url
+    relative = url[len(prefix) :]
+    return prefix + str((base_dir / relative).resolve())
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem: ``tables[0].keys: mode 'merge' needs 'keys' …``."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        path = _field_path(error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown field; check the spelling (see README 'Configuration')"
+        elif error["type"] == "missing":
+            message = "required field is missing"
+        lines.append(f"{path}: {message}" if path else message)
+    return "; ".join(lines)
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in {"StartAtVersion", "StartAtTimestamp", "literal['latest']"} or part.startswith(
+            ("function-", "union[", "literal[")
+        ):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return path

@@ -1,0 +1,209 @@
+"""The one exception hierarchy of sharesync.
+
+Every failure a user can meet is one of these classes, so the CLI, the Dagster layer
+and the retry loops decide by type, never by parsing messages or status codes::
+
+    SharesyncError
+    ├─ ConfigError                  bad config / profile file: names the field and the fix   (exit 2)
+    ├─ SharingError                 anything the provider side did
+    │   ├─ SharingHTTPError(status, error_code, message)   ← http_error_for() maps status → class
+    │   │   ├─ BadRequest (400)
+    │   │   │   └─ HistoryUnavailable   the versions asked for are no longer served (vacuumed / log cleaned)
+    │   │   ├─ Unauthorized (401)
+    │   │   ├─ Forbidden (403)
+    │   │   ├─ NotFound (404)
+    │   │   ├─ RateLimited (429, retry_after)               Retryable
+    │   │   └─ ServerError (5xx)                            Retryable
+    │   ├─ TransportError           connection refused/reset, timeouts              Retryable
+    │   ├─ ProtocolViolation        missing Delta-Table-Version, unknown action, bad JSON
+    │   │   └─ TruncatedStream      stream ended without endStreamAction            Retryable
+    │   ├─ StreamError              endStreamAction.errorMessage was set
+    │   ├─ UrlExpired               presigned URL refused or expired: refresh, then retry
+    │   └─ DownloadError            file body wrong (size mismatch, over the cap)    Retryable
+    ├─ StateError                   the state store
+    │   ├─ StateStoreUnavailable    cannot connect / open (names host, never password)
+    │   ├─ StateSchemaTooNew        database written by a newer sharesync
+    │   ├─ CheckpointConflict       compare-and-swap lost
+    │   └─ LeaseHeld                another process syncs this table
+    └─ SyncError                    the engine refused to apply a plan
+        ├─ SchemaIncompatible       breaking schema change (dropped column, type change)
+        └─ TargetError              target path unusable (not Delta, not writable)
+
+``Retryable`` is a marker mixin: retry loops ask ``isinstance(exc, Retryable)``.
+``Permanent`` marks errors that must fail a run at once (config, auth, schema).
+All messages pass through :func:`sharesync.sync.core.redact.redact` so tokens and URL signatures never leak.
+"""
+
+from __future__ import annotations
+
+from sharesync.sync.core.redact import redact
+
+
+class Retryable:
+    """Marker: the same call may succeed if tried again later."""
+
+
+class Permanent:
+    """Marker: retrying cannot help; a person has to change something."""
+
+
+class SharesyncError(Exception):
+    """Root of every sharesync error. The message is redacted on construction."""
+
+    def __init__(self, message: str) -> None:
+        self.message = redact(message)
+        super().__init__(self.message)
+
+
+class ConfigError(SharesyncError, Permanent):
+    """A config or profile file is wrong; the message names the field and the fix."""
+
+
+class SharingError(SharesyncError):
+    """Something went wrong talking to the Delta Sharing provider."""
+
+
+class SharingHTTPError(SharingError):
+    """The server answered with an error status and (usually) an errorCode/message body."""
+
+    status: int = 0
+
+    def __init__(self, status: int, error_code: str | None, message: str, *, context: str = "") -> None:
+        self.status = status
+        self.error_code = error_code
+        self.server_message = redact(message)
+        prefix = f"{context}: " if context else ""
+        code = f" {error_code}" if error_code else ""
+        super().__init__(f"{prefix}HTTP {status}{code}: {message}")
+
+
+class BadRequest(SharingHTTPError, Permanent):
+    status = 400
+
+
+class HistoryUnavailable(BadRequest):
+    """The provider no longer serves the versions asked for (history vacuumed or log cleaned up).
+
+    The planner answers it with a re-bootstrap from a snapshot.
+    """
+
+
+class Unauthorized(SharingHTTPError, Permanent):
+    status = 401
+
+
+class Forbidden(SharingHTTPError, Permanent):
+    status = 403
+
+
+class NotFound(SharingHTTPError, Permanent):
+    status = 404
+
+
+class _RetryAfterError(SharingHTTPError):
+    """An HTTP error that may carry the server's ``Retry-After`` (seconds)."""
+
+    def __init__(
+        self,
+        status: int,
+        error_code: str | None,
+        message: str,
+        *,
+        context: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(status, error_code, message, context=context)
+        self.retry_after = retry_after
+
+
+class RateLimited(_RetryAfterError, Retryable):
+    status = 429
+
+
+class ServerError(_RetryAfterError, Retryable):
+    status = 500
+
+
+class TransportError(SharingError, Retryable):
+    """The connection failed (refused, reset, timed out) before a full answer arrived."""
+
+
+class ProtocolViolation(SharingError):
+    """The server's answer breaks the Delta Sharing protocol."""
+
+
+class TruncatedStream(ProtocolViolation, Retryable):
+    """A stream that promised an endStreamAction ended without one."""
+
+
+class StreamError(SharingError):
+    """The server reported a failure inside the stream (endStreamAction.errorMessage)."""
+
+
+class UrlExpired(SharingError, Retryable):
+    """A presigned file URL was refused or has expired; ask for a fresh one."""
+
+
+class DownloadError(SharingError, Retryable):
+    """A downloaded file does not match what the server declared."""
+
+
+class StateError(SharesyncError):
+    """The state store failed."""
+
+
+class StateStoreUnavailable(StateError, Retryable):
+    """The state database cannot be reached or opened."""
+
+
+class StateSchemaTooNew(StateError, Permanent):
+    """The state database was migrated by a newer sharesync; refuse to write to it."""
+
+
+class CheckpointConflict(StateError):
+    """Another writer advanced the checkpoint first (compare-and-swap lost)."""
+
+
+class LeaseHeld(StateError, Retryable):
+    """Another process holds the sync lease for this table."""
+
+
+class SyncError(SharesyncError):
+    """The engine cannot apply a plan to the target."""
+
+
+class SchemaIncompatible(SyncError, Permanent):
+    """The source schema changed in a way the target cannot follow (dropped column, type change)."""
+
+
+class TargetError(SyncError, Permanent):
+    """The target location is unusable (not a Delta table, not writable)."""
+
+
+_STATUS_CLASSES: dict[int, type[SharingHTTPError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    429: RateLimited,
+}
+
+
+def http_error_for(
+    status: int,
+    error_code: str | None,
+    message: str,
+    *,
+    context: str = "",
+    retry_after: float | None = None,
+) -> SharingHTTPError:
+    """Map an HTTP error status to its exception class (the only place that does so)."""
+    cls = _STATUS_CLASSES.get(status)
+    if cls is RateLimited:
+        return RateLimited(status, error_code, message, context=context, retry_after=retry_after)
+    if cls is not None:
+        return cls(status, error_code, message, context=context)
+    if status >= 500:
+        return ServerError(status, error_code, message, context=context, retry_after=retry_after)
+    # Other 4xx (405, 409, 410, 413, …): the request itself is wrong; retrying will not help.
+    return BadRequest(status, error_code, message, context=context)

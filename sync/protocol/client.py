@@ -1,0 +1,468 @@
+"""The Delta Sharing protocol client: one method per endpoint, typed results.
+
+Spec: ``shared/spec/delta-sharing-protocol.txt``. Listings follow ``nextPageToken``;
+query/changes/metadata are streamed NDJSON (:mod:`sharesync.sync.protocol.ndjson`), each with an ``iter_*``
+variant that hands out files as they arrive and a collecting variant returning a
+:class:`QueryResult` / :class:`ChangesResult`. Transport, retries and error mapping live
+in :mod:`sharesync.sync.protocol.transport`; credentials in :mod:`sharesync.sync.protocol.profile`. The httpx client is injected, so
+tests pass an ``httpx.MockTransport`` and the engine shares one connection pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypedDict, Unpack
+
+import httpx
+
+from sharesync.sync.core.redact import install_log_redaction
+from sharesync.sync.core.timestamps import to_wire
+from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, FileStream, PageCursor, StreamCall
+from sharesync.sync.protocol.profile import Profile
+from sharesync.sync.protocol.transport import (
+    RetryPolicy,
+    SharingHttp,
+    Timeouts,
+    build_http_client,
+    table_version_header,
+)
+from sharesync.sync.protocol.wire import (
+    AddFile,
+    CdfFile,
+    DataFile,
+    EndStreamAction,
+    GetShareResponse,
+    ListSchemasPage,
+    ListSharesPage,
+    ListTablesPage,
+    Metadata,
+    Protocol,
+    QueryRequest,
+    RemoveFile,
+    Schema,
+    Share,
+    Table,
+    WireModel,
+)
+
+Timestamp = datetime | str
+
+
+# ---------------------------------------------------------------- identifiers and results
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """``share.schema.table``: the coordinates of one shared table."""
+
+    share: str
+    schema: str
+    name: str
+
+    @classmethod
+    def of(cls, value: str | Table | TableRef) -> TableRef:
+        if isinstance(value, TableRef):
+            return value
+        if isinstance(value, Table):
+            return cls(value.share, value.schema_, value.name)
+        parts = value.split(".")
+        if len(parts) != 3 or not all(p.strip() for p in parts):
+            raise ValueError(f"'{value}' is not 'share.schema.table'")
+        return cls(*parts)
+
+    def __str__(self) -> str:
+        return f"{self.share}.{self.schema}.{self.name}"
+
+
+TableLike = str | Table | TableRef
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    table: TableRef
+    version: int
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    table: TableRef
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+
+    @property
+    def cdf_enabled(self) -> bool:
+        return self.metadata.cdf_enabled
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+
+class QueryOptions(TypedDict, total=False):
+    """Keyword options of :meth:`SharingClient.query` (spec "Read Data from a Table" body)."""
+
+    version: int | None
+    timestamp: Timestamp | None
+    starting_version: int | None
+    ending_version: int | None
+    predicate_hints: Sequence[str] | None
+    json_predicate_hints: str | Mapping[str, Any] | None
+    limit_hint: int | None
+    max_files: int | None
+    include_refresh_token: bool | None
+    refresh_token: str | None
+
+
+class ChangesOptions(TypedDict, total=False):
+    """Keyword options of :meth:`SharingClient.changes` (spec "Read Change Data Feed")."""
+
+    starting_version: int | None
+    starting_timestamp: Timestamp | None
+    ending_version: int | None
+    ending_timestamp: Timestamp | None
+    include_historical_metadata: bool
+    max_files: int | None
+
+
+class ChangesRequest(WireModel):
+    """Query parameters of Read Change Data Feed from a Table."""
+
+    starting_version: int | None = None
+    starting_timestamp: str | None = None
+    ending_version: int | None = None
+    ending_timestamp: str | None = None
+    include_historical_metadata: bool | None = None
+    max_files: int | None = None
+    page_token: str | None = None
+
+    def to_params(self) -> dict[str, str | int]:
+        return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in self.to_wire().items()}
+
+
+@dataclass(frozen=True)
+class _FilesResult:
+    table: TableRef
+    version: int  # Delta-Table-Version header of the response
+    protocol: Protocol
+    metadata: Metadata
+    files: tuple[DataFile, ...]
+    historical_metadata: tuple[Metadata, ...]
+    end_stream_action: EndStreamAction | None = field(repr=False)  # of the last page; None from a legacy server
+    refresh_token: str | None = field(repr=False)
+    min_url_expiration_timestamp: int | None
+    pages: int
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class QueryResult(_FilesResult):
+    request: QueryRequest
+
+
+@dataclass(frozen=True)
+class ChangesResult(_FilesResult):
+    request: ChangesRequest
+
+    @property
+    def adds(self) -> list[AddFile]:
+        return [f for f in self.files if isinstance(f, AddFile)]
+
+    @property
+    def cdfs(self) -> list[CdfFile]:
+        return [f for f in self.files if isinstance(f, CdfFile)]
+
+    @property
+    def removes(self) -> list[RemoveFile]:
+        return [f for f in self.files if isinstance(f, RemoveFile)]
+
+
+# ---------------------------------------------------------------- the client
+
+
+class SharingClient:
+    """A client for one sharing server, authenticated by one profile. Thread-safe.
+
+    ``http`` injects the transport (tests: ``httpx.MockTransport``; the engine: a shared
+    pool); ``timeouts`` and ``ca_bundle`` only shape the client built when none is given.
+    ``page_size`` / ``max_files`` are default page sizes (None: the server's).
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        http: httpx.Client | None = None,
+        retry: RetryPolicy | None = None,
+        timeouts: Timeouts | None = None,
+        ca_bundle: Path | None = None,
+        page_size: int | None = None,
+        max_files: int | None = None,
+    ) -> None:
+        install_log_redaction()  # httpx logs URLs: make sure nothing logs a token or a signature
+        self.profile = profile
+        self._owns_http = http is None
+        self._client = http or build_http_client(ca_bundle=ca_bundle, timeouts=timeouts)
+        self.retry = retry or RetryPolicy.from_env()
+        self.page_size = page_size
+        self.max_files = max_files
+        self._http = SharingHttp(profile.endpoint, profile.credentials(self._client), self._client, self.retry)
+
+    def __repr__(self) -> str:
+        return f"SharingClient(endpoint={self.profile.endpoint!r})"
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ listings
+
+    def list_shares(self, *, max_results: int | None = None) -> list[Share]:
+        return list(self.iter_shares(max_results=max_results))
+
+    def iter_shares(self, *, max_results: int | None = None) -> Iterator[Share]:
+        return self._listing(self._http.url("shares"), ListSharesPage, "list shares", max_results)
+
+    def get_share(self, share: str) -> Share:
+        context = f"get share '{share}'"
+        return self._http.get_json(self._http.url("shares", share), GetShareResponse, context=context).share
+
+    def list_schemas(self, share: str, *, max_results: int | None = None) -> list[Schema]:
+        url = self._http.url("shares", share, "schemas")
+        return list(self._listing(url, ListSchemasPage, f"list schemas of share '{share}'", max_results))
+
+    def list_tables(self, share: str, schema: str, *, max_results: int | None = None) -> list[Table]:
+        url = self._http.url("shares", share, "schemas", schema, "tables")
+        return list(self._listing(url, ListTablesPage, f"list tables of '{share}.{schema}'", max_results))
+
+    def list_all_tables(self, share: str, *, max_results: int | None = None) -> list[Table]:
+        url = self._http.url("shares", share, "all-tables")
+        return list(self._listing(url, ListTablesPage, f"list all tables of share '{share}'", max_results))
+
+    def _listing(
+        self,
+        url: str,
+        model: type[ListSharesPage | ListSchemasPage | ListTablesPage],
+        context: str,
+        max_results: int | None,
+    ) -> Iterator[Any]:
+        cursor = PageCursor(context)
+        size = max_results if max_results is not None else self.page_size
+        while not cursor.done:
+            params: dict[str, str | int] = {}
+            if size is not None:
+                params["maxResults"] = size
+            if cursor.token:
+                params["pageToken"] = cursor.token
+            page = self._http.get_json(url, model, params=params, context=context)
+            yield from page.items or ()  # spec: items may be missing or empty when there are none
+            cursor.advance(page.next_page_token)
+
+    # ------------------------------------------------------------ one table
+
+    def table_version(self, table: TableLike, *, starting_timestamp: Timestamp | None = None) -> TableVersion:
+        """Query Table Version: the current version, or the first at/after ``starting_timestamp``."""
+        ref = TableRef.of(table)
+        params: dict[str, str | int] = {}
+        if starting_timestamp is not None:
+            params["startingTimestamp"] = to_wire(starting_timestamp)
+        context = f"table version of {ref}"
+        url = self._table_url(ref, "version")
+        headers = self._http.get_headers(url, params=params, context=context)
+        return TableVersion(ref, table_version_header(headers, context))
+
+    def metadata(
+        self, table: TableLike, *, version: int | None = None, timestamp: Timestamp | None = None
+    ) -> TableMetadata:
+        """Query Table Metadata: protocol, metaData and the Delta-Table-Version."""
+        ref = TableRef.of(table)
+        params: dict[str, str | int] = {}
+        if version is not None:
+            params["version"] = version
+        if timestamp is not None:
+            params["timestamp"] = to_wire(timestamp)
+        call = StreamCall(
+            "GET", self._table_url(ref, "metadata"), f"metadata of {ref}", lambda _token: (params, None), ()
+        )
+        with FileStream(self._http, call) as stream:
+            for _ in stream:  # no files are allowed; reading to the end checks the ending
+                pass
+            return TableMetadata(ref, stream.version, stream.protocol, stream.metadata)
+
+    def iter_query(self, table: TableLike, **options: Unpack[QueryOptions]) -> FileStream:
+        """Read Data from a Table, streamed. Close the stream (or use ``with``) when stopping early.
+
+        Options (:class:`QueryOptions`): at most one of ``version`` / ``timestamp`` /
+        ``starting_version`` (+ ``ending_version``); hints; ``max_files`` per page. A
+        latest-snapshot query asks for a refreshToken unless ``include_refresh_token=False``,
+        so the downloader can renew expired URLs without a new snapshot.
+        """
+        return self._query_stream(TableRef.of(table), self._query_request(**options))
+
+    def query(self, table: TableLike, **options: Unpack[QueryOptions]) -> QueryResult:
+        """Read Data from a Table, all pages collected. Options as :meth:`iter_query`."""
+        return self.query_request(table, self._query_request(**options))
+
+    def query_request(self, table: TableLike, request: QueryRequest) -> QueryResult:
+        """Run a prepared :class:`QueryRequest` (used to re-issue a query for fresh URLs)."""
+        ref = TableRef.of(table)
+        with self._query_stream(ref, request) as stream:
+            files = tuple(stream)
+        return QueryResult(request=request, files=files, **_summary(ref, stream))
+
+    def iter_changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> FileStream:
+        """Read Change Data Feed from a Table (inclusive range), streamed.
+
+        Options (:class:`ChangesOptions`): exactly one of ``starting_version`` /
+        ``starting_timestamp``, at most one of ``ending_version`` / ``ending_timestamp``.
+        """
+        return self._changes_stream(TableRef.of(table), self._changes_request(**options))
+
+    def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
+        """Read Change Data Feed, all pages collected. Options as :meth:`iter_changes`."""
+        return self.changes_request(table, self._changes_request(**options))
+
+    def changes_request(self, table: TableLike, request: ChangesRequest) -> ChangesResult:
+        ref = TableRef.of(table)
+        with self._changes_stream(ref, request) as stream:
+            files = tuple(stream)
+        return ChangesResult(request=request, files=files, **_summary(ref, stream))
+
+    # ------------------------------------------------------------ request building
+
+    def _table_url(self, ref: TableRef, action: str) -> str:
+        return self._http.url("shares", ref.share, "schemas", ref.schema, "tables", ref.name, action)
+
+    def _query_request(
+        self,
+        *,
+        version: int | None = None,
+        timestamp: Timestamp | None = None,
+        starting_version: int | None = None,
+        ending_version: int | None = None,
+        predicate_hints: Sequence[str] | None = None,
+        json_predicate_hints: str | Mapping[str, Any] | None = None,
+        limit_hint: int | None = None,
+        max_files: int | None = None,
+        include_refresh_token: bool | None = None,
+        refresh_token: str | None = None,
+    ) -> QueryRequest:
+        if sum(x is not None for x in (version, timestamp, starting_version)) > 1:
+            raise ValueError("give at most one of version, timestamp and starting_version")
+        if ending_version is not None and starting_version is None:
+            raise ValueError("ending_version needs starting_version")
+        latest = version is None and timestamp is None and starting_version is None
+        if (include_refresh_token or refresh_token) and not latest:
+            raise ValueError("refresh tokens only exist for latest-snapshot queries (no version/timestamp)")
+        if include_refresh_token is None:
+            include_refresh_token = True if latest else None
+        hints = json_predicate_hints
+        return QueryRequest(
+            predicate_hints=list(predicate_hints) if predicate_hints is not None else None,
+            json_predicate_hints=json.dumps(hints) if isinstance(hints, Mapping) else hints,
+            limit_hint=limit_hint,
+            version=version,
+            timestamp=to_wire(timestamp) if timestamp is not None else None,
+            starting_version=starting_version,
+            ending_version=ending_version,
+            max_files=max_files if max_files is not None else self.max_files,
+            include_refresh_token=include_refresh_token or None,
+            refresh_token=refresh_token,
+        )
+
+    def _query_stream(self, ref: TableRef, request: QueryRequest) -> FileStream:
+        def page_request(token: str | None) -> tuple[None, dict[str, Any]]:
+            if token is None:
+                return None, request.to_wire()
+            # Refresh tokens belong to the first page only; later pages carry the pageToken.
+            body = request.model_copy(update={"page_token": token, "include_refresh_token": None, "refresh_token": None})
+            return None, body.to_wire()
+
+        what = "snapshot" if request.is_latest_snapshot else _describe_query(request)
+        call = StreamCall("POST", self._table_url(ref, "query"), f"query {ref} ({what})", page_request, ANY_FILES)
+        return FileStream(self._http, call)
+
+    def _changes_request(
+        self,
+        *,
+        starting_version: int | None = None,
+        starting_timestamp: Timestamp | None = None,
+        ending_version: int | None = None,
+        ending_timestamp: Timestamp | None = None,
+        include_historical_metadata: bool = False,
+        max_files: int | None = None,
+    ) -> ChangesRequest:
+        if (starting_version is None) == (starting_timestamp is None):
+            raise ValueError("give exactly one of starting_version and starting_timestamp")
+        if ending_version is not None and ending_timestamp is not None:
+            raise ValueError("give at most one of ending_version and ending_timestamp")
+        return ChangesRequest(
+            starting_version=starting_version,
+            starting_timestamp=to_wire(starting_timestamp) if starting_timestamp is not None else None,
+            ending_version=ending_version,
+            ending_timestamp=to_wire(ending_timestamp) if ending_timestamp is not None else None,
+            include_historical_metadata=include_historical_metadata or None,
+            max_files=max_files if max_files is not None else self.max_files,
+        )
+
+    def _changes_stream(self, ref: TableRef, request: ChangesRequest) -> FileStream:
+        def page_request(token: str | None) -> tuple[dict[str, str | int], None]:
+            page = request if token is None else request.model_copy(update={"page_token": token})
+            return page.to_params(), None
+
+        start = request.starting_version if request.starting_version is not None else request.starting_timestamp
+        end = request.ending_version if request.ending_version is not None else request.ending_timestamp
+        context = f"changes of {ref} ({start}..{'latest' if end is None else end})"
+        call = StreamCall("GET", self._table_url(ref, "changes"), context, page_request, CHANGE_FILES)
+        return FileStream(self._http, call)
+
+
+def _describe_query(request: QueryRequest) -> str:
+    if request.version is not None:
+        return f"version {request.version}"
+    if request.timestamp is not None:
+        return f"as of {request.timestamp}"
+    end = "latest" if request.ending_version is None else request.ending_version
+    return f"versions {request.starting_version}..{end}"
+
+
+def _summary(ref: TableRef, stream: FileStream) -> dict[str, Any]:
+    return {
+        "table": ref,
+        "version": stream.version,
+        "protocol": stream.protocol,
+        "metadata": stream.metadata,
+        "historical_metadata": tuple(stream.historical_metadata),
+        "end_stream_action": stream.end_stream_action,
+        "refresh_token": stream.refresh_token,
+        "min_url_expiration_timestamp": stream.min_url_expiration_timestamp,
+        "pages": stream.pages,
+    }
+
+
+__all__ = [
+    "ChangesOptions",
+    "ChangesRequest",
+    "ChangesResult",
+    "QueryOptions",
+    "QueryRequest",
+    "QueryResult",
+    "SharingClient",
+    "TableMetadata",
+    "TableRef",
+    "TableVersion",
+]

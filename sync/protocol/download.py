@@ -1,0 +1,423 @@
+"""Parallel, size-checked downloads of presigned file URLs, refreshed when they expire.
+
+A query answers with short-lived presigned URLs. Downloads run concurrently (asyncio,
+bounded), stream to ``<name>.part`` in the staging directory in chunks, check the byte count
+against the declared ``size`` (stopping early past it) and are renamed into place only when
+complete, so a crash never leaves a half file looking whole. A URL about to expire, or one the
+storage refuses (403), is replaced by asking a :class:`UrlRefresher`: with the refreshToken for
+latest-snapshot queries, by re-issuing the same request for versioned queries and change feeds
+(file ids are stable across requests, spec "File": "The same file is guaranteed to have the same
+id across multiple requests"). Transient failures are retried like API calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import httpx
+
+from sharesync.sync.core.errors import DownloadError, ProtocolViolation, SharesyncError, UrlExpired
+from sharesync.sync.core.redact import install_log_redaction
+from sharesync.sync.protocol.transport import (
+    USER_AGENT,
+    RetryPolicy,
+    Timeouts,
+    aread_error,
+    ssl_context,
+    translate_httpx_errors,
+)
+from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
+
+if TYPE_CHECKING:
+    from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
+
+logger = logging.getLogger(__name__)
+
+CHUNK_SIZE = 1024 * 1024
+_KIND: dict[type[DataFile], str] = {File: "file", AddFile: "add", CdfFile: "cdf", RemoveFile: "remove"}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+# ---------------------------------------------------------------- refreshers
+
+
+class UrlRefresher(Protocol):
+    """Fresh URLs for the files of one request, keyed by file id."""
+
+    def refresh(self) -> Mapping[str, DataFile]: ...
+
+
+class RefreshTokenRefresher:
+    """Latest snapshot: query again with the refreshToken → the same file ids with new URLs."""
+
+    def __init__(self, client: SharingClient, result: QueryResult) -> None:
+        if not result.refresh_token:
+            raise ValueError("the query result holds no refreshToken; use RequeryRefresher")
+        self._client = client
+        self._result = result
+        self._token = result.refresh_token
+
+    def __repr__(self) -> str:
+        return f"RefreshTokenRefresher({self._result.table})"
+
+    def refresh(self) -> Mapping[str, DataFile]:
+        request = self._result.request.model_copy(
+            update={"refresh_token": self._token, "include_refresh_token": True, "page_token": None}
+        )
+        fresh = self._client.query_request(self._result.table, request)
+        if fresh.refresh_token:
+            self._token = fresh.refresh_token
+        return {f.id: f for f in fresh.files}
+
+
+class RequeryRefresher:
+    """Versioned queries and change feeds: re-issue the same request and match files by id."""
+
+    def __init__(self, fetch: Callable[[], Iterable[DataFile]], description: str = "request") -> None:
+        self._fetch = fetch
+        self._description = description
+
+    def __repr__(self) -> str:
+        return f"RequeryRefresher({self._description})"
+
+    @classmethod
+    def for_result(cls, client: SharingClient, result: QueryResult | ChangesResult) -> RequeryRefresher:
+        from sharesync.sync.protocol.client import QueryResult
+
+        if isinstance(result, QueryResult):
+            request = result.request.model_copy(update={"page_token": None})
+            return cls(lambda: client.query_request(result.table, request).files, f"query {result.table}")
+        changes = result.request.model_copy(update={"page_token": None})
+        return cls(lambda: client.changes_request(result.table, changes).files, f"changes {result.table}")
+
+    def refresh(self) -> Mapping[str, DataFile]:
+        return {f.id: f for f in self._fetch()}
+
+
+def refresher_for(client: SharingClient, result: QueryResult | ChangesResult) -> UrlRefresher:
+    """The cheapest way to renew the URLs of ``result``."""
+    from sharesync.sync.protocol.client import QueryResult
+
+    if isinstance(result, QueryResult) and result.refresh_token:
+        return RefreshTokenRefresher(client, result)
+    return RequeryRefresher.for_result(client, result)
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class DownloadedFile:
+    file: DataFile
+    path: Path
+
+
+@dataclass
+class DownloadStats:
+    files: int = 0
+    bytes: int = 0
+    url_refreshes: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    files: list[DownloadedFile]  # in the order of the input
+    stats: DownloadStats
+
+    def path_of(self, file: DataFile) -> Path:
+        return next(d.path for d in self.files if d.file is file)
+
+
+@dataclass(frozen=True)
+class ProgressUpdate:
+    """Sent as bytes arrive; ``advance`` is negative when a broken file starts over."""
+
+    file_id: str
+    advance: int
+    files_done: int
+    files_total: int
+
+
+ProgressCallback = Callable[[ProgressUpdate], None]
+FileHook = Callable[[DownloadedFile], None]
+
+
+def staged_name(file: DataFile) -> str:
+    """A file name for ``file`` that cannot leave its directory, unique per action.
+
+    The id comes from the server: only ``[A-Za-z0-9_-]`` of it is kept (no dots, so no ``..``;
+    no separators), and a hash of the full identity keeps two ids that clean up alike apart.
+    """
+    kind = _KIND[type(file)]
+    version = getattr(file, "version", None)
+    digest = hashlib.sha256(f"{kind}\0{version}\0{file.id}".encode()).hexdigest()[:16]
+    stem = _UNSAFE.sub("_", file.id).strip("_-")[:64] or "file"
+    at = f"-v{version}" if version is not None else ""
+    return f"{kind}{at}-{stem}-{digest}.parquet"
+
+
+# ---------------------------------------------------------------- the downloader
+
+
+@dataclass
+class _Url:
+    url: str
+    expires_at: float | None  # epoch seconds
+    received_at: float
+
+
+@dataclass
+class _Job:
+    file: DataFile
+    path: Path
+    context: str
+    inputs: list[int] = field(default_factory=list)
+
+
+class _UrlBook:
+    """The current URL of every file; refreshes are single-flight (one request renews all)."""
+
+    def __init__(self, files: Iterable[DataFile], refresher: UrlRefresher | None, clock: Callable[[], float]) -> None:
+        now = clock()
+        self._urls = {f.id: _Url(f.url, _seconds(f.expiration_timestamp), now) for f in files}
+        self._refresher = refresher
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self.refreshes = 0
+
+    @property
+    def can_refresh(self) -> bool:
+        return self._refresher is not None
+
+    def current(self, file_id: str) -> _Url:
+        return self._urls[file_id]
+
+    def expiring(self, entry: _Url, margin: float, fraction: float) -> bool:
+        if entry.expires_at is None or self._refresher is None:
+            return False
+        lifetime = max(0.0, entry.expires_at - entry.received_at)
+        return self._clock() + min(margin, lifetime * fraction) >= entry.expires_at
+
+    async def refresh(self, file_id: str, stale: _Url) -> _Url:
+        async with self._lock:
+            current = self._urls[file_id]
+            if current is not stale:  # another download already renewed it
+                return current
+            assert self._refresher is not None
+            fresh = await asyncio.to_thread(self._refresher.refresh)
+            self.refreshes += 1
+            now = self._clock()
+            for fid, f in fresh.items():
+                if fid in self._urls:
+                    self._urls[fid] = _Url(f.url, _seconds(f.expiration_timestamp), now)
+            if file_id not in fresh:
+                raise ProtocolViolation(f"refreshing URLs: file {file_id} is no longer in the server's answer")
+            logger.info("renewed presigned URLs (%d files)", len(fresh))
+            return self._urls[file_id]
+
+
+def _seconds(millis: int | None) -> float | None:
+    return millis / 1000 if millis is not None else None
+
+
+class Downloader:
+    """Downloads data files into a staging directory: parallel, size-checked, refreshing URLs."""
+
+    def __init__(
+        self,
+        staging_dir: Path,
+        *,
+        concurrency: int = 8,
+        retry: RetryPolicy | None = None,
+        timeouts: Timeouts | None = None,
+        ca_bundle: Path | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        refresh_margin: float = 60.0,
+        refresh_fraction: float = 0.25,
+        max_refreshes_per_file: int = 3,
+        hook_workers: int = 4,
+        chunk_size: int = CHUNK_SIZE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        install_log_redaction()  # httpx logs each URL, signature included, unless redacted
+        self.staging_dir = Path(staging_dir)
+        self.concurrency = concurrency
+        self.retry = retry or RetryPolicy.from_env()
+        self.timeouts = timeouts or Timeouts()
+        self.ca_bundle = ca_bundle
+        self._transport = transport
+        self.refresh_margin = refresh_margin
+        self.refresh_fraction = refresh_fraction
+        self.max_refreshes_per_file = max_refreshes_per_file
+        self.hook_workers = hook_workers
+        self.chunk_size = chunk_size
+        self._clock = clock
+
+    def download(
+        self,
+        files: Sequence[DataFile],
+        *,
+        refresher: UrlRefresher | None = None,
+        progress: ProgressCallback | None = None,
+        on_file: FileHook | None = None,
+    ) -> DownloadResult:
+        """Blocking form of :meth:`download_async` (runs its own event loop)."""
+        return asyncio.run(self.download_async(files, refresher=refresher, progress=progress, on_file=on_file))
+
+    async def download_async(
+        self,
+        files: Sequence[DataFile],
+        *,
+        refresher: UrlRefresher | None = None,
+        progress: ProgressCallback | None = None,
+        on_file: FileHook | None = None,
+    ) -> DownloadResult:
+        """Download every file; ``on_file`` runs in a worker thread as each one completes.
+
+        The first failure cancels the rest and is raised; finished files stay in place.
+        """
+        started = time.monotonic()
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        jobs = self._jobs(files)
+        stats = DownloadStats()
+        book = _UrlBook(files, refresher, self._clock)
+        run = _Run(self, book, stats, len(jobs), progress, on_file)
+        async with httpx.AsyncClient(
+            verify=ssl_context(self.ca_bundle),
+            timeout=self.timeouts.to_httpx(),
+            transport=self._transport,
+            follow_redirects=True,
+            headers={"User-Agent": USER_AGENT},
+            limits=httpx.Limits(max_connections=self.concurrency),
+        ) as http:
+            with ThreadPoolExecutor(max_workers=max(1, self.hook_workers), thread_name_prefix="sharesync-hook") as pool:
+                tasks = [asyncio.create_task(run.job(http, job, pool)) for job in jobs]
+                try:
+                    await asyncio.gather(*tasks)
+                except BaseException:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    raise
+        stats.url_refreshes = book.refreshes
+        stats.seconds = time.monotonic() - started
+        results: list[DownloadedFile | None] = [None] * len(files)
+        for job in jobs:
+            for index in job.inputs:
+                results[index] = DownloadedFile(files[index], job.path)
+        return DownloadResult([r for r in results if r is not None], stats)
+
+    def _jobs(self, files: Sequence[DataFile]) -> list[_Job]:
+        root = self.staging_dir.resolve()
+        jobs: dict[str, _Job] = {}
+        for index, file in enumerate(files):
+            name = staged_name(file)
+            path = root / name
+            if path.parent != root:  # pragma: no cover - staged_name cannot produce separators
+                raise DownloadError(f"file id {file.id!r} would leave the staging directory")
+            job = jobs.setdefault(name, _Job(file, path, f"download file {file.id} ({file.size} bytes)"))
+            job.inputs.append(index)
+        return list(jobs.values())
+
+
+class _Run:
+    """State shared by the downloads of one call."""
+
+    def __init__(
+        self,
+        downloader: Downloader,
+        book: _UrlBook,
+        stats: DownloadStats,
+        total: int,
+        progress: ProgressCallback | None,
+        on_file: FileHook | None,
+    ) -> None:
+        self.d = downloader
+        self.book = book
+        self.stats = stats
+        self.total = total
+        self.progress = progress
+        self.on_file = on_file
+        self.slots = asyncio.Semaphore(downloader.concurrency)
+
+    async def job(self, http: httpx.AsyncClient, job: _Job, pool: ThreadPoolExecutor) -> None:
+        async with self.slots:
+            await self._download(http, job)
+        if self.on_file is not None:  # outside the slot: staging overlaps the next downloads
+            await asyncio.get_running_loop().run_in_executor(pool, self.on_file, DownloadedFile(job.file, job.path))
+
+    async def _download(self, http: httpx.AsyncClient, job: _Job) -> None:
+        budget = self.d.retry.budget(job.context)
+        refreshes = 0
+        while True:
+            entry = self.book.current(job.file.id)
+            try:
+                if self.book.expiring(entry, self.d.refresh_margin, self.d.refresh_fraction):
+                    entry = await self.book.refresh(job.file.id, entry)
+                await self._fetch(http, entry.url, job)
+                return
+            except UrlExpired as exc:
+                if not self.book.can_refresh:
+                    raise UrlExpired(f"{exc.message}; no way to renew the URL was given") from None
+                if refreshes >= self.d.max_refreshes_per_file:
+                    raise
+                refreshes += 1
+                await self.book.refresh(job.file.id, entry)
+            except SharesyncError as exc:
+                await budget.failed_async(exc)
+                self.stats.retries += 1
+
+    async def _fetch(self, http: httpx.AsyncClient, url: str, job: _Job) -> None:
+        size = job.file.size
+        part = job.path.with_name(job.path.name + ".part")
+        written = 0
+        try:
+            with translate_httpx_errors(job.context):
+                async with http.stream("GET", url) as response:
+                    if not response.is_success:
+                        raise _refused(await aread_error(response, context=job.context))
+                    # Buffered writes to the local staging disk: shorter than a thread hop would be.
+                    with open(part, "wb") as out:  # noqa: ASYNC230
+                        async for chunk in response.aiter_bytes(self.d.chunk_size):
+                            written += len(chunk)
+                            if written > size:  # a size cap: never store more than was declared
+                                raise DownloadError(f"{job.context}: the body is longer than the declared size; stopped")
+                            out.write(chunk)
+                            self._report(job, len(chunk))
+            if written != size:
+                raise DownloadError(f"{job.context}: received {written} bytes, the server declared {size}")
+            os.replace(part, job.path)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            if written:
+                self._report(job, -min(written, size))
+            raise
+        self.stats.files += 1
+        self.stats.bytes += written
+        self._report(job, 0)
+
+    def _report(self, job: _Job, advance: int) -> None:
+        if self.progress is not None:
+            self.progress(ProgressUpdate(job.file.id, advance, self.stats.files, self.total))
+
+
+def _refused(error: SharesyncError) -> SharesyncError:
+    """Storage refusing a presigned URL: 403 (S3, Azure), or 400/401 saying it expired (GCS)."""
+    status = getattr(error, "status", 0)
+    if status == 403 or (status in (400, 401) and "expire" in error.message.lower()):
+        return UrlExpired(f"{error.message} (the presigned URL expired or was refused)")
+    return error

@@ -1,0 +1,302 @@
+"""Pydantic models of everything the Delta Sharing protocol puts on the wire.
+
+Both sides use them: the client validates each NDJSON line into one :data:`Action`, and the
+local server builds its answers from the same models, so the two cannot drift apart.
+Unknown fields are ignored (the protocol's forward-compatibility rule); a line with an
+unknown action key, or more than one, is a :class:`~sharesync.sync.core.errors.ProtocolViolation`.
+Every model is built lazily (``defer_build``): on first use, not at import, so a command that
+never reads a listing or an action (a no-op sync) does not pay for building them.
+Spec: ``shared/spec/delta-sharing-protocol.txt`` ("API Response Format in Parquet").
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from sharesync.sync.core.errors import ProtocolViolation
+
+
+class WireModel(BaseModel):
+    """Frozen, camelCase on the wire, snake_case in Python, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore", defer_build=True
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# ---------------------------------------------------------------- listings
+
+
+class Share(WireModel):
+    name: str
+    id: str | None = None
+
+
+class Schema(WireModel):
+    name: str
+    share: str
+
+
+class Table(WireModel):
+    name: str
+    schema_: str = Field(alias="schema")
+    share: str
+    share_id: str | None = None
+    id: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.share}.{self.schema_}.{self.name}"
+
+
+class ListSharesPage(WireModel):
+    items: list[Share] | None = None
+    next_page_token: str | None = None
+
+
+class ListSchemasPage(WireModel):
+    items: list[Schema] | None = None
+    next_page_token: str | None = None
+
+
+class ListTablesPage(WireModel):
+    items: list[Table] | None = None
+    next_page_token: str | None = None
+
+
+class GetShareResponse(WireModel):
+    share: Share
+
+
+class ErrorBody(WireModel):
+    error_code: str | None = None
+    message: str | None = None
+
+
+# ---------------------------------------------------------------- request bodies
+
+
+class QueryRequest(WireModel):
+    """Body of Read Data from a Table (spec "Request Body"): sent by the client, read by the server."""
+
+    predicate_hints: list[str] | None = None
+    json_predicate_hints: str | None = None
+    limit_hint: int | None = None
+    version: int | None = None
+    timestamp: str | None = None
+    starting_version: int | None = None
+    ending_version: int | None = None
+    max_files: int | None = None
+    page_token: str | None = None
+    include_refresh_token: bool | None = None
+    refresh_token: str | None = Field(default=None, repr=False)
+
+    @property
+    def is_latest_snapshot(self) -> bool:
+        return self.version is None and self.timestamp is None and self.starting_version is None
+
+
+# ---------------------------------------------------------------- table schema (schemaString)
+
+
+class StructField(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+
+    name: str
+    type: str | dict[str, Any]
+    nullable: bool = True
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def type_name(self) -> str:
+        """``long``, ``decimal(10,2)``, … for primitives; ``struct``/``array``/``map`` for nested."""
+        return self.type if isinstance(self.type, str) else str(self.type.get("type"))
+
+
+class StructType(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+
+    type: Literal["struct"] = "struct"
+    fields: list[StructField]
+
+    def field(self, name: str) -> StructField | None:
+        """Case-insensitive lookup, as the protocol treats column names."""
+        lowered = name.lower()
+        return next((f for f in self.fields if f.name.lower() == lowered), None)
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+
+# ---------------------------------------------------------------- actions
+
+
+class Format(WireModel):
+    provider: str = "parquet"
+    options: dict[str, str] | None = None
+
+
+class Protocol(WireModel):
+    min_reader_version: int
+
+
+class Metadata(WireModel):
+    id: str
+    name: str | None = None
+    description: str | None = None
+    format: Format = Field(default_factory=Format)
+    schema_string: str
+    partition_columns: list[str] = Field(default_factory=list)
+    configuration: dict[str, str] | None = None
+    version: int | None = None
+    size: int | None = None
+    num_files: int | None = None
+
+    @cached_property
+    def table_schema(self) -> StructType:
+        try:
+            return StructType.model_validate_json(self.schema_string)
+        except ValidationError as exc:
+            raise ProtocolViolation(f"metaData.schemaString is not a valid schema: {exc}") from None
+
+    @property
+    def cdf_enabled(self) -> bool:
+        conf = self.configuration or {}
+        value = conf.get("delta.enableChangeDataFeed", conf.get("enableChangeDataFeed", "false"))
+        return value.lower() == "true"
+
+
+class FileStats(BaseModel):
+    """Per-file statistics (the ``stats`` JSON string); every part may be missing."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", populate_by_name=True, alias_generator=to_camel, defer_build=True
+    )
+
+    num_records: int | None = None
+    min_values: dict[str, Any] = Field(default_factory=dict)
+    max_values: dict[str, Any] = Field(default_factory=dict)
+    null_count: dict[str, Any] = Field(default_factory=dict)
+
+
+class _FileBase(WireModel):
+    url: str
+    id: str
+    partition_values: dict[str, str | None] = Field(default_factory=dict)
+    size: int
+    expiration_timestamp: int | None = None
+
+    def __repr__(self) -> str:  # never show the presigned URL
+        return f"{type(self).__name__}(id={self.id!r}, size={self.size})"
+
+    __str__ = __repr__
+
+
+class File(_FileBase):
+    stats: str | None = None
+    version: int | None = None
+    timestamp: int | None = None
+
+    @cached_property
+    def parsed_stats(self) -> FileStats | None:
+        return parse_stats(self.stats)
+
+
+class AddFile(_FileBase):
+    timestamp: int
+    version: int
+    stats: str | None = None
+
+    @cached_property
+    def parsed_stats(self) -> FileStats | None:
+        return parse_stats(self.stats)
+
+
+class CdfFile(_FileBase):
+    timestamp: int
+    version: int
+
+
+class RemoveFile(_FileBase):
+    timestamp: int
+    version: int
+
+
+class EndStreamAction(WireModel):
+    refresh_token: str | None = None
+    next_page_token: str | None = None
+    min_url_expiration_timestamp: int | None = None
+    error_message: str | None = None
+
+
+Action = Protocol | Metadata | File | AddFile | CdfFile | RemoveFile | EndStreamAction
+DataFile = File | AddFile | CdfFile | RemoveFile
+
+# Wrapper key on the wire → model. The order is the order a response normally has.
+ACTION_KEYS: dict[str, type[WireModel]] = {
+    "protocol": Protocol,
+    "metaData": Metadata,
+    "file": File,
+    "add": AddFile,
+    "cdf": CdfFile,
+    "remove": RemoveFile,
+    "endStreamAction": EndStreamAction,
+}
+_KEY_OF: dict[type[WireModel], str] = {model: key for key, model in ACTION_KEYS.items()}
+
+
+def parse_stats(stats: str | None) -> FileStats | None:
+    """Stats are optional and advisory: unreadable stats are treated as absent, never fatal."""
+    if not stats:
+        return None
+    try:
+        return FileStats.model_validate_json(stats)
+    except ValidationError:
+        return None
+
+
+def parse_action(line: str | bytes) -> Action:
+    """Validate one NDJSON line into exactly one action."""
+    # json.loads keeps only the last of two equal keys; the outermost object is decoded last,
+    # so the last hook call tells whether the wrapper itself repeated a key ({"file": …, "file": …}).
+    doubled: list[list[str]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        doubled.append(sorted({k for k in keys if keys.count(k) > 1}) if len(set(keys)) != len(keys) else [])
+        return dict(pairs)
+
+    try:
+        wrapper = json.loads(line, object_pairs_hook=pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise ProtocolViolation(f"response line is not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(wrapper, dict):
+        raise ProtocolViolation("response line is not a JSON object")
+    if doubled and doubled[-1]:
+        raise ProtocolViolation(f"a response line repeats the key {doubled[-1][0]!r}; it must hold exactly one action")
+    keys = [k for k in wrapper if k in ACTION_KEYS]
+    unknown = [k for k in wrapper if k not in ACTION_KEYS]
+    if unknown:
+        raise ProtocolViolation(f"unknown action {unknown[0]!r} in response line (known: {', '.join(ACTION_KEYS)})")
+    if len(keys) != 1:
+        raise ProtocolViolation(f"a response line must hold exactly one action, found {len(keys)}: {keys}")
+    key = keys[0]
+    try:
+        return ACTION_KEYS[key].model_validate(wrapper[key])  # type: ignore[return-value]
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise ProtocolViolation(f"invalid {key!r} action: {problems}") from None
+
+
+def wrap_action(action: WireModel) -> dict[str, Any]:
+    """The wire form ``{"<key>": {...}}`` of an action (used by the server)."""
+    return {_KEY_OF[type(action)]: action.to_wire()}

@@ -1,0 +1,197 @@
+"""Fetch one batch's files from the provider, prune them, download and stage them.
+
+Everything between "the plan says versions 41..60" and "a directory of staged parquet the
+Spark job reads": the changes (or snapshot) query, the per-version file rule
+(:mod:`sharesync.sync.protocol.changes`), pruning by the user's filter against partition values and stats,
+parallel downloads that refresh expired URLs, and the rewrite into the staged layout —
+done per file as soon as it arrives, while the other downloads continue. No Spark here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sharesync.sync.core.errors import SchemaIncompatible
+from sharesync.sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
+from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
+from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
+from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback, refresher_for
+from sharesync.sync.protocol.wire import (
+    AddFile,
+    CdfFile,
+    DataFile,
+    File,
+    FileStats,
+    Metadata,
+    RemoveFile,
+    StructType,
+)
+from sharesync.sync.staging.files import StageLayout, load_file, stage_file
+from sharesync.sync.staging.netting import write_netted
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True)
+class ServerHints:
+    """The user's filter, as the hints the protocol lets us send (best effort on the server)."""
+
+    predicate_hints: list[str] | None = None
+    json_predicate_hints: str | None = None
+
+    @classmethod
+    def of(cls, expr: Expr | None, partition_columns: Sequence[str]) -> ServerHints:
+        if expr is None:
+            return cls()
+        return cls(to_sql_hints(expr) or None, to_json_hints(expr, partition_columns))
+
+
+@dataclass
+class StagedBatch:
+    """A staged directory plus what it took to build it."""
+
+    path: Path
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    url_refreshes: int = 0
+    pruned: int = 0
+    commit_timestamps: dict[int, int] = field(default_factory=dict)  # version → ms
+
+
+def batch_dir(staging_root: Path, table_name: str, label: str) -> Path:
+    """``<staging>/<table>/<label>``: one directory per table and batch, safe for any name."""
+    digest = hashlib.sha256(table_name.encode()).hexdigest()[:8]
+    return staging_root / f"{_UNSAFE.sub('_', table_name)}-{digest}" / label
+
+
+def fresh_dir(path: Path) -> Path:
+    """An empty directory at ``path`` (leftovers of a crashed attempt are removed first)."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def batch_schema(result: ChangesResult, end_version: int) -> Metadata:
+    """The metadata in force at ``end_version``: the newest historical metaData at or before it."""
+    candidates = [m for m in result.historical_metadata if m.version is not None and m.version <= end_version]
+    if candidates:
+        return max(candidates, key=lambda m: m.version or 0)
+    return result.metadata
+
+
+def change_files(result: ChangesResult, end_version: int) -> list[ChangeFile]:
+    """The batch's files per the protocol's per-version rule, ignoring versions past the range.
+
+    ``endingVersion`` is only a hint to the server (spec: Read Data from a Table), so files
+    of later versions may arrive and must wait for their own batch.
+    """
+    actions = [f for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile) and f.version <= end_version]
+    return select_change_files(actions)
+
+
+def commit_timestamps(result: ChangesResult) -> dict[int, int]:
+    """Commit timestamp (ms) of every version a changes response has files for."""
+    return {f.version: f.timestamp for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile)}
+
+
+def prune(files: list[ChangeFile], expr: Expr | None, schema: StructType) -> tuple[list[ChangeFile], int]:
+    """Drop files whose partition values or stats prove no row can match the filter."""
+    if expr is None:
+        return files, 0
+    kept = [f for f in files if may_match(expr, _stats(f.file), f.file.partition_values, schema)]
+    return kept, len(files) - len(kept)
+
+
+def _stats(file: DataFile) -> FileStats | None:
+    # Only snapshot and add files carry stats; cdf and remove files prune on partition values alone.
+    return file.parsed_stats if isinstance(file, File | AddFile) else None
+
+
+def stage(
+    client: SharingClient,
+    result: QueryResult | ChangesResult,
+    files: list[ChangeFile],
+    layout: StageLayout,
+    directory: Path,
+    *,
+    concurrency: int,
+    ca_bundle: Path | None = None,
+    progress: ProgressCallback | None = None,
+    downloader_factory: Callable[[Path], Downloader] | None = None,
+    snapshot: bool = False,
+    net_keys: Sequence[str] | None = None,
+) -> StagedBatch:
+    """Download ``files`` and stage each as it completes; returns the staged batch.
+
+    ``net_keys`` (a merge-mode batch of changes): keep the files in memory as they arrive and
+    stage the batch as its net change per key (:mod:`sharesync.sync.staging.netting`) — one file instead of a
+    file per provider file that the job would read back only to net it. Memory is bounded by
+    the batch (``max_versions_per_batch``), as the netting itself is.
+
+    ``snapshot``: the batch is a whole snapshot (a bootstrap). When it holds no file (an empty
+    table, or a filter that prunes every file), one empty file with the layout's schema is
+    staged, so the job still creates or replaces the target — as an empty table with the right
+    columns — instead of leaving no table (or, in append mode, the previous log) behind.
+    """
+    raw = fresh_dir(directory / "raw")
+    data = fresh_dir(directory / "data")
+    staged = StagedBatch(path=data)
+    if not files:
+        if snapshot:
+            pq.write_table(layout.target.empty_table(), data / "empty.parquet")
+        shutil.rmtree(raw, ignore_errors=True)
+        return staged
+    by_file = {id(c.file): c for c in files}
+    rows_per_file: dict[str, int] = {}
+    in_memory: dict[str, pa.Table] = {}
+
+    def on_file(done: DownloadedFile) -> None:
+        change = by_file[id(done.file)]
+        if net_keys is None:
+            rows_per_file[done.path.name] = stage_file(done.path, data / done.path.name, change, layout)
+        else:
+            in_memory[done.path.name] = load_file(done.path, change, layout)
+        done.path.unlink(missing_ok=True)  # keep disk use bounded by what is still in flight
+
+    downloader = (
+        downloader_factory(raw) if downloader_factory else Downloader(raw, concurrency=concurrency, ca_bundle=ca_bundle)
+    )
+    outcome = downloader.download(
+        [c.file for c in files], refresher=refresher_for(client, result), progress=progress, on_file=on_file
+    )
+    staged.files = outcome.stats.files
+    staged.bytes = outcome.stats.bytes
+    staged.url_refreshes = outcome.stats.url_refreshes
+    staged.rows = sum(rows_per_file.values())
+    if net_keys is not None:
+        # File-name order, as the engine would read staged files: ties net the same every time.
+        batch = pa.concat_tables([in_memory.pop(name) for name in sorted(in_memory)], promote_options="none")
+        staged.rows = write_netted(batch, _key_columns(layout, net_keys), data).rows_before
+        del batch
+        pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
+    shutil.rmtree(raw, ignore_errors=True)
+    return staged
+
+
+def _key_columns(layout: StageLayout, keys: Sequence[str]) -> list[str]:
+    by_lower = {c.lower(): c for c in layout.columns}
+    missing = [k for k in keys if k.lower() not in by_lower]
+    if missing:
+        raise SchemaIncompatible(
+            f"the batch's schema has no key column {missing} (it has {', '.join(layout.columns)}); the provider "
+            "dropped or renamed a key: fix 'keys' in the config and run 'sharesync reset' for this table"
+        )
+    return [by_lower[k.lower()] for k in keys]
+
+
+def snapshot_change_files(result: QueryResult) -> list[ChangeFile]:
+    return snapshot_files([f for f in result.files if isinstance(f, File)], result.version, None)

@@ -1,0 +1,149 @@
+"""Rewrite each downloaded provider file into a staged file the engine can read as one dataset.
+
+Provider files lack what the engine needs to merge: partition columns live in
+``partitionValues`` (not in the file), change metadata lives in the action (version,
+timestamp, and for add/remove files the change type), and older files may miss columns
+added later. Staging adds all of it, casts to the table's one Arrow schema and keeps only
+the columns the sync needs — streaming record batches, so memory is bounded by a row
+group, not by the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sharesync.sync.core.errors import DownloadError
+from sharesync.sync.predicates.values import parse_partition_value
+from sharesync.sync.protocol.changes import ChangeFile
+from sharesync.sync.protocol.wire import StructType
+from sharesync.sync.staging.schema import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    arrow_schema,
+)
+
+_BATCH_ROWS = 64 * 1024
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """The schema every staged file of one batch shares."""
+
+    schema: StructType
+    partition_columns: tuple[str, ...]
+    columns: tuple[str, ...]  # data columns to keep, in schema order
+    target: pa.Schema  # Arrow schema of a staged file: ``columns`` + change columns
+
+    @classmethod
+    def build(
+        cls, schema: StructType, partition_columns: Sequence[str], keep: Sequence[str] | None = None
+    ) -> StageLayout:
+        wanted = {c.lower() for c in keep} if keep is not None else None
+        fields = [f for f in schema.fields if wanted is None or f.name.lower() in wanted]
+        projected = StructType(fields=fields)
+        return cls(
+            schema=schema,
+            partition_columns=tuple(partition_columns),
+            columns=tuple(f.name for f in fields),
+            target=arrow_schema(projected, with_change_columns=True),
+        )
+
+
+def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout) -> int:
+    """Write ``source`` to ``dest`` in the staged layout; returns the number of rows."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    rows = 0
+    # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
+    with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
+        for batch in _layout_batches(source, change, layout):
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    os.replace(tmp, dest)
+    return rows
+
+
+def load_file(source: Path, change: ChangeFile, layout: StageLayout) -> pa.Table:
+    """``source`` in the staged layout, in memory (for a batch netted as it is downloaded)."""
+    return pa.Table.from_batches(list(_layout_batches(source, change, layout)), schema=layout.target)
+
+
+def _layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> Iterator[pa.RecordBatch]:
+    """The rows of a downloaded provider file, streamed in the staged layout."""
+    try:
+        # Buffered page reads: memory follows the batch size, not the provider's row-group size
+        # (measured on a 1 M-row row group: 76 -> 47 MiB above the interpreter, same speed).
+        parquet = pq.ParquetFile(source, buffer_size=1 << 20, pre_buffer=False)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DownloadError(
+            f"file {change.id} (version {change.commit_version}) is not readable parquet: {exc}"
+        ) from None
+    present = {name.lower(): name for name in parquet.schema_arrow.names}
+    read_columns = [present[c.lower()] for c in layout.columns if c.lower() in present]
+    if change.change_type is None:
+        if CHANGE_TYPE not in present:
+            raise DownloadError(f"cdf file {change.id} (version {change.commit_version}) has no _change_type column")
+        read_columns.append(present[CHANGE_TYPE])
+    partition_values = {k.lower(): v for k, v in change.file.partition_values.items()}
+    partition_lower = {c.lower() for c in layout.partition_columns}
+    for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=read_columns, use_threads=False):
+        yield _to_layout(batch, change, layout, partition_values, partition_lower)
+
+
+def _to_layout(
+    batch: pa.RecordBatch,
+    change: ChangeFile,
+    layout: StageLayout,
+    partition_values: dict[str, str | None],
+    partition_lower: set[str],
+) -> pa.RecordBatch:
+    n = batch.num_rows
+    by_lower = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+    arrays: list[pa.Array] = []
+    for name, field in zip(layout.columns, layout.target, strict=False):
+        key = name.lower()
+        if key in partition_lower:
+            type_name = layout.schema.field(name).type_name  # type: ignore[union-attr]
+            value = parse_partition_value(partition_values.get(key), type_name)
+            arrays.append(_constant(value, n, field.type))
+        elif key in by_lower:
+            arrays.append(_cast(batch.column(by_lower[key]), field.type))
+        else:  # a column added after this file was written
+            arrays.append(pa.nulls(n, field.type))
+    if change.change_type is None:
+        arrays.append(_cast(batch.column(by_lower[CHANGE_TYPE]), pa.string()))
+    else:
+        arrays.append(_constant(change.change_type.value, n, pa.string()))
+    arrays.append(_constant(change.commit_version, n, pa.int64()))
+    ts = change.commit_timestamp_ms
+    arrays.append(
+        _constant(ts * 1000, n, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        if ts is not None
+        else pa.nulls(n, pa.timestamp("us", tz="UTC"))
+    )
+    return pa.RecordBatch.from_arrays(arrays, schema=layout.target)
+
+
+def _constant(value: object, n: int, type_: pa.DataType) -> pa.Array:
+    """``n`` copies of one value: a one-element array taken ``n`` times (for strings ~20x faster
+    than ``pa.repeat``, which copies the scalar element by element)."""
+    if value is None:
+        return pa.nulls(n, type_)
+    return pa.array([value], type=type_).take(pa.nulls(n, pa.int8()).fill_null(0))
+
+
+def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:
+    if column.type == target:
+        return column
+    # Timestamps from other writers may be INT96 (ns) or ms; dropping sub-µs precision is intended.
+    safe = not (pa.types.is_timestamp(column.type) and pa.types.is_timestamp(target))
+    return column.cast(target, safe=safe)
+
+
+STAGED_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)

@@ -1,0 +1,161 @@
+"""A real PostgreSQL server for the state-store contract tests.
+
+Order of preference:
+
+1. ``SHARESYNC_TEST_POSTGRES_URL`` names a server: a database is created on it for the test
+   session and dropped afterwards (the URL's user needs CREATEDB).
+2. ``initdb``/``pg_ctl`` exist (on ``PATH`` or Debian's ``/usr/lib/postgresql/<ver>/bin``):
+   a throwaway cluster is created in a temporary directory, on a free port, with its
+   socket in that directory, and removed afterwards. As root (CI containers) the cluster
+   runs as the ``postgres`` user through ``runuser``, because initdb refuses root.
+3. Neither: :class:`Unavailable` — the conftest fails in CI and skips locally.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import URL, make_url
+
+URL_ENV = "SHARESYNC_TEST_POSTGRES_URL"
+
+
+class Unavailable(Exception):
+    """No PostgreSQL server can be used or started here."""
+
+
+def _bindir() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found and shutil.which("initdb"):
+        return Path(os.path.realpath(found)).parent
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]), reverse=True
+    )
+    for candidate in candidates:
+        bindir = Path(candidate).parent
+        if (bindir / "initdb").exists():
+            return bindir
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _conninfo(url: URL) -> str:
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextmanager
+def _throwaway_cluster(bindir: Path) -> Iterator[URL]:
+    as_root = os.geteuid() == 0
+    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
+    if as_root and shutil.which("runuser") is None:
+        raise Unavailable("running as root, but 'runuser' is missing to start PostgreSQL as the postgres user")
+    # Not under pytest's tmp dir: that is mode 0700 and root-owned, so postgres could not enter it.
+    base = Path(tempfile.mkdtemp(prefix="sharesync-pg-"))
+    data, sockets, logfile = base / "data", base / "sock", base / "server.log"
+    sockets.mkdir()
+    if as_root:
+        for path in (base, sockets):
+            shutil.chown(path, "postgres", "postgres")
+
+    def run(*args: str) -> None:
+        subprocess.run([*prefix, *args], cwd=base, check=True, capture_output=True, text=True, timeout=120)
+
+    started = False
+    try:
+        try:
+            run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+        except subprocess.CalledProcessError as error:
+            raise Unavailable(f"initdb failed: {error.stderr.strip()[-500:]}") from None
+        for _attempt in range(3):  # another process may grab the free port first
+            port = _free_port()
+            options = f"-p {port} -k {sockets} -h 127.0.0.1 -F -c max_connections=200"
+            try:
+                run(
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(logfile),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-o",
+                    options,
+                    "start",
+                )
+            except subprocess.CalledProcessError:
+                continue
+            started = True
+            break
+        if not started:
+            tail = logfile.read_text(errors="replace")[-800:] if logfile.exists() else ""
+            raise Unavailable(f"pg_ctl could not start a cluster: {tail}")
+        yield URL.create("postgresql+psycopg", username="postgres", host="127.0.0.1", port=port, database="postgres")
+    finally:
+        if started:
+            subprocess.run(
+                [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                cwd=base,
+                capture_output=True,
+                timeout=60,
+                check=False,  # best effort: the directory is removed either way
+            )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def _server() -> Iterator[URL]:
+    given = os.environ.get(URL_ENV)
+    if given:
+        yield make_url(given).set(drivername="postgresql+psycopg")
+        return
+    bindir = _bindir()
+    if bindir is None:
+        raise Unavailable(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found; install them with .ci/install-postgres.sh "
+            f"(Debian package 'postgresql') or set {URL_ENV}"
+        )
+    with _throwaway_cluster(bindir) as url:
+        yield url
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh, empty database for one test session; yields its SQLAlchemy URL."""
+    with _server() as server:
+        name = f"sharesync_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(_conninfo(server), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield server.set(database=name).render_as_string(hide_password=False)
+        finally:
+            from sharesync.state.engine import dispose_engines
+
+            dispose_engines()
+            with psycopg.connect(_conninfo(server), autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_state_tables(url: str) -> None:
+    """Return the database to empty between tests (only sharesync's tables, and a stray alembic_version)."""
+    from sharesync.state.models import Base
+    from sharesync.state.revisions import VERSION_TABLE
+
+    names = [*Base.metadata.tables, VERSION_TABLE, "alembic_version"]
+    with psycopg.connect(_conninfo(make_url(url)), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS " + ", ".join(f'"{n}"' for n in names) + " CASCADE")
