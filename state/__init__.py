@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sharesync.state.domain import Checkpoint, Lease, RunRecord, RunStats, RunStatus
-from sharesync.state.lease import LeaseKeeper, default_owner
+from sharesync.state.domain import Checkpoint, Holder, Lease, RunRecord, RunStats, RunStatus, Takeover
+from sharesync.state.holder import default_owner, is_alive_on_this_host, this_process
+from sharesync.state.keeper import LeaseKeeper
 from sharesync.state.revisions import head_revision
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'state' has no attribute '{name}'")
+        raise AttributeError(f"module 'sharesync.state' has no attribute '{name}'")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later look-ups skip this function
     return value
@@ -42,15 +43,19 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Checkpoint",
     "Clock",
+    "Holder",
     "Lease",
     "LeaseKeeper",
     "RunRecord",
     "RunStats",
     "RunStatus",
     "StateStore",
+    "Takeover",
     "current_revision",
     "default_owner",
     "head_revision",
+    "is_alive_on_this_host",
     "open_store",
+    "this_process",
     "upgrade",
 ]

@@ -31,6 +31,12 @@ class Checkpoint:
     the table, version numbers restart, and the target must be re-bootstrapped. That is
     also the only case in which a checkpoint may move to a *lower* version.
     ``updated_at`` is set by the store on every write; leave it ``None`` when building one.
+
+    The ``target_*`` fields tie the checkpoint to the target state it was written for, so a
+    target that was deleted, replaced or restored to an older version can be told apart from
+    the one this checkpoint describes: the target Delta table's id, the target version of the
+    commit that applied the batch, and the mode it was written in. ``None`` means not known
+    (checkpoints written before sharesync recorded them, until their next batch).
     """
 
     name: str
@@ -41,12 +47,17 @@ class Checkpoint:
     mode: str
     version_timestamp: datetime | None = None
     updated_at: datetime | None = None
+    target_table_id: str | None = None
+    target_version: int | None = None
+    target_mode: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("checkpoint name must not be empty")
         if self.version < 0:
             raise ValueError(f"checkpoint version must be >= 0, got {self.version}")
+        if self.target_version is not None and self.target_version < 0:
+            raise ValueError(f"target version must be >= 0, got {self.target_version}")
         _require_aware("version_timestamp", self.version_timestamp)
         _require_aware("updated_at", self.updated_at)
         # Normalise to UTC so equal instants compare equal whatever zone the caller used.
@@ -103,12 +114,38 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """The process that holds a lease, as its own host names it.
+
+    A pid alone does not identify a process: pids are reused. ``started`` (the process's start
+    time in clock ticks after boot) tells a newer process with the same pid apart. And pids
+    only compare within one kernel boot and one pid namespace (a container has its own), which
+    ``namespace`` names. ``None`` where the host does not say (no ``/proc``): then nobody can
+    tell whether the holder lives, and its lease ends by its ttl.
+    """
+
+    host: str
+    pid: int
+    started: int | None = None
+    namespace: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pid <= 0:
+            raise ValueError(f"holder pid must be positive, got {self.pid}")
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
     """Proof that one owner may sync ``name`` until ``expires_at``.
 
     ``token`` is unique per acquisition (a fencing token): renewing, releasing and
     lease-guarded checkpoint advances check it, so a holder that stalled past its expiry and
     was taken over cannot act on the old lease, even if it reuses the same owner name.
+    ``holder`` is the acquiring process (``None`` on leases stored before it was recorded): a
+    contender on the same host may take the lease over at once when that process is gone.
     """
 
     name: str
@@ -117,6 +154,7 @@ class Lease:
     acquired_at: datetime
     renewed_at: datetime
     expires_at: datetime
+    holder: Holder | None = None
 
     @property
     def ttl(self) -> timedelta:
@@ -125,3 +163,25 @@ class Lease:
 
     def expired(self, now: datetime) -> bool:
         return now >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """A lease taken before its expiry because its holder's process was found dead on this host.
+
+    The dead holder's runs still marked running were closed as abandoned in the same
+    transaction (``abandoned_runs``); the new holder resumes at the stored checkpoint.
+    """
+
+    name: str
+    holder: Holder
+    owner: str
+    expires_at: datetime
+    abandoned_runs: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        said = f"took over the lease of {self.name} from dead process {self.holder} (owner {self.owner})"
+        if not self.abandoned_runs:
+            return said
+        runs = ", ".join(map(str, self.abandoned_runs))
+        return f"{said}; closed its unfinished run{'s' * (len(self.abandoned_runs) > 1)} {runs} as abandoned"

@@ -112,7 +112,7 @@ def upgrade(url: str, revision: str = "head") -> tuple[str | None, str | None]:
     """Migrate the database at ``url`` to ``revision``; return (revision before, after).
 
     Operators who prefer explicit migrations run this through ``sharesync db upgrade``;
-    :func:`state.open_store` calls the same code path implicitly.
+    :func:`sharesync.state.open_store` calls the same code path implicitly.
     """
     parsed = parse_url(url)
     prepare_sqlite_file(parsed)

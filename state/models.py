@@ -7,10 +7,10 @@ store is often a schema in a database that other applications (with their own
 its own. ``tests/state/test_migrations.py`` checks that
 these models and the migration scripts agree.
 
-Only :mod:`sharesync.state.store` uses these classes; they never leave the package (the store returns
-:mod:`sharesync.state.domain` values). :mod:`sharesync.state.sqlite` reads ``sharesync_checkpoints`` of a SQLite
-store with plain SQL, without SQLAlchemy; ``tests/state/test_sqlite_reader.py`` keeps the two
-reads equal.
+Only the store (:mod:`sharesync.state.store` and the modules it is built from) uses these
+classes; they never leave the package (the store returns :mod:`sharesync.state.domain` values).
+:mod:`sharesync.state.sqlite` reads ``sharesync_checkpoints`` of a SQLite store with plain SQL,
+without SQLAlchemy; ``tests/state/test_sqlite_reader.py`` keeps the two reads equal.
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ class CheckpointRow(Base):
     target: Mapped[str] = mapped_column(Text)
     mode: Mapped[str] = mapped_column(String(32))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # revision 0004: the target state the checkpoint was written for (NULL on older rows).
+    target_table_id: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    target_version: Mapped[int | None] = mapped_column(BigInteger)
+    target_mode: Mapped[str | None] = mapped_column(String(32))
 
     __table_args__ = (CheckConstraint("version >= 0", name="ck_sharesync_checkpoints_version"),)
 
@@ -107,3 +111,8 @@ class LeaseRow(Base):
     acquired_at: Mapped[datetime] = mapped_column(UTCDateTime)
     renewed_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # revision 0004: the holder process (NULL on older rows: those only expire by their ttl).
+    holder_host: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    holder_pid: Mapped[int | None] = mapped_column(BigInteger)
+    holder_started: Mapped[int | None] = mapped_column(BigInteger)
+    holder_namespace: Mapped[str | None] = mapped_column(String(NAME_LENGTH))

@@ -45,8 +45,8 @@ _SCHEMES = ("sqlite", "sqlite+pysqlite")
 
 # The columns of sharesync.state.models.CheckpointRow, in the order _checkpoint reads them.
 _SELECT_CHECKPOINTS = (
-    "SELECT name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at "
-    "FROM sharesync_checkpoints ORDER BY name"
+    "SELECT name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at, "
+    "target_table_id, target_version, target_mode FROM sharesync_checkpoints ORDER BY name"
 )
 
 
@@ -111,24 +111,32 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
 
 
 def _checkpoint(row: tuple[object, ...]) -> Checkpoint:
-    name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at = row
-    if not isinstance(version, int):
-        raise TypeError(f"version {version!r} is not an integer")
+    (name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at, *identity) = row
+    target_table_id, target_version, target_mode = identity
     return Checkpoint(
         name=_text(name),
-        version=version,
+        version=_integer(version),
         table_id=_text(table_id),
         schema_fingerprint=_text(schema_fingerprint),
         target=_text(target),
         mode=_text(mode),
         version_timestamp=_utc(version_timestamp),
         updated_at=_utc(updated_at),
+        target_table_id=None if target_table_id is None else _text(target_table_id),
+        target_version=None if target_version is None else _integer(target_version),
+        target_mode=None if target_mode is None else _text(target_mode),
     )
 
 
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{value!r} is not text")
+    return value
+
+
+def _integer(value: object) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
     return value
 
 

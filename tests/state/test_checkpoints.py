@@ -142,3 +142,22 @@ def test_lease_for_another_table_is_a_programming_error(store: StateStore) -> No
     lease = store.acquire_lease("other.table.name", "worker-a", timedelta(seconds=30))
     with pytest.raises(ValueError, match="lease is for"):
         store.advance_checkpoint(checkpoint(1), expected_version=None, lease=lease)
+
+
+def test_the_target_identity_round_trips_and_each_advance_restates_it(store: StateStore) -> None:
+    assert (checkpoint(1).target_table_id, checkpoint(1).target_version, checkpoint(1).target_mode) == (None,) * 3
+    first = checkpoint(1, target_table_id="delta-id-1", target_version=0, target_mode="merge")
+    stored = store.advance_checkpoint(first, expected_version=None)
+    assert dataclasses.replace(stored, updated_at=None) == first
+    assert store.get_checkpoint(NAME) == stored and store.list_checkpoints() == [stored]
+
+    moved = store.advance_checkpoint(dataclasses.replace(first, version=2, target_version=1), expected_version=1)
+    assert (moved.target_table_id, moved.target_version, moved.target_mode) == ("delta-id-1", 1, "merge")
+    # A writer that does not know the target's state says so: nothing stale survives it.
+    unknown = store.advance_checkpoint(checkpoint(3), expected_version=2)
+    assert (unknown.target_table_id, unknown.target_version, unknown.target_mode) == (None, None, None)
+
+
+def test_a_target_version_is_never_negative() -> None:
+    with pytest.raises(ValueError, match="target version must be >= 0"):
+        checkpoint(1, target_version=-1)

@@ -1,14 +1,15 @@
-"""Lease contract: one holder, expiry with the store's clock, fencing tokens, heartbeat."""
+"""Lease contract: one holder, expiry with the store's clock, fencing tokens, heartbeat, dead-holder takeover."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import timedelta
 
 import pytest
 from support.state import FakeClock
 
-from sharesync.state import StateStore
+from sharesync.state import RunStatus, StateStore, Takeover, this_process
 from sharesync.sync.core.errors import LeaseHeld
 
 NAME = "s.b.t"
@@ -110,3 +111,67 @@ def test_default_owner_names_host_and_pid(store: StateStore) -> None:
 
     with store.hold_lease(NAME) as keeper:
         assert f":{os.getpid()}:" in keeper.lease.owner
+
+
+# -- holder identity: a dead holder on this host is taken over at once, others wait for the ttl --
+
+
+def test_the_lease_records_the_acquiring_process(store: StateStore) -> None:
+    lease = store.acquire_lease(NAME, "worker-a", TTL)
+    assert lease.holder == this_process() and store.get_lease(NAME) == lease
+
+
+def test_a_live_holder_on_this_host_is_not_taken_over(store: StateStore) -> None:
+    store.acquire_lease(NAME, "worker-a", TTL, holder=this_process())
+    with pytest.raises(LeaseHeld, match=r"by worker-a .*its process .* runs on this host"):
+        store.acquire_lease_with_takeover(NAME, "worker-b", TTL)
+
+
+def test_a_reused_pid_is_a_dead_holder_taken_over_at_once(clocked_store: StateStore, clock: FakeClock) -> None:
+    store = clocked_store
+    me = this_process()
+    assert me.started is not None
+    impostor = dataclasses.replace(me, started=me.started - 1)  # same pid, an earlier process
+    dead = store.acquire_lease(NAME, "worker-a", TTL, holder=impostor)
+    crashed = store.start_run(NAME, start_version=3, end_version=4)
+    other_table = store.start_run("s.b.other")
+
+    lease, takeover = store.acquire_lease_with_takeover(NAME, "worker-b", TTL)  # no time has passed
+
+    assert (lease.owner, lease.holder, lease.acquired_at) == ("worker-b", me, clock.now)
+    assert takeover == Takeover(NAME, impostor, "worker-a", dead.expires_at, (crashed,))
+    assert str(takeover) == (
+        f"took over the lease of {NAME} from dead process {me.host}:{me.pid} (owner worker-a); "
+        f"closed its unfinished run {crashed} as abandoned"
+    )
+    run = store.get_run(crashed)
+    assert run is not None and run.status is RunStatus.FAILED and run.finished_at == clock.now
+    assert run.error is not None and run.error.startswith("abandoned: the process holding the lease")
+    assert f"({me.host}:{me.pid}, owner worker-a)" in run.error and "worker-b took the lease over" in run.error
+    assert store.get_run(other_table).status is RunStatus.RUNNING  # type: ignore[union-attr]
+    with pytest.raises(LeaseHeld, match="worker-b took it over"):
+        store.renew_lease(dead)  # fenced: the old token acts on nothing
+    with pytest.raises(LeaseHeld, match="by worker-b"):
+        store.acquire_lease(NAME, "worker-c", TTL)  # the new holder lives: no second takeover
+
+
+def test_a_holder_on_another_host_expires_by_its_ttl_only(clocked_store: StateStore, clock: FakeClock) -> None:
+    remote = dataclasses.replace(this_process(), host="another-host", pid=4_000_000)
+    clocked_store.acquire_lease(NAME, "worker-a", TTL, holder=remote)
+    clock.advance(29)
+    with pytest.raises(LeaseHeld, match=r"in 1 s\); wait for that sync to finish, or for the lease to expire"):
+        clocked_store.acquire_lease(NAME, "worker-b", TTL)
+    clock.advance(1)
+    lease, takeover = clocked_store.acquire_lease_with_takeover(NAME, "worker-b", TTL)
+    assert lease.owner == "worker-b" and takeover is None  # an ordinary expiry, nothing to report
+
+
+def test_hold_lease_tells_the_worker_it_took_over(store: StateStore) -> None:
+    me = this_process()
+    assert me.started is not None
+    store.acquire_lease(NAME, "worker-a", timedelta(hours=1), holder=dataclasses.replace(me, started=me.started + 7))
+    with store.hold_lease(NAME, owner="worker-b") as keeper:
+        assert keeper.takeover is not None and keeper.takeover.owner == "worker-a"
+        assert keeper.lease.holder == me
+    with store.hold_lease(NAME, owner="worker-c") as keeper:
+        assert keeper.takeover is None

@@ -6,6 +6,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from sharesync.state import current_revision, head_revision, open_store, upgrade
 from sharesync.state.engine import dispose_engines
 from sharesync.state.models import Base
 from sharesync.state.revisions import VERSION_TABLE
-from sharesync.sync.core.errors import StateSchemaTooNew
+from sharesync.sync.core.errors import LeaseHeld, StateSchemaTooNew
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,7 @@ def _dump(url: str) -> dict[str, list[tuple[Any, ...]]]:
 def test_empty_database_is_migrated_to_head_on_open(store_url: str) -> None:
     assert current_revision(store_url) is None
     open_store(store_url)
-    assert current_revision(store_url) == head_revision() == "0003"
+    assert current_revision(store_url) == head_revision() == "0004"
     tables = set(_dump(store_url))
     assert {"sharesync_checkpoints", "sharesync_runs", "sharesync_leases", VERSION_TABLE} <= tables
 
@@ -75,13 +76,61 @@ def test_upgrade_from_the_first_revision_keeps_the_data(store_url: str) -> None:
     engine.dispose()
 
     store = open_store(store_url)
-    assert current_revision(store_url) == "0003"
+    assert current_revision(store_url) == "0004"
     (run,) = store.runs_for("s.b.t")
     assert (run.stats.rows_inserted, run.stats.url_refreshes, run.error, run.note) == (7, 0, None, None)
     checkpoint = store.get_checkpoint("s.b.t")
     assert checkpoint is not None and checkpoint.version == 4
     assert checkpoint.updated_at is not None and checkpoint.updated_at.tzinfo is not None
-    assert upgrade(store_url) == ("0003", "0003")  # idempotent
+    assert upgrade(store_url) == ("0004", "0004")  # idempotent
+
+
+def test_upgrade_from_0003_keeps_the_rows_and_leaves_the_new_facts_unknown(store_url: str) -> None:
+    assert upgrade(store_url, "0003") == (None, "0003")
+    engine = _engine(store_url)
+    with engine.begin() as conn:
+        t = {"t": "2025-01-01 00:00:00", "later": "2999-01-01 00:00:00"}
+        conn.execute(
+            text(
+                "INSERT INTO sharesync_checkpoints (name, version, version_timestamp, table_id, schema_fingerprint, "
+                "target, mode, updated_at) VALUES ('s.b.t', 4, :t, 'id-1', 'fp', '/data/t', 'append', :t)"
+            ),
+            t,
+        )
+        conn.execute(
+            text(
+                "INSERT INTO sharesync_leases (name, owner, token, acquired_at, renewed_at, expires_at) "
+                "VALUES ('s.b.t', 'old-host:12:ab', 'tok', :t, :t, :later)"
+            ),
+            t,
+        )
+        conn.execute(
+            text(
+                "INSERT INTO sharesync_runs (table_name, start_version, end_version, status, started_at, note) "
+                "VALUES ('s.b.t', 5, 6, 'running', :t, 'n')"
+            ),
+            t,
+        )
+    engine.dispose()
+
+    store = open_store(store_url)
+    assert current_revision(store_url) == head_revision()
+    checkpoint = store.get_checkpoint("s.b.t")
+    assert checkpoint is not None
+    assert (checkpoint.version, checkpoint.table_id, checkpoint.mode, checkpoint.target) == (
+        4,
+        "id-1",
+        "append",
+        "/data/t",
+    )
+    assert (checkpoint.target_table_id, checkpoint.target_version, checkpoint.target_mode) == (None, None, None)
+    lease = store.get_lease("s.b.t")
+    assert lease is not None and (lease.owner, lease.token, lease.holder) == ("old-host:12:ab", "tok", None)
+    # A lease without a recorded holder cannot be judged from here: it waits for its expiry.
+    with pytest.raises(LeaseHeld, match="old-host:12:ab"):
+        store.acquire_lease("s.b.t", "new-owner", timedelta(seconds=30))
+    (run,) = store.runs_for("s.b.t")
+    assert (run.status.value, run.start_version, run.end_version, run.note) == ("running", 5, 6, "n")
 
 
 def test_schema_from_a_newer_sharesync_is_refused_without_writes(store_url: str, tmp_path: Path) -> None:

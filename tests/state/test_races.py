@@ -2,7 +2,7 @@
 
 N spawned processes meet at a barrier and then contend; each round must have exactly one
 winner and only the specific error for the others. A SIGKILLed holder's lease is taken over
-after (and only after) it expires. Twenty writers (4 processes x 5 threads) share one SQLite
+at once on its own host, and after (and only after) it expires when it ran on another host. Twenty writers (4 processes x 5 threads) share one SQLite
 file without "database is locked". Waiting is done by polling the store, never by sleeping
 a guessed time.
 """
@@ -17,10 +17,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
+from multiprocessing.context import SpawnProcess
 from typing import Any
 
 import pytest
 from support import state_race_workers as workers
+from support.state import make_checkpoint
 
 from sharesync.state import RunStatus, open_store
 from sharesync.sync.core.errors import LeaseHeld
@@ -107,18 +109,53 @@ def test_exactly_one_process_advances_the_checkpoint_each_round(store_url: str, 
     assert final.schema_fingerprint == winners[ROUNDS - 1]
 
 
-def test_a_killed_holders_lease_is_taken_over_after_expiry(store_url: str) -> None:
-    ttl = 1.5
-    store = open_store(store_url)
+def _start_doomed_holder(url: str, ttl: float, host: str | None) -> tuple[SpawnProcess, int, str]:
+    """A spawned process that holds the lease of s.b.t with a heartbeat and a running run."""
     acquired = SPAWN.Event()
     results: Any = SPAWN.Queue()
-    holder = SPAWN.Process(target=workers.doomed_holder, args=(store_url, "s.b.t", ttl, acquired, results), daemon=True)
+    holder = SPAWN.Process(target=workers.doomed_holder, args=(url, "s.b.t", ttl, acquired, results, host), daemon=True)
     holder.start()
-    try:
-        assert acquired.wait(60), "the holder never took the lease"
-        kind, abandoned_run, token = results.get(timeout=10)
-        assert kind == "holding"
+    if not acquired.wait(60):
+        holder.kill()
+        pytest.fail(f"the holder never took the lease: {results.get(timeout=1) if not results.empty() else ''}")
+    kind, run_id, token = results.get(timeout=10)
+    assert kind == "holding"
+    return holder, run_id, token
 
+
+def test_a_killed_holder_on_this_host_is_taken_over_at_once(store_url: str) -> None:
+    store = open_store(store_url)
+    holder, abandoned_run, token = _start_doomed_holder(store_url, ttl=60, host=None)
+    assert holder.pid is not None
+    try:
+        with pytest.raises(LeaseHeld, match="doomed-holder .* runs on this host"):
+            store.acquire_lease("s.b.t", "successor", timedelta(seconds=30))  # alive: never taken over
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join(10)
+        assert holder.exitcode == -signal.SIGKILL
+    finally:
+        if holder.is_alive():
+            holder.kill()
+    last = store.get_lease("s.b.t")
+    assert last is not None and last.token == token and last.holder is not None and last.holder.pid == holder.pid
+
+    lease, takeover = store.acquire_lease_with_takeover("s.b.t", "successor", timedelta(seconds=30))  # no waiting
+
+    assert lease.owner == "successor" and lease.acquired_at < last.expires_at
+    assert takeover is not None and (takeover.holder, takeover.owner) == (last.holder, "doomed-holder")
+    assert takeover.abandoned_runs == (abandoned_run,)
+    assert f"from dead process {last.holder.host}:{holder.pid}" in str(takeover)
+    dead = store.get_run(abandoned_run)
+    assert dead is not None and dead.status is RunStatus.FAILED and dead.finished_at is not None
+    assert (dead.error or "").startswith(f"abandoned: the process holding the lease ({last.holder.host}:{holder.pid},")
+    store.advance_checkpoint(make_checkpoint("s.b.t", 0), expected_version=None, lease=lease)  # work resumes
+
+
+def test_a_killed_holders_lease_on_another_host_is_taken_over_after_expiry(store_url: str) -> None:
+    ttl = 1.5
+    store = open_store(store_url)
+    holder, abandoned_run, token = _start_doomed_holder(store_url, ttl, host="another-host")
+    try:
         # The heartbeat keeps it alive beyond its first ttl: wait (polling) for a renewal.
         first = store.get_lease("s.b.t")
         assert first is not None and first.token == token

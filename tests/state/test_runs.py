@@ -107,3 +107,20 @@ def test_stats_add_up_and_refuse_negatives() -> None:
         RunStats(rows_deleted=-1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         STATS.rows_inserted = 1  # type: ignore[misc]
+
+
+def test_a_failed_attempt_without_a_run_is_recorded_and_leaves_other_runs_alone(
+    clocked_store: StateStore, clock: FakeClock
+) -> None:
+    store = clocked_store
+    running = store.start_run("s.b.t", start_version=1, end_version=2)  # someone else's run, lease held
+    clock.advance(5)
+    failed = store.record_failed_run("s.b.t", "s.b.t is being synced by worker-a (postgresql://u:hunter2pw@db/x)")
+    assert failed == store.get_run(failed.id) == store.latest_runs(["s.b.t"])["s.b.t"]
+    assert (failed.status, failed.start_version, failed.end_version) == (RunStatus.FAILED, None, None)
+    assert failed.started_at == failed.finished_at == clock.now and failed.stats == RunStats()
+    assert failed.error is not None and "worker-a" in failed.error and "hunter2pw" not in failed.error
+    assert store.get_run(running).status is RunStatus.RUNNING  # type: ignore[union-attr]
+
+    known = store.record_failed_run("s.b.t", "metadata call failed", start_version=3, end_version=7, stats=STATS)
+    assert (known.start_version, known.end_version, known.stats) == (3, 7, STATS)

@@ -59,6 +59,24 @@ def test_reads_what_the_store_reads(url: str) -> None:
     assert found[1].version_timestamp == datetime(2025, 3, 1, 0, 30, 0, 123456, tzinfo=UTC)
 
 
+def test_reads_the_target_identity_as_the_store_does(url: str) -> None:
+    store = open_store(url)
+    store.advance_checkpoint(
+        make_checkpoint("s.b.known", 4, target_table_id="delta-id", target_version=17, target_mode="history"),
+        expected_version=None,
+    )
+    store.advance_checkpoint(make_checkpoint("s.b.unknown", 2), expected_version=None)
+
+    found = read_checkpoints(url)
+
+    assert found == store.list_checkpoints()
+    assert found is not None
+    assert [(c.target_table_id, c.target_version, c.target_mode) for c in found] == [
+        ("delta-id", 17, "history"),
+        (None, None, None),
+    ]
+
+
 def test_a_current_store_without_checkpoints_reads_as_empty(url: str) -> None:
     open_store(url)
     assert read_checkpoints(url) == []

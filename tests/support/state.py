@@ -1,6 +1,6 @@
-"""Helpers shared by the state tests, importable by name (also from spawned race workers).
+"""Helpers shared by the state tests, importable as ``support.state`` (also from spawned race workers).
 
-``conftest.py`` puts this directory on ``sys.path``: the project runs pytest with
+``tests/`` is on pytest's ``pythonpath``: the project runs pytest with
 ``--import-mode=importlib``, under which test modules cannot import their siblings, and
 ``multiprocessing`` children must import the worker functions by module name.
 """

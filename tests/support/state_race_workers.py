@@ -6,6 +6,7 @@ hanging, and reports the traceback to the parent (queue message or pool task err
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -14,7 +15,7 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier, Event
 from typing import Any
 
-from sharesync.state import RunStats, RunStatus, open_store
+from sharesync.state import RunStats, RunStatus, open_store, this_process
 from sharesync.sync.core.errors import CheckpointConflict, LeaseHeld
 from support.state import make_checkpoint
 
@@ -92,12 +93,17 @@ def cas_contender(url: str, name: str, owner: str, rounds: int) -> list[tuple[st
     return _contend(body)
 
 
-def doomed_holder(url: str, name: str, ttl: float, acquired: Event, results: Queue[Any]) -> None:
-    """Hold the lease with a heartbeat and a running run until SIGKILLed."""
+def doomed_holder(url: str, name: str, ttl: float, acquired: Event, results: Queue[Any], host: str | None) -> None:
+    """Hold the lease with a heartbeat and a running run until SIGKILLed.
+
+    ``host``: record the holder as this process on that host (a remote holder, as far as the
+    test's contender can tell); ``None``: as this process on this host.
+    """
 
     def body() -> None:
         store = open_store(url)
-        with store.hold_lease(name, owner="doomed-holder", ttl=timedelta(seconds=ttl)) as keeper:
+        holder = None if host is None else dataclasses.replace(this_process(), host=host)
+        with store.hold_lease(name, owner="doomed-holder", ttl=timedelta(seconds=ttl), holder=holder) as keeper:
             run_id = store.start_run(name, start_version=0, end_version=5)
             results.put(("holding", run_id, keeper.lease.token))
             acquired.set()

@@ -1,44 +1,43 @@
 """Keeping a lease alive while work runs: a heartbeat thread with an honest failure mode.
 
 A sync can run far longer than any sensible lease ttl, and the ttl must stay short so a
-crashed holder is taken over quickly. So the holder renews every ``ttl / 3`` from a daemon
-thread. If renewal fails for good — someone else took the lease, or the database stayed
-unreachable until the lease must be presumed expired — the keeper records it and
-:meth:`LeaseKeeper.check` raises :class:`LeaseHeld`; the worker checks between batches, and
-lease-guarded checkpoint advances refuse on their own. The thread never kills the work.
+crashed holder on another host is taken over quickly. So the holder renews every ``ttl / 3``
+from a daemon thread. If renewal fails for good — someone else took the lease, or the
+database stayed unreachable until the lease must be presumed expired — the keeper records it
+and :meth:`LeaseKeeper.check` raises :class:`LeaseHeld`; the worker checks between batches,
+and lease-guarded checkpoint advances refuse on their own. The thread never kills the work.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from sharesync.state.domain import Lease
+from sharesync.state.domain import Lease, Takeover
 from sharesync.sync.core.errors import LeaseHeld, StateError
-
-if TYPE_CHECKING:
-    from sharesync.state.store import StateStore
 
 log = logging.getLogger("sharesync.state")
 
 
-def default_owner() -> str:
-    """``host:pid:random`` — unique per process, and tells a person where the holder runs."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+class Renews(Protocol):
+    """What the keeper needs of the store (the store is built on top of this module)."""
+
+    def renew_lease(self, lease: Lease, ttl: timedelta | None = None) -> Lease: ...
 
 
 class LeaseKeeper:
-    """Renews one lease from a daemon thread until :meth:`stop`; remembers if it was lost."""
+    """Renews one lease from a daemon thread until :meth:`stop`; remembers if it was lost.
 
-    def __init__(self, store: StateStore, lease: Lease, renew_every: timedelta) -> None:
+    ``takeover`` says whether the lease was taken from a holder found dead on this host, so
+    the worker can tell the user whose sync it replaces.
+    """
+
+    def __init__(
+        self, store: Renews, lease: Lease, renew_every: timedelta, *, takeover: Takeover | None = None
+    ) -> None:
         if renew_every <= timedelta(0) or renew_every >= lease.ttl:
             raise ValueError(f"renew_every must be positive and shorter than the lease ttl {lease.ttl}")
         self._store = store
@@ -46,6 +45,7 @@ class LeaseKeeper:
         self._interval = renew_every.total_seconds()
         self._lock = threading.Lock()
         self._lease = lease
+        self._takeover = takeover
         self._lost_reason: str | None = None
         self._stopping = threading.Event()
         self._lost = threading.Event()
@@ -56,6 +56,11 @@ class LeaseKeeper:
         """The lease as last renewed (pass it to ``advance_checkpoint(..., lease=...)``)."""
         with self._lock:
             return self._lease
+
+    @property
+    def takeover(self) -> Takeover | None:
+        """The dead holder this lease was taken from at acquisition, if it was."""
+        return self._takeover
 
     @property
     def lost(self) -> bool:
@@ -108,23 +113,3 @@ class LeaseKeeper:
             with self._lock:
                 self._lease = renewed
             deadline = started + self._ttl.total_seconds()
-
-
-@contextmanager
-def hold_lease(
-    store: StateStore, name: str, *, owner: str, ttl: timedelta, renew_every: timedelta | None
-) -> Iterator[LeaseKeeper]:
-    """Acquire, keep renewed, and release ``name``'s lease around a block (see StateStore.hold_lease)."""
-    lease = store.acquire_lease(name, owner, ttl)
-    keeper = LeaseKeeper(store, lease, renew_every or ttl / 3)
-    keeper.start()
-    try:
-        yield keeper
-    finally:
-        keeper.stop()
-        if not keeper.lost:
-            try:
-                store.release_lease(keeper.lease)
-            except StateError as error:
-                # Not fatal: the lease expires by itself at keeper.lease.expires_at.
-                log.warning("could not release the lease of %s (it will expire): %s", name, error)
