@@ -17,6 +17,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   ├─ TransportError           connection refused/reset, timeouts              Retryable
     │   ├─ ProtocolViolation        missing Delta-Table-Version, unknown action, bad JSON
     │   │   └─ TruncatedStream      stream ended without endStreamAction            Retryable
+    │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
     │   ├─ StreamError              endStreamAction.errorMessage was set
     │   ├─ UrlExpired               presigned URL refused or expired: refresh, then retry
     │   └─ DownloadError            file body wrong (size mismatch, over the cap)    Retryable
@@ -130,6 +131,10 @@ class TransportError(SharingError, Retryable):
 
 class ProtocolViolation(SharingError):
     """The server's answer breaks the Delta Sharing protocol."""
+
+
+class UnsupportedTableFeature(SharingError, Permanent):
+    """The shared table needs a Delta reader feature sharesync cannot read (e.g. variant types)."""
 
 
 class TruncatedStream(ProtocolViolation, Retryable):
