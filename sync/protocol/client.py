@@ -1,189 +1,57 @@
 """The Delta Sharing protocol client: one method per endpoint, typed results.
 
-Spec: ``shared/spec/delta-sharing-protocol.txt``. Listings follow ``nextPageToken``;
-query/changes/metadata are streamed NDJSON (:mod:`sharesync.sync.protocol.ndjson`), each with an ``iter_*``
-variant that hands out files as they arrive and a collecting variant returning a
-:class:`QueryResult` / :class:`ChangesResult`. Transport, retries and error mapping live
-in :mod:`sharesync.sync.protocol.transport`; credentials in :mod:`sharesync.sync.protocol.profile`. The httpx client is injected, so
-tests pass an ``httpx.MockTransport`` and the engine shares one connection pool.
+Listings follow ``nextPageToken``; query/changes/metadata are streamed NDJSON
+(:mod:`sharesync.sync.protocol.ndjson`), collected into a :class:`QueryResult` /
+:class:`ChangesResult` (``iter_query`` hands out a snapshot's files as they arrive).
+Requests are built from keyword options by :mod:`sharesync.sync.protocol.options`; transport,
+retries and error mapping live in :mod:`sharesync.sync.protocol.transport`; the profile's
+credential is an ``httpx.Auth`` from :mod:`sharesync.sync.protocol.auth`. The httpx client is
+injected, so tests pass an ``httpx.MockTransport`` and the engine shares one connection pool.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypedDict, Unpack
+from typing import Any, Self, Unpack
 
 import httpx
 
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.core.timestamps import to_wire
+from sharesync.sync.protocol.auth import auth_for
 from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, FileStream, PageCursor, StreamCall
-from sharesync.sync.protocol.profile import Profile
-from sharesync.sync.protocol.transport import (
-    RetryPolicy,
-    SharingHttp,
-    Timeouts,
-    build_http_client,
-    table_version_header,
+from sharesync.sync.protocol.options import (
+    ChangesOptions,
+    QueryOptions,
+    Timestamp,
+    build_changes,
+    build_query,
+    describe_query,
 )
+from sharesync.sync.protocol.profile import Profile
+from sharesync.sync.protocol.results import (
+    ChangesResult,
+    QueryResult,
+    TableLike,
+    TableMetadata,
+    TableRef,
+    TableVersion,
+)
+from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.transport import SharingHttp, Timeouts, build_http_client, table_version_header
 from sharesync.sync.protocol.wire import (
-    AddFile,
-    CdfFile,
-    DataFile,
-    EndStreamAction,
+    ChangesRequest,
     GetShareResponse,
     ListSchemasPage,
     ListSharesPage,
     ListTablesPage,
-    Metadata,
-    Protocol,
     QueryRequest,
-    RemoveFile,
     Schema,
     Share,
     Table,
-    WireModel,
 )
-
-Timestamp = datetime | str
-
-
-# ---------------------------------------------------------------- identifiers and results
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """``share.schema.table``: the coordinates of one shared table."""
-
-    share: str
-    schema: str
-    name: str
-
-    @classmethod
-    def of(cls, value: str | Table | TableRef) -> TableRef:
-        if isinstance(value, TableRef):
-            return value
-        if isinstance(value, Table):
-            return cls(value.share, value.schema_, value.name)
-        parts = value.split(".")
-        if len(parts) != 3 or not all(p.strip() for p in parts):
-            raise ValueError(f"'{value}' is not 'share.schema.table'")
-        return cls(*parts)
-
-    def __str__(self) -> str:
-        return f"{self.share}.{self.schema}.{self.name}"
-
-
-TableLike = str | Table | TableRef
-
-
-@dataclass(frozen=True)
-class TableVersion:
-    table: TableRef
-    version: int
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    table: TableRef
-    version: int
-    protocol: Protocol
-    metadata: Metadata
-
-    @property
-    def cdf_enabled(self) -> bool:
-        return self.metadata.cdf_enabled
-
-    @property
-    def partition_columns(self) -> list[str]:
-        return list(self.metadata.partition_columns)
-
-
-class QueryOptions(TypedDict, total=False):
-    """Keyword options of :meth:`SharingClient.query` (spec "Read Data from a Table" body)."""
-
-    version: int | None
-    timestamp: Timestamp | None
-    starting_version: int | None
-    ending_version: int | None
-    predicate_hints: Sequence[str] | None
-    json_predicate_hints: str | Mapping[str, Any] | None
-    limit_hint: int | None
-    max_files: int | None
-    include_refresh_token: bool | None
-    refresh_token: str | None
-
-
-class ChangesOptions(TypedDict, total=False):
-    """Keyword options of :meth:`SharingClient.changes` (spec "Read Change Data Feed")."""
-
-    starting_version: int | None
-    starting_timestamp: Timestamp | None
-    ending_version: int | None
-    ending_timestamp: Timestamp | None
-    include_historical_metadata: bool
-    max_files: int | None
-
-
-class ChangesRequest(WireModel):
-    """Query parameters of Read Change Data Feed from a Table."""
-
-    starting_version: int | None = None
-    starting_timestamp: str | None = None
-    ending_version: int | None = None
-    ending_timestamp: str | None = None
-    include_historical_metadata: bool | None = None
-    max_files: int | None = None
-    page_token: str | None = None
-
-    def to_params(self) -> dict[str, str | int]:
-        return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in self.to_wire().items()}
-
-
-@dataclass(frozen=True)
-class _FilesResult:
-    table: TableRef
-    version: int  # Delta-Table-Version header of the response
-    protocol: Protocol
-    metadata: Metadata
-    files: tuple[DataFile, ...]
-    historical_metadata: tuple[Metadata, ...]
-    end_stream_action: EndStreamAction | None = field(repr=False)  # of the last page; None from a legacy server
-    refresh_token: str | None = field(repr=False)
-    min_url_expiration_timestamp: int | None
-    pages: int
-
-    @property
-    def size(self) -> int:
-        return sum(f.size for f in self.files)
-
-
-@dataclass(frozen=True)
-class QueryResult(_FilesResult):
-    request: QueryRequest
-
-
-@dataclass(frozen=True)
-class ChangesResult(_FilesResult):
-    request: ChangesRequest
-
-    @property
-    def adds(self) -> list[AddFile]:
-        return [f for f in self.files if isinstance(f, AddFile)]
-
-    @property
-    def cdfs(self) -> list[CdfFile]:
-        return [f for f in self.files if isinstance(f, CdfFile)]
-
-    @property
-    def removes(self) -> list[RemoveFile]:
-        return [f for f in self.files if isinstance(f, RemoveFile)]
-
 
 # ---------------------------------------------------------------- the client
 
@@ -214,7 +82,7 @@ class SharingClient:
         self.retry = retry or RetryPolicy.from_env()
         self.page_size = page_size
         self.max_files = max_files
-        self._http = SharingHttp(profile.endpoint, profile.credentials(self._client), self._client, self.retry)
+        self._http = SharingHttp(profile.endpoint, auth_for(profile), self._client, self.retry)
 
     def __repr__(self) -> str:
         return f"SharingClient(endpoint={self.profile.endpoint!r})"
@@ -226,7 +94,9 @@ class SharingClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # ------------------------------------------------------------ listings
@@ -311,11 +181,11 @@ class SharingClient:
         latest-snapshot query asks for a refreshToken unless ``include_refresh_token=False``,
         so the downloader can renew expired URLs without a new snapshot.
         """
-        return self._query_stream(TableRef.of(table), self._query_request(**options))
+        return self._query_stream(TableRef.of(table), build_query(self.max_files, **options))
 
     def query(self, table: TableLike, **options: Unpack[QueryOptions]) -> QueryResult:
         """Read Data from a Table, all pages collected. Options as :meth:`iter_query`."""
-        return self.query_request(table, self._query_request(**options))
+        return self.query_request(table, build_query(self.max_files, **options))
 
     def query_request(self, table: TableLike, request: QueryRequest) -> QueryResult:
         """Run a prepared :class:`QueryRequest` (used to re-issue a query for fresh URLs)."""
@@ -324,17 +194,13 @@ class SharingClient:
             files = tuple(stream)
         return QueryResult(request=request, files=files, **_summary(ref, stream))
 
-    def iter_changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> FileStream:
-        """Read Change Data Feed from a Table (inclusive range), streamed.
+    def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
+        """Read Change Data Feed from a Table (inclusive range), all pages collected.
 
         Options (:class:`ChangesOptions`): exactly one of ``starting_version`` /
         ``starting_timestamp``, at most one of ``ending_version`` / ``ending_timestamp``.
         """
-        return self._changes_stream(TableRef.of(table), self._changes_request(**options))
-
-    def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
-        """Read Change Data Feed, all pages collected. Options as :meth:`iter_changes`."""
-        return self.changes_request(table, self._changes_request(**options))
+        return self.changes_request(table, build_changes(self.max_files, **options))
 
     def changes_request(self, table: TableLike, request: ChangesRequest) -> ChangesResult:
         ref = TableRef.of(table)
@@ -342,82 +208,24 @@ class SharingClient:
             files = tuple(stream)
         return ChangesResult(request=request, files=files, **_summary(ref, stream))
 
-    # ------------------------------------------------------------ request building
+    # ------------------------------------------------------------ streams
 
     def _table_url(self, ref: TableRef, action: str) -> str:
         return self._http.url("shares", ref.share, "schemas", ref.schema, "tables", ref.name, action)
-
-    def _query_request(
-        self,
-        *,
-        version: int | None = None,
-        timestamp: Timestamp | None = None,
-        starting_version: int | None = None,
-        ending_version: int | None = None,
-        predicate_hints: Sequence[str] | None = None,
-        json_predicate_hints: str | Mapping[str, Any] | None = None,
-        limit_hint: int | None = None,
-        max_files: int | None = None,
-        include_refresh_token: bool | None = None,
-        refresh_token: str | None = None,
-    ) -> QueryRequest:
-        if sum(x is not None for x in (version, timestamp, starting_version)) > 1:
-            raise ValueError("give at most one of version, timestamp and starting_version")
-        if ending_version is not None and starting_version is None:
-            raise ValueError("ending_version needs starting_version")
-        latest = version is None and timestamp is None and starting_version is None
-        if (include_refresh_token or refresh_token) and not latest:
-            raise ValueError("refresh tokens only exist for latest-snapshot queries (no version/timestamp)")
-        if include_refresh_token is None:
-            include_refresh_token = True if latest else None
-        hints = json_predicate_hints
-        return QueryRequest(
-            predicate_hints=list(predicate_hints) if predicate_hints is not None else None,
-            json_predicate_hints=json.dumps(hints) if isinstance(hints, Mapping) else hints,
-            limit_hint=limit_hint,
-            version=version,
-            timestamp=to_wire(timestamp) if timestamp is not None else None,
-            starting_version=starting_version,
-            ending_version=ending_version,
-            max_files=max_files if max_files is not None else self.max_files,
-            include_refresh_token=include_refresh_token or None,
-            refresh_token=refresh_token,
-        )
 
     def _query_stream(self, ref: TableRef, request: QueryRequest) -> FileStream:
         def page_request(token: str | None) -> tuple[None, dict[str, Any]]:
             if token is None:
                 return None, request.to_wire()
             # Refresh tokens belong to the first page only; later pages carry the pageToken.
-            body = request.model_copy(update={"page_token": token, "include_refresh_token": None, "refresh_token": None})
+            body = request.model_copy(
+                update={"page_token": token, "include_refresh_token": None, "refresh_token": None}
+            )
             return None, body.to_wire()
 
-        what = "snapshot" if request.is_latest_snapshot else _describe_query(request)
+        what = "snapshot" if request.is_latest_snapshot else describe_query(request)
         call = StreamCall("POST", self._table_url(ref, "query"), f"query {ref} ({what})", page_request, ANY_FILES)
         return FileStream(self._http, call)
-
-    def _changes_request(
-        self,
-        *,
-        starting_version: int | None = None,
-        starting_timestamp: Timestamp | None = None,
-        ending_version: int | None = None,
-        ending_timestamp: Timestamp | None = None,
-        include_historical_metadata: bool = False,
-        max_files: int | None = None,
-    ) -> ChangesRequest:
-        if (starting_version is None) == (starting_timestamp is None):
-            raise ValueError("give exactly one of starting_version and starting_timestamp")
-        if ending_version is not None and ending_timestamp is not None:
-            raise ValueError("give at most one of ending_version and ending_timestamp")
-        return ChangesRequest(
-            starting_version=starting_version,
-            starting_timestamp=to_wire(starting_timestamp) if starting_timestamp is not None else None,
-            ending_version=ending_version,
-            ending_timestamp=to_wire(ending_timestamp) if ending_timestamp is not None else None,
-            include_historical_metadata=include_historical_metadata or None,
-            max_files=max_files if max_files is not None else self.max_files,
-        )
 
     def _changes_stream(self, ref: TableRef, request: ChangesRequest) -> FileStream:
         def page_request(token: str | None) -> tuple[dict[str, str | int], None]:
@@ -429,15 +237,6 @@ class SharingClient:
         context = f"changes of {ref} ({start}..{'latest' if end is None else end})"
         call = StreamCall("GET", self._table_url(ref, "changes"), context, page_request, CHANGE_FILES)
         return FileStream(self._http, call)
-
-
-def _describe_query(request: QueryRequest) -> str:
-    if request.version is not None:
-        return f"version {request.version}"
-    if request.timestamp is not None:
-        return f"as of {request.timestamp}"
-    end = "latest" if request.ending_version is None else request.ending_version
-    return f"versions {request.starting_version}..{end}"
 
 
 def _summary(ref: TableRef, stream: FileStream) -> dict[str, Any]:
@@ -454,12 +253,9 @@ def _summary(ref: TableRef, stream: FileStream) -> dict[str, Any]:
     }
 
 
+# The client and what its calls return (defined in results.py), importable from here.
 __all__ = [
-    "ChangesOptions",
-    "ChangesRequest",
     "ChangesResult",
-    "QueryOptions",
-    "QueryRequest",
     "QueryResult",
     "SharingClient",
     "TableMetadata",

@@ -1,116 +1,38 @@
-"""Parallel, size-checked downloads of presigned file URLs, refreshed when they expire.
+"""Parallel, size-checked downloads of presigned file URLs, renewed when they expire.
 
-A query answers with short-lived presigned URLs. Downloads run concurrently (asyncio,
-bounded), stream to ``<name>.part`` in the staging directory in chunks, check the byte count
-against the declared ``size`` (stopping early past it) and are renamed into place only when
-complete, so a crash never leaves a half file looking whole. A URL about to expire, or one the
-storage refuses (403), is replaced by asking a :class:`UrlRefresher`: with the refreshToken for
-latest-snapshot queries, by re-issuing the same request for versioned queries and change feeds
-(file ids are stable across requests, spec "File": "The same file is guaranteed to have the same
-id across multiple requests"). Transient failures are retried like API calls.
+Downloads run concurrently (asyncio, bounded), stream to ``<name>.part`` in the staging directory
+in chunks, check the byte count against the declared ``size`` (stopping early past it) and are
+renamed into place only when complete, so a crash never leaves a half file looking whole. A URL
+about to expire, or one the storage refuses (403), is renewed through the
+:class:`~sharesync.sync.protocol.refresh.UrlBook`. Transient failures are retried like API calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
-from sharesync.sync.core.errors import DownloadError, ProtocolViolation, SharesyncError, UrlExpired
+from sharesync.sync.core.errors import DownloadError, SharesyncError, UrlExpired
 from sharesync.sync.core.redact import install_log_redaction
-from sharesync.sync.protocol.transport import (
-    USER_AGENT,
-    RetryPolicy,
-    Timeouts,
-    aread_error,
-    ssl_context,
-    translate_httpx_errors,
-)
+from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
+from sharesync.sync.protocol.refresh import UrlBook, UrlRefresher
+from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.tls import ssl_context
+from sharesync.sync.protocol.transport import USER_AGENT, Timeouts
 from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
-
-if TYPE_CHECKING:
-    from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
-
-logger = logging.getLogger(__name__)
 
 CHUNK_SIZE = 1024 * 1024
 _KIND: dict[type[DataFile], str] = {File: "file", AddFile: "add", CdfFile: "cdf", RemoveFile: "remove"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-
-
-# ---------------------------------------------------------------- refreshers
-
-
-class UrlRefresher(Protocol):
-    """Fresh URLs for the files of one request, keyed by file id."""
-
-    def refresh(self) -> Mapping[str, DataFile]: ...
-
-
-class RefreshTokenRefresher:
-    """Latest snapshot: query again with the refreshToken → the same file ids with new URLs."""
-
-    def __init__(self, client: SharingClient, result: QueryResult) -> None:
-        if not result.refresh_token:
-            raise ValueError("the query result holds no refreshToken; use RequeryRefresher")
-        self._client = client
-        self._result = result
-        self._token = result.refresh_token
-
-    def __repr__(self) -> str:
-        return f"RefreshTokenRefresher({self._result.table})"
-
-    def refresh(self) -> Mapping[str, DataFile]:
-        request = self._result.request.model_copy(
-            update={"refresh_token": self._token, "include_refresh_token": True, "page_token": None}
-        )
-        fresh = self._client.query_request(self._result.table, request)
-        if fresh.refresh_token:
-            self._token = fresh.refresh_token
-        return {f.id: f for f in fresh.files}
-
-
-class RequeryRefresher:
-    """Versioned queries and change feeds: re-issue the same request and match files by id."""
-
-    def __init__(self, fetch: Callable[[], Iterable[DataFile]], description: str = "request") -> None:
-        self._fetch = fetch
-        self._description = description
-
-    def __repr__(self) -> str:
-        return f"RequeryRefresher({self._description})"
-
-    @classmethod
-    def for_result(cls, client: SharingClient, result: QueryResult | ChangesResult) -> RequeryRefresher:
-        from sharesync.sync.protocol.client import QueryResult
-
-        if isinstance(result, QueryResult):
-            request = result.request.model_copy(update={"page_token": None})
-            return cls(lambda: client.query_request(result.table, request).files, f"query {result.table}")
-        changes = result.request.model_copy(update={"page_token": None})
-        return cls(lambda: client.changes_request(result.table, changes).files, f"changes {result.table}")
-
-    def refresh(self) -> Mapping[str, DataFile]:
-        return {f.id: f for f in self._fetch()}
-
-
-def refresher_for(client: SharingClient, result: QueryResult | ChangesResult) -> UrlRefresher:
-    """The cheapest way to renew the URLs of ``result``."""
-    from sharesync.sync.protocol.client import QueryResult
-
-    if isinstance(result, QueryResult) and result.refresh_token:
-        return RefreshTokenRefresher(client, result)
-    return RequeryRefresher.for_result(client, result)
 
 
 # ---------------------------------------------------------------- results
@@ -135,9 +57,6 @@ class DownloadStats:
 class DownloadResult:
     files: list[DownloadedFile]  # in the order of the input
     stats: DownloadStats
-
-    def path_of(self, file: DataFile) -> Path:
-        return next(d.path for d in self.files if d.file is file)
 
 
 @dataclass(frozen=True)
@@ -172,64 +91,11 @@ def staged_name(file: DataFile) -> str:
 
 
 @dataclass
-class _Url:
-    url: str
-    expires_at: float | None  # epoch seconds
-    received_at: float
-
-
-@dataclass
 class _Job:
     file: DataFile
     path: Path
     context: str
     inputs: list[int] = field(default_factory=list)
-
-
-class _UrlBook:
-    """The current URL of every file; refreshes are single-flight (one request renews all)."""
-
-    def __init__(self, files: Iterable[DataFile], refresher: UrlRefresher | None, clock: Callable[[], float]) -> None:
-        now = clock()
-        self._urls = {f.id: _Url(f.url, _seconds(f.expiration_timestamp), now) for f in files}
-        self._refresher = refresher
-        self._clock = clock
-        self._lock = asyncio.Lock()
-        self.refreshes = 0
-
-    @property
-    def can_refresh(self) -> bool:
-        return self._refresher is not None
-
-    def current(self, file_id: str) -> _Url:
-        return self._urls[file_id]
-
-    def expiring(self, entry: _Url, margin: float, fraction: float) -> bool:
-        if entry.expires_at is None or self._refresher is None:
-            return False
-        lifetime = max(0.0, entry.expires_at - entry.received_at)
-        return self._clock() + min(margin, lifetime * fraction) >= entry.expires_at
-
-    async def refresh(self, file_id: str, stale: _Url) -> _Url:
-        async with self._lock:
-            current = self._urls[file_id]
-            if current is not stale:  # another download already renewed it
-                return current
-            assert self._refresher is not None
-            fresh = await asyncio.to_thread(self._refresher.refresh)
-            self.refreshes += 1
-            now = self._clock()
-            for fid, f in fresh.items():
-                if fid in self._urls:
-                    self._urls[fid] = _Url(f.url, _seconds(f.expiration_timestamp), now)
-            if file_id not in fresh:
-                raise ProtocolViolation(f"refreshing URLs: file {file_id} is no longer in the server's answer")
-            logger.info("renewed presigned URLs (%d files)", len(fresh))
-            return self._urls[file_id]
-
-
-def _seconds(millis: int | None) -> float | None:
-    return millis / 1000 if millis is not None else None
 
 
 class Downloader:
@@ -294,7 +160,7 @@ class Downloader:
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         jobs = self._jobs(files)
         stats = DownloadStats()
-        book = _UrlBook(files, refresher, self._clock)
+        book = UrlBook(files, refresher, self._clock)
         run = _Run(self, book, stats, len(jobs), progress, on_file)
         async with httpx.AsyncClient(
             verify=ssl_context(self.ca_bundle),
@@ -340,7 +206,7 @@ class _Run:
     def __init__(
         self,
         downloader: Downloader,
-        book: _UrlBook,
+        book: UrlBook,
         stats: DownloadStats,
         total: int,
         progress: ProgressCallback | None,
@@ -395,7 +261,9 @@ class _Run:
                         async for chunk in response.aiter_bytes(self.d.chunk_size):
                             written += len(chunk)
                             if written > size:  # a size cap: never store more than was declared
-                                raise DownloadError(f"{job.context}: the body is longer than the declared size; stopped")
+                                raise DownloadError(
+                                    f"{job.context}: the body is longer than the declared size; stopped"
+                                )
                             out.write(chunk)
                             self._report(job, len(chunk))
             if written != size:

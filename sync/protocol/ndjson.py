@@ -1,7 +1,7 @@
 """Streamed NDJSON responses: lines → actions → pages → one stream of files.
 
-Query, changes and metadata answer with one JSON action per line (spec "API Response Format
-in Parquet"). Nothing here holds a whole body: bytes are split into lines as they arrive,
+Query, changes and metadata answer with one JSON action per line (Delta Sharing protocol, "API
+Response Format in Parquet"). Nothing here holds a whole body: bytes are split into lines as they arrive,
 each line is validated by :func:`sharesync.sync.protocol.wire.parse_action`, and a :class:`Page` enforces the
 grammar — ``protocol`` and ``metaData`` first, then files, ``endStreamAction`` last. A
 :class:`FileStream` follows ``nextPageToken`` from page to page (one loop does the I/O) and,
@@ -11,6 +11,7 @@ the files it already handed out, so a consumer sees each file once.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
@@ -19,13 +20,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from sharesync.sync.core.errors import ProtocolViolation, SharesyncError, StreamError, TruncatedStream
+from sharesync.sync.protocol.http_errors import translate_httpx_errors
+from sharesync.sync.protocol.retry import RetryBudget
 from sharesync.sync.protocol.transport import (
     CAPABILITIES_HEADER,
-    RetryBudget,
     SharingHttp,
     parse_capabilities,
     table_version_header,
-    translate_httpx_errors,
 )
 from sharesync.sync.protocol.wire import (
     Action,
@@ -78,7 +79,9 @@ class PageCursor:
             self.token = next_token
 
 
-def split_lines(chunks: Iterable[bytes], *, context: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+def split_lines(
+    chunks: Iterable[bytes], *, context: str, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[bytes, bool]]:
     """``(line, terminated)`` pairs; ``terminated`` is False for a last line without ``\\n``."""
     buffer = bytearray()
     for chunk in chunks:
@@ -96,17 +99,25 @@ def split_lines(chunks: Iterable[bytes], *, context: str, max_line_bytes: int = 
 
 
 def parse_lines(chunks: Iterable[bytes], *, context: str) -> Iterator[Action]:
-    """Actions from raw body chunks; an unparsable unterminated last line means the body was cut."""
+    """Actions from raw body chunks; an unparsable unterminated last line means the body was cut.
+
+    A line holding only actions this client does not know is skipped (forward compatibility).
+    """
     for raw, terminated in split_lines(chunks, context=context):
         line = raw.strip()
         if not line:
             continue
         try:
-            yield parse_action(line)
+            action = parse_action(line)
         except ProtocolViolation as exc:
             if not terminated:
                 raise TruncatedStream(f"{context}: the response stopped in the middle of a line") from None
             raise ProtocolViolation(f"{context}: {exc.message}") from None
+        if action is None:
+            unknown = ", ".join(repr(key) for key in json.loads(line))
+            logger.debug("%s: skipped a line with an action this sharesync does not know (%s)", context, unknown)
+            continue
+        yield action
 
 
 class Page:
@@ -165,7 +176,9 @@ class Page:
             elif isinstance(action, self.allowed):
                 yield action
             else:
-                raise ProtocolViolation(f"{self.context}: unexpected {_KIND.get(type(action), 'other')} line in this response")
+                raise ProtocolViolation(
+                    f"{self.context}: unexpected {_KIND.get(type(action), 'other')} line in this response"
+                )
         # Capabilities header: a server that echoed includeendstreamaction=true promised an ending.
         if self.end is None and self.end_expected:
             raise TruncatedStream(f"{self.context}: the response ended without its endStreamAction (cut off)")
@@ -245,7 +258,6 @@ class FileStream:
         self.refresh_token: str | None = None
         self.min_url_expiration_timestamp: int | None = None
         self.end_stream_action: EndStreamAction | None = None
-        self.all_pages_ended = True
         self._last_page_ended = False
         self._emitted_any = False
         self._cursor = PageCursor(call.context)
@@ -275,7 +287,9 @@ class FileStream:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # ------------------------------------------------------------ the one I/O loop
@@ -356,7 +370,6 @@ class FileStream:
         self.pages += 1
         self._last_page_ended = end is not None
         if end is None:
-            self.all_pages_ended = False
             return
         self.end_stream_action = end
         if end.refresh_token and self.refresh_token is None:

@@ -1,26 +1,24 @@
-"""Profile file → validated profile → credentials behind one ``auth_header()``.
+"""Profile file → validated, immutable profile: data only, no HTTP.
 
-The profile is the provider's JSON file (spec "Profile File Format"). Version 1 holds a bearer
-token; version 2 adds a ``type``: ``bearer_token``, ``oauth_client_credentials`` (a token
-endpoint, client id and secret: the access token is fetched, cached and renewed before it
-expires) or ``basic``. A wrong profile fails at load with the file, the field and the fix;
-an expired bearer token refuses to start, one expiring within a week logs a warning.
-Secrets are ``SecretStr`` (never in a ``repr``) and registered with the redactor on load.
+The profile is the provider's JSON file (Delta Sharing protocol, "Profile File Format").
+Version 1 holds a bearer token; version 2 adds a ``type``: ``bearer_token``,
+``oauth_client_credentials`` (token endpoint, client id and secret), ``basic``, and
+``oauth_jwt_bearer_private_key_jwt`` (the official connector's type since 1.4: a private key
+file whose signed JWT is exchanged at a token endpoint, fields nested under ``auth``). A wrong
+profile fails at load with the file, the field and the fix; an expired bearer token refuses to
+start, one expiring within a week logs a warning. Secrets are ``SecretStr`` (never in a
+``repr``) and registered with the redactor on load. :mod:`sharesync.sync.protocol.auth` turns a
+profile into the ``httpx.Auth`` that sends it.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,7 +29,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from sharesync.sync.core.errors import ConfigError, ProtocolViolation
+from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import register_secret
 from sharesync.sync.core.timestamps import parse_timestamp
 
@@ -41,31 +39,26 @@ SUPPORTED_VERSIONS = (1, 2)
 EXPIRY_WARNING_DAYS = 7
 
 
-class Credentials(Protocol):
-    """What the transport needs from a profile: a header per request."""
-
-    def auth_header(self) -> dict[str, str]:
-        """The ``Authorization`` header (fetching or renewing a token first if needed)."""
-        ...
-
-    def invalidate(self) -> bool:
-        """Forget a cached token after a 401; True if a retry could use a different one."""
-        ...
-
-    def unauthorized_hint(self) -> str:
-        """Extra words for a 401 message (e.g. "the token expired at …")."""
-        ...
-
-
 # ---------------------------------------------------------------- profile models
 
 
-class _ProfileBase(BaseModel):
+class _ProfileModel(BaseModel):
     # Unknown fields are ignored: providers add fields within a shareCredentialsVersion.
-    # Built on first use (defer_build): a run validates one profile type, not all three.
+    # Built on first use (defer_build): a run validates one profile type, not all of them.
     model_config = ConfigDict(
         frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore", defer_build=True
     )
+
+
+def _http_url(value: str) -> str:
+    value = value.strip()
+    if not value.startswith(("https://", "http://")):
+        raise ValueError(f"must be an http(s) URL, not '{value}'")
+    return value
+
+
+class _ProfileBase(_ProfileModel):
+    """What every profile type has: a version, the sharing server's endpoint, and where it was read."""
 
     share_credentials_version: int
     endpoint: str
@@ -73,11 +66,11 @@ class _ProfileBase(BaseModel):
 
     @field_validator("endpoint")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        value = value.strip()
-        if not value.startswith(("https://", "http://")):
-            raise ValueError(f"must be an http(s) URL, not '{value}'; copy the endpoint from the provider's profile")
-        return value.rstrip("/")
+    def _endpoint_url(cls, value: str) -> str:
+        try:
+            return _http_url(value).rstrip("/")
+        except ValueError as exc:
+            raise ValueError(f"{exc}; copy the endpoint from the provider's profile") from None
 
     @property
     def expiration_time(self) -> datetime | None:
@@ -122,9 +115,6 @@ class BearerTokenProfile(_ProfileBase):
     def expiration_time(self) -> datetime | None:
         return self.expiration_time_
 
-    def credentials(self, http: httpx.Client | None = None) -> Credentials:
-        return BearerCredentials(self)
-
 
 class OAuthClientCredentialsProfile(_ProfileBase):
     """Version 2, ``type: oauth_client_credentials`` (RFC 6749 §4.4)."""
@@ -135,15 +125,7 @@ class OAuthClientCredentialsProfile(_ProfileBase):
     client_secret: SecretStr
     scope: str | None = None
 
-    @field_validator("token_endpoint")
-    @classmethod
-    def _token_url(cls, value: str) -> str:
-        if not value.strip().startswith(("https://", "http://")):
-            raise ValueError(f"must be an http(s) URL, not '{value}'")
-        return value.strip()
-
-    def credentials(self, http: httpx.Client | None = None) -> Credentials:
-        return OAuthCredentials(self, http=http)
+    _token_url = field_validator("token_endpoint")(_http_url)
 
 
 class BasicProfile(_ProfileBase):
@@ -153,15 +135,46 @@ class BasicProfile(_ProfileBase):
     username: str
     password: SecretStr
 
-    def credentials(self, http: httpx.Client | None = None) -> Credentials:
-        return BasicCredentials(self)
+
+# The algorithms PyJWT signs with an asymmetric private key.
+JwtAlgorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 
 
-Profile = BearerTokenProfile | OAuthClientCredentialsProfile | BasicProfile
+class PrivateKeySettings(_ProfileModel):
+    """``auth.privateKey``: where the PEM private key is (a relative path is from the working directory,
+    as the connector reads it), its key id and signing algorithm."""
+
+    private_key_file: Path
+    key_id: str | None = None
+    algorithm: JwtAlgorithm = "RS256"
+
+
+class JwtBearerSettings(_ProfileModel):
+    """``auth`` of an ``oauth_jwt_bearer_private_key_jwt`` profile (field names as the connector 1.4.2 reads them)."""
+
+    token_endpoint: str
+    issuer: str
+    client_id: str
+    audience: str | None = None
+    scope: str | None = None
+    private_key: PrivateKeySettings
+
+    _token_url = field_validator("token_endpoint")(_http_url)
+
+
+class OAuthJwtBearerProfile(_ProfileBase):
+    """Version 2, ``type: oauth_jwt_bearer_private_key_jwt`` (RFC 7523 JWT bearer grant)."""
+
+    type: Literal["oauth_jwt_bearer_private_key_jwt"]
+    auth: JwtBearerSettings
+
+
+Profile = BearerTokenProfile | OAuthClientCredentialsProfile | BasicProfile | OAuthJwtBearerProfile
 _TYPES: dict[str, type[Profile]] = {
     "bearer_token": BearerTokenProfile,
     "oauth_client_credentials": OAuthClientCredentialsProfile,
     "basic": BasicProfile,
+    "oauth_jwt_bearer_private_key_jwt": OAuthJwtBearerProfile,
 }
 
 
@@ -211,9 +224,7 @@ def parse_profile(raw: dict[str, Any], *, source: str = "profile") -> Profile:
     if isinstance(version, bool) or not isinstance(version, int) or version not in SUPPORTED_VERSIONS:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > max(SUPPORTED_VERSIONS)
         fix = "upgrade sharesync" if newer else "use 1 or 2"
-        raise ConfigError(
-            f"{source}: shareCredentialsVersion: {version!r} is not supported (supported: 1, 2); {fix}"
-        )
+        raise ConfigError(f"{source}: shareCredentialsVersion: {version!r} is not supported (supported: 1, 2); {fix}")
     data = {**raw, "source": source}
     try:
         if version == 1:
@@ -222,7 +233,9 @@ def parse_profile(raw: dict[str, Any], *, source: str = "profile") -> Profile:
         kind = raw.get("type")
         if kind not in _TYPES:
             known = ", ".join(_TYPES)
-            raise ConfigError(f"{source}: type: {kind!r} is not supported for shareCredentialsVersion 2 (supported: {known})")
+            raise ConfigError(
+                f"{source}: type: {kind!r} is not supported for shareCredentialsVersion 2 (supported: {known})"
+            )
         return _TYPES[kind].model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)} (compare with the profile file the provider sent)") from None
@@ -251,135 +264,7 @@ def check_expiry(profile: Profile, *, allow_expired: bool = False, now: datetime
         )
     if profile.expires_within(EXPIRY_WARNING_DAYS, now=now):
         logger.warning(
-            "%s: the profile's bearerToken expires at %s; ask the provider for a new profile soon", profile.source, expiry.isoformat()
+            "%s: the profile's bearerToken expires at %s; ask the provider for a new profile soon",
+            profile.source,
+            expiry.isoformat(),
         )
-
-
-# ---------------------------------------------------------------- credentials
-
-
-class BearerCredentials:
-    def __init__(self, profile: BearerTokenProfile) -> None:
-        self._profile = profile
-        register_secret(profile.bearer_token.get_secret_value())
-
-    def __repr__(self) -> str:
-        return f"BearerCredentials(endpoint={self._profile.endpoint!r})"
-
-    def auth_header(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._profile.bearer_token.get_secret_value()}"}
-
-    def invalidate(self) -> bool:
-        return False
-
-    def unauthorized_hint(self) -> str:
-        expiry = self._profile.expiration_time
-        if expiry is not None and self._profile.is_expired():
-            return f"the profile's bearerToken expired at {expiry.isoformat()}; ask the provider for a new profile"
-        return "check the profile's bearerToken"
-
-
-class BasicCredentials:
-    def __init__(self, profile: BasicProfile) -> None:
-        pair = f"{profile.username}:{profile.password.get_secret_value()}".encode()
-        self._value = "Basic " + base64.b64encode(pair).decode("ascii")
-        register_secret(profile.password.get_secret_value())
-        register_secret(self._value.removeprefix("Basic "))
-
-    def __repr__(self) -> str:
-        return "BasicCredentials(***)"
-
-    def auth_header(self) -> dict[str, str]:
-        return {"Authorization": self._value}
-
-    def invalidate(self) -> bool:
-        return False
-
-    def unauthorized_hint(self) -> str:
-        return "check the profile's username and password"
-
-
-class _TokenResponse(BaseModel):
-    """RFC 6749 §5.1; ``expires_in`` is sometimes sent as a string, so it is coerced."""
-
-    model_config = ConfigDict(extra="ignore", defer_build=True)
-
-    access_token: str = Field(min_length=1)
-    expires_in: float | None = Field(default=None, gt=0)
-    token_type: str = "Bearer"
-
-
-class OAuthCredentials:
-    """Client-credentials access token: fetched on first use, cached, renewed before expiry.
-
-    Thread-safe: concurrent requests share one fetch. Renewal happens when less than
-    ``min(renew_before, lifetime / 2)`` is left, so a short-lived token is not fetched per call.
-    """
-
-    DEFAULT_LIFETIME = 3600.0
-
-    def __init__(
-        self,
-        profile: OAuthClientCredentialsProfile,
-        *,
-        http: httpx.Client | None = None,
-        renew_before: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._profile = profile
-        self._http = http
-        self._renew_before = renew_before
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._token: str | None = None
-        self._renew_at = 0.0
-        self.fetches = 0
-        register_secret(profile.client_secret.get_secret_value())
-
-    def __repr__(self) -> str:
-        return f"OAuthCredentials(token_endpoint={self._profile.token_endpoint!r}, client_id={self._profile.client_id!r})"
-
-    def auth_header(self) -> dict[str, str]:
-        with self._lock:
-            if self._token is None or self._clock() >= self._renew_at:
-                self._fetch()
-            assert self._token is not None
-            return {"Authorization": f"Bearer {self._token}"}
-
-    def invalidate(self) -> bool:
-        with self._lock:
-            self._token = None
-        return True
-
-    def unauthorized_hint(self) -> str:
-        return "the OAuth access token was refused; check the profile's clientId/clientSecret/scope"
-
-    def _fetch(self) -> None:
-        from sharesync.sync.protocol.transport import build_http_client, read_error, translate_httpx_errors
-
-        context = f"OAuth token endpoint {self._profile.token_endpoint}"
-        form = {"grant_type": "client_credentials"}
-        if self._profile.scope:
-            form["scope"] = self._profile.scope
-        auth = httpx.BasicAuth(self._profile.client_id, self._profile.client_secret.get_secret_value())
-        http = self._http or build_http_client()
-        try:
-            with translate_httpx_errors(context):
-                response = http.post(
-                    self._profile.token_endpoint, data=form, auth=auth, headers={"Accept": "application/json"}
-                )
-            if not response.is_success:
-                raise read_error(response, context=context, hint="check clientId, clientSecret and scope in the profile")
-            try:
-                token = _TokenResponse.model_validate_json(response.content)
-            except ValidationError:
-                raise ProtocolViolation(f"{context}: the answer holds no valid access_token/expires_in") from None
-        finally:
-            if self._http is None:
-                http.close()
-        register_secret(token.access_token)
-        lifetime = token.expires_in or self.DEFAULT_LIFETIME
-        self._token = token.access_token
-        self._renew_at = self._clock() + lifetime - min(self._renew_before, lifetime / 2)
-        self.fetches += 1
-        logger.debug("%s: fetched an access token valid for %.0fs", context, lifetime)

@@ -2,11 +2,14 @@
 
 Both sides use them: the client validates each NDJSON line into one :data:`Action`, and the
 local server builds its answers from the same models, so the two cannot drift apart.
-Unknown fields are ignored (the protocol's forward-compatibility rule); a line with an
-unknown action key, or more than one, is a :class:`~sharesync.sync.core.errors.ProtocolViolation`.
+Unknown fields are ignored, and so are unknown wrapper keys (the protocol's forward-compatibility
+rule: a newer server may add actions); a line holding only those parses to None and the reader
+skips it. A line with two known actions, or with one key twice, is a
+:class:`~sharesync.sync.core.errors.ProtocolViolation`: it cannot be read as one action without
+guessing which to drop.
 Every model is built lazily (``defer_build``): on first use, not at import, so a command that
 never reads a listing or an action (a no-op sync) does not pay for building them.
-Spec: ``shared/spec/delta-sharing-protocol.txt`` ("API Response Format in Parquet").
+(Delta Sharing protocol, "API Response Format in Parquet".)
 """
 
 from __future__ import annotations
@@ -102,6 +105,21 @@ class QueryRequest(WireModel):
     @property
     def is_latest_snapshot(self) -> bool:
         return self.version is None and self.timestamp is None and self.starting_version is None
+
+
+class ChangesRequest(WireModel):
+    """Query parameters of Read Change Data Feed from a Table."""
+
+    starting_version: int | None = None
+    starting_timestamp: str | None = None
+    ending_version: int | None = None
+    ending_timestamp: str | None = None
+    include_historical_metadata: bool | None = None
+    max_files: int | None = None
+    page_token: str | None = None
+
+    def to_params(self) -> dict[str, str | int]:
+        return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in self.to_wire().items()}
 
 
 # ---------------------------------------------------------------- table schema (schemaString)
@@ -264,8 +282,8 @@ def parse_stats(stats: str | None) -> FileStats | None:
         return None
 
 
-def parse_action(line: str | bytes) -> Action:
-    """Validate one NDJSON line into exactly one action."""
+def parse_action(line: str | bytes) -> Action | None:
+    """Validate one NDJSON line into its action; None when it holds only actions this client does not know."""
     # json.loads keeps only the last of two equal keys; the outermost object is decoded last,
     # so the last hook call tells whether the wrapper itself repeated a key ({"file": …, "file": …}).
     doubled: list[list[str]] = []
@@ -284,9 +302,8 @@ def parse_action(line: str | bytes) -> Action:
     if doubled and doubled[-1]:
         raise ProtocolViolation(f"a response line repeats the key {doubled[-1][0]!r}; it must hold exactly one action")
     keys = [k for k in wrapper if k in ACTION_KEYS]
-    unknown = [k for k in wrapper if k not in ACTION_KEYS]
-    if unknown:
-        raise ProtocolViolation(f"unknown action {unknown[0]!r} in response line (known: {', '.join(ACTION_KEYS)})")
+    if not keys and wrapper:
+        return None  # only actions of a newer protocol: the reader skips the line
     if len(keys) != 1:
         raise ProtocolViolation(f"a response line must hold exactly one action, found {len(keys)}: {keys}")
     key = keys[0]

@@ -25,7 +25,8 @@ from support.reliability import Expectation, Site, assert_at_checkpoint, delta_v
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
-from sharesync.sync.protocol.transport import RetryPolicy, build_http_client
+from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.transport import build_http_client
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +110,7 @@ def test_a_fifth_of_api_calls_failing_with_5xx_or_429_heals_within_each_pass(
         faults.error_status, faults.retry_after = status, retry_after
         before = faults.faulted
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="sharesync.sync.protocol.transport"):
+        with caplog.at_level(logging.INFO, logger="sharesync.sync.protocol.retry"):
             results = engine.sync_all()
         assert faults.faulted > before, f"round {round_}: no call was faulted, the test proves nothing"
         _check_round(site, results, expectations)

@@ -26,7 +26,7 @@ from support.reliability import Expectation, Site, assert_at_checkpoint, delta_v
 
 from sharesync.sync.core.errors import DownloadError
 from sharesync.sync.protocol.download import Downloader, staged_name
-from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, File, RemoveFile
 from sharesync.sync.server.runner import SharingServer
 
@@ -51,8 +51,8 @@ def test_tls_is_verified_by_default_and_a_ca_bundle_makes_a_private_authority_tr
     with caplog.at_level(logging.INFO):
         refused = cli("--config", str(config), "sync")
     assert refused.code == 2, refused
-    errors = [line for line in refused.out.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, refused.out
+    errors = [line for line in refused.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, refused.err
     assert "the server's TLS certificate was not accepted" in errors[0]
     assert "set 'ca_bundle' in the config" in errors[0]
     assert "attempt 2 of" not in caplog.text, "a certificate problem was retried"

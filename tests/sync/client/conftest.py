@@ -16,7 +16,7 @@ import pytest
 
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import parse_profile
-from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.retry import RetryPolicy
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 ENDPOINT = "https://sharing.example.com/delta-sharing"

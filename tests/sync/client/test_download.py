@@ -13,16 +13,9 @@ import pytest
 
 from sharesync.sync.core.errors import DownloadError, NotFound, TransportError, UrlExpired
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import (
-    DownloadedFile,
-    Downloader,
-    ProgressUpdate,
-    RefreshTokenRefresher,
-    RequeryRefresher,
-    refresher_for,
-    staged_name,
-)
-from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressUpdate, staged_name
+from sharesync.sync.protocol.refresh import RefreshTokenRefresher, RequeryRefresher, refresher_for
+from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
 
 from .conftest import FakeClock, end, file, metadata, ndjson, protocol
@@ -72,8 +65,9 @@ class Storage:
 
 
 class Refresher:
-    def __init__(self, storage: Storage, files: list[DataFile]) -> None:
+    def __init__(self, storage: Storage, files: list[DataFile], min_url_expiration_ms: int | None = None) -> None:
         self.storage, self.files, self.calls = storage, files, 0
+        self.min_url_expiration_ms = min_url_expiration_ms
 
     def refresh(self) -> Mapping[str, DataFile]:
         self.calls += 1
@@ -167,6 +161,31 @@ def test_urls_about_to_expire_are_refreshed_before_use(tmp_path: Path, retry: Re
     assert refresher.calls == 1
     assert "a@0" not in storage.requests  # never tried the URL that was about to expire
     assert storage.requests[0] == "a@1"
+
+
+@pytest.mark.parametrize("own_expiry", [NOW + 3600, None])
+def test_the_answers_min_url_expiration_bounds_every_url(
+    tmp_path: Path, retry: RetryPolicy, own_expiry: float | None
+) -> None:
+    # The file says it lives an hour (or says nothing); the answer's endStreamAction says 30 s.
+    storage = Storage({"a": 10})
+    files = [make_file("a", 10, expires=own_expiry)]
+    refresher = Refresher(storage, files, min_url_expiration_ms=int((NOW + 30) * 1000))
+    times = iter([NOW] + [NOW + 25] * 100)
+    d = Downloader(tmp_path, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times))
+    d.download(files, refresher=refresher)
+    assert refresher.calls == 1 and storage.requests == ["a@1"]  # renewed before the bound, not after a 403
+
+
+def test_without_a_bound_a_long_lived_url_is_used_as_is(tmp_path: Path, retry: RetryPolicy) -> None:
+    storage = Storage({"a": 10})
+    files = [make_file("a", 10, expires=NOW + 3600)]
+    refresher = Refresher(storage, files)
+    times = iter([NOW] + [NOW + 25] * 100)
+    Downloader(tmp_path, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)).download(
+        files, refresher=refresher
+    )
+    assert refresher.calls == 0 and storage.requests == ["a@0"]
 
 
 def test_refreshing_does_not_loop_forever(downloader: Callable[..., Downloader]) -> None:
@@ -314,3 +333,21 @@ def test_requery_refresher_reissues_a_change_feed(make_client: Callable[..., Sha
 def test_versioned_queries_refresh_by_requery(make_client: Callable[..., SharingClient]) -> None:
     client = make_client(lambda r: ndjson([protocol(), metadata(), file("a"), end()]))
     assert isinstance(refresher_for(client, client.query("s.sc.t", version=3)), RequeryRefresher)
+
+
+@pytest.mark.parametrize("options", [{}, {"version": 3}], ids=["refresh token", "requery"])
+def test_refreshers_carry_each_answers_min_url_expiration(
+    make_client: Callable[..., SharingClient], options: dict[str, Any]
+) -> None:
+    answers = iter(range(1, 10))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        n = next(answers)
+        extra = {"refreshToken": f"rt{n}"} if not options else {}
+        return ndjson([protocol(), metadata(), file("a"), end(minUrlExpirationTimestamp=n * 1000, **extra)])
+
+    client = make_client(handler)
+    refresher = refresher_for(client, client.query("s.sc.t", **options))
+    assert refresher.min_url_expiration_ms == 1000
+    refresher.refresh()
+    assert refresher.min_url_expiration_ms == 2000

@@ -24,12 +24,9 @@ from sharesync.sync.core.errors import (
 )
 from sharesync.sync.core.redact import redact
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.transport import (
-    HISTORY_UNAVAILABLE_PHRASES,
-    RetryPolicy,
-    parse_capabilities,
-    parse_retry_after,
-)
+from sharesync.sync.protocol.http_errors import HISTORY_UNAVAILABLE_PHRASES, parse_retry_after
+from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.transport import parse_capabilities
 
 from .conftest import FIXTURES, TOKEN, FakeClock, error
 
@@ -270,7 +267,7 @@ def test_ca_bundle_errors_are_config_errors(tmp_path: pytest.TempPathFactory) ->
     from pathlib import Path
 
     from sharesync.sync.core.errors import ConfigError
-    from sharesync.sync.protocol.transport import ssl_context
+    from sharesync.sync.protocol.tls import ssl_context
 
     with pytest.raises(ConfigError, match="ca_bundle .* does not exist"):
         ssl_context(Path("/nonexistent/ca.pem"))
@@ -289,7 +286,7 @@ def test_default_trust_is_verified_from_the_start_and_loaded_on_first_tls_use(
     import certifi
 
     from sharesync.sync.core.errors import ConfigError
-    from sharesync.sync.protocol.transport import DeferredTrustContext, ssl_context
+    from sharesync.sync.protocol.tls import DeferredTrustContext, ssl_context
 
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)

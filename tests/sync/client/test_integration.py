@@ -20,14 +20,11 @@ from sharesync.sync.core.errors import (
     Unauthorized,
 )
 from sharesync.sync.protocol.client import ChangesResult, SharingClient
-from sharesync.sync.protocol.download import (
-    Downloader,
-    ProgressUpdate,
-    RefreshTokenRefresher,
-    refresher_for,
-)
+from sharesync.sync.protocol.download import Downloader, ProgressUpdate
 from sharesync.sync.protocol.profile import load_profile, parse_profile
-from sharesync.sync.protocol.transport import RetryPolicy, Timeouts
+from sharesync.sync.protocol.refresh import RefreshTokenRefresher, refresher_for
+from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.transport import Timeouts
 from sharesync.sync.protocol.wire import AddFile, CdfFile, RemoveFile
 from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, create_sample_table, sample_rows

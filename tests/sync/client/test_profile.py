@@ -1,10 +1,9 @@
-"""Profile files: every version and type, valid and broken; expiry; OAuth token caching."""
+"""Profile files: every version and type, valid and broken; expiry; secrets kept out of reprs."""
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,14 @@ from typing import Any
 import httpx
 import pytest
 
-from sharesync.sync.core.errors import ConfigError, ProtocolViolation, ServerError, Unauthorized
+from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
+from sharesync.sync.protocol.auth import auth_for
 from sharesync.sync.protocol.profile import (
     BasicProfile,
     BearerTokenProfile,
     OAuthClientCredentialsProfile,
-    OAuthCredentials,
+    OAuthJwtBearerProfile,
     load_profile,
     parse_profile,
 )
@@ -32,6 +32,11 @@ def write(tmp_path: Path, content: Any, name: str = "p.share") -> Path:
     path = tmp_path / name
     path.write_text(content if isinstance(content, str) else json.dumps(content))
     return path
+
+
+def sent_authorization(auth: httpx.Auth) -> str:
+    """The Authorization header a fixed credential puts on a request."""
+    return next(auth.sync_auth_flow(httpx.Request("GET", "https://srv.example.com/shares"))).headers["Authorization"]
 
 
 def v1(**extra: Any) -> dict[str, Any]:
@@ -53,7 +58,7 @@ def test_spec_example_profile_is_refused_because_it_expired() -> None:
 def test_v1_bearer(tmp_path: Path) -> None:
     profile = load_profile(write(tmp_path, v1()), now=NOW)
     assert isinstance(profile, BearerTokenProfile) and profile.expiration_time is None
-    assert profile.credentials().auth_header() == {"Authorization": "Bearer tok-v1-abcdef"}
+    assert sent_authorization(auth_for(profile)) == "Bearer tok-v1-abcdef"
     assert not profile.expires_within(10_000, now=NOW)
 
 
@@ -69,7 +74,7 @@ def test_v2_basic(tmp_path: Path) -> None:
            "password": "pw-secret-123"}
     profile = load_profile(write(tmp_path, raw))
     assert isinstance(profile, BasicProfile)
-    header = profile.credentials().auth_header()["Authorization"]
+    header = sent_authorization(auth_for(profile))
     assert header == "Basic " + __import__("base64").b64encode(b"u:pw-secret-123").decode()
     assert redact(f"sent {header}") == "sent Basic ***"
 
@@ -139,7 +144,7 @@ def test_secrets_never_in_repr_and_registered_on_load(tmp_path: Path) -> None:
            "tokenEndpoint": "https://idp.example.com/token", "clientId": "cid", "clientSecret": "oauth-secret-value"}
     profile = parse_profile(raw)
     bearer = parse_profile(v1(bearerToken="bearer-secret-value"))
-    for text in (repr(profile), str(profile), repr(bearer), repr(bearer.credentials()), repr(profile.credentials())):
+    for text in (repr(profile), str(profile), repr(bearer), repr(auth_for(bearer)), repr(auth_for(profile))):
         assert "oauth-secret-value" not in text and "bearer-secret-value" not in text
     assert redact("x oauth-secret-value y bearer-secret-value") == "x *** y ***"
 
@@ -150,103 +155,54 @@ def test_a_secret_in_a_broken_profile_is_still_registered() -> None:
     assert redact("leaky-token-987") == "***"
 
 
-# ---------------------------------------------------------------- OAuth tokens
+# ---------------------------------------------------------------- oauth_jwt_bearer_private_key_jwt
 
 
-class TokenServer:
-    def __init__(self, *responses: httpx.Response) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
-
-
-def oauth_profile() -> OAuthClientCredentialsProfile:
-    profile = parse_profile({"shareCredentialsVersion": 2, "type": "oauth_client_credentials",
-                             "endpoint": "https://srv.example.com", "tokenEndpoint": "https://idp.example.com/token",
-                             "clientId": "cid", "clientSecret": "csecret-123456", "scope": "sharing"})
-    assert isinstance(profile, OAuthClientCredentialsProfile)
-    return profile
+def jwt_profile(**auth: Any) -> dict[str, Any]:
+    """The connector 1.4.2's layout: everything but the endpoint nested under ``auth``."""
+    settings = {"tokenEndpoint": "https://idp.example.com/token", "issuer": "https://idp.example.com",
+                "clientId": "recipient-app", "audience": "https://sharing.example.com", "scope": "sharing",
+                "privateKey": {"privateKeyFile": "/keys/recipient.pem", "keyId": "key-1", "algorithm": "RS256"},
+                **auth}
+    return {"shareCredentialsVersion": 2, "type": "oauth_jwt_bearer_private_key_jwt",
+            "endpoint": "https://srv.example.com/ds", "auth": settings}
 
 
-def test_oauth_token_is_fetched_once_cached_and_renewed_before_expiry() -> None:
-    server = TokenServer(
-        httpx.Response(200, json={"access_token": "access-one-123", "expires_in": 3600, "token_type": "Bearer"}),
-        httpx.Response(200, json={"access_token": "access-two-456", "expires_in": "3600"}),
-    )
-    now = [0.0]
-    creds = OAuthCredentials(oauth_profile(), http=httpx.Client(transport=httpx.MockTransport(server)),
-                             clock=lambda: now[0])
-    assert creds.auth_header() == {"Authorization": "Bearer access-one-123"}
-    now[0] = 3000.0
-    assert creds.auth_header() == {"Authorization": "Bearer access-one-123"}  # still > 5 min left
-    now[0] = 3301.0
-    assert creds.auth_header() == {"Authorization": "Bearer access-two-456"}  # renewed 5 min early
-    assert creds.fetches == 2
-    request = server.requests[0]
-    assert request.method == "POST" and str(request.url) == "https://idp.example.com/token"
-    assert request.headers["Authorization"] == "Basic " + __import__("base64").b64encode(b"cid:csecret-123456").decode()
-    assert dict(httpx.QueryParams(request.content.decode())) == {"grant_type": "client_credentials", "scope": "sharing"}
-    assert redact("access-one-123") == "***"  # fetched tokens are secrets too
+def test_v2_oauth_jwt_bearer(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, jwt_profile()))
+    assert isinstance(profile, OAuthJwtBearerProfile)
+    settings = profile.auth
+    assert (settings.token_endpoint, settings.issuer, settings.client_id, settings.audience, settings.scope) == (
+        "https://idp.example.com/token", "https://idp.example.com", "recipient-app", "https://sharing.example.com",
+        "sharing")
+    key = settings.private_key
+    assert (key.private_key_file, key.key_id, key.algorithm) == (Path("/keys/recipient.pem"), "key-1", "RS256")
+    assert not profile.expires_within(1)
 
 
-def test_short_lived_tokens_are_renewed_at_half_life_not_on_every_call() -> None:
-    server = TokenServer(httpx.Response(200, json={"access_token": "short-lived-1", "expires_in": 60}))
-    now = [0.0]
-    creds = OAuthCredentials(oauth_profile(), http=httpx.Client(transport=httpx.MockTransport(server)),
-                             clock=lambda: now[0])
-    creds.auth_header()
-    now[0] = 29.0
-    creds.auth_header()
-    assert creds.fetches == 1
-    now[0] = 31.0
-    creds.auth_header()
-    assert creds.fetches == 2
-
-
-def test_concurrent_callers_share_one_fetch() -> None:
-    gate = threading.Event()
-
-    def slow(request: httpx.Request) -> httpx.Response:
-        gate.wait(5)
-        return httpx.Response(200, json={"access_token": "shared-token-1", "expires_in": 3600})
-
-    creds = OAuthCredentials(oauth_profile(), http=httpx.Client(transport=httpx.MockTransport(slow)))
-    headers: list[dict[str, str]] = []
-    threads = [threading.Thread(target=lambda: headers.append(creds.auth_header())) for _ in range(8)]
-    for t in threads:
-        t.start()
-    gate.set()
-    for t in threads:
-        t.join()
-    assert creds.fetches == 1 and len(headers) == 8
-
-
-def test_invalidate_forces_a_new_token() -> None:
-    server = TokenServer(
-        httpx.Response(200, json={"access_token": "first-token-1", "expires_in": 3600}),
-        httpx.Response(200, json={"access_token": "second-token-2", "expires_in": 3600}),
-    )
-    creds = OAuthCredentials(oauth_profile(), http=httpx.Client(transport=httpx.MockTransport(server)))
-    creds.auth_header()
-    assert creds.invalidate() is True
-    assert creds.auth_header() == {"Authorization": "Bearer second-token-2"}
+def test_jwt_defaults_follow_the_connector(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, jwt_profile(audience=None, scope=None,
+                                                       privateKey={"privateKeyFile": "k.pem"})))
+    assert isinstance(profile, OAuthJwtBearerProfile)
+    assert profile.auth.private_key.algorithm == "RS256" and profile.auth.private_key.key_id is None
 
 
 @pytest.mark.parametrize(
-    ("response", "error"),
+    ("auth", "expected"),
     [
-        (httpx.Response(401, json={"error": "invalid_client"}), Unauthorized),
-        (httpx.Response(503, text="busy"), ServerError),
-        (httpx.Response(200, json={"token_type": "Bearer"}), ProtocolViolation),
-        (httpx.Response(200, text="<html>"), ProtocolViolation),
+        ({"issuer": None}, r"field 'auth.issuer' Input should be a valid string"),
+        ({"privateKey": {"keyId": "k"}}, r"field 'auth.privateKey.privateKeyFile' is missing"),
+        ({"privateKey": {"privateKeyFile": "k.pem", "algorithm": "HS256"}}, r"field 'auth.privateKey.algorithm' .*'RS256'"),
+        ({"tokenEndpoint": "idp.example.com/token"}, r"field 'auth.tokenEndpoint' must be an http\(s\) URL"),
     ],
 )
-def test_token_endpoint_failures_map_to_our_errors(response: httpx.Response, error: type[Exception]) -> None:
-    creds = OAuthCredentials(oauth_profile(), http=httpx.Client(transport=httpx.MockTransport(lambda r: response)))
-    with pytest.raises(error) as info:
-        creds.auth_header()
-    assert "csecret-123456" not in str(info.value)
+def test_broken_jwt_profiles_name_the_nested_field(tmp_path: Path, auth: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_profile(write(tmp_path, jwt_profile(**auth)))
 
+
+def test_a_jwt_profile_without_its_auth_object_says_so(tmp_path: Path) -> None:
+    raw = jwt_profile()
+    del raw["auth"]
+    with pytest.raises(ConfigError, match=r"field 'auth' is missing"):
+        load_profile(write(tmp_path, raw))

@@ -11,9 +11,10 @@ import pytest
 
 from sharesync.sync.core.errors import SharesyncError, UrlExpired
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader, refresher_for
+from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile, parse_profile
-from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.refresh import refresher_for
+from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.server.runner import SharingServer
 
 FAST = RetryPolicy(max_attempts=3, total_seconds=5.0, initial_backoff=0.01, max_backoff=0.02)

@@ -112,13 +112,20 @@ def test_file_repr_hides_the_presigned_url() -> None:
     [
         '{"protocol":{"minReaderVersion":1},"protocol":{"minReaderVersion":2}}',
         '{"protocol":{"minReaderVersion":1},"metaData":{"id":"x","schemaString":"{}"}}',
-        '{"queryStatus":{"queryId":"q"}}',
         '{"file":{"id":"no-url","size":1}}',
         "[1, 2]",
         "not json",
+        "{}",
     ],
-    ids=["doubled key", "two actions", "unknown action", "missing field", "not an object", "not json"],
+    ids=["doubled key", "two actions", "missing field", "not an object", "not json", "no action"],
 )
 def test_bad_lines_are_protocol_violations(line: str) -> None:
     with pytest.raises(ProtocolViolation):
         parse_action(line)
+
+
+def test_a_line_of_unknown_actions_is_skipped() -> None:
+    # Was a ProtocolViolation: unknown actions come from newer servers (forward compatibility).
+    assert parse_action('{"queryStatus":{"queryId":"q"}}') is None
+    action = parse_action('{"protocol":{"minReaderVersion":1},"newThing":{"a":1}}')
+    assert isinstance(action, Protocol) and action.min_reader_version == 1

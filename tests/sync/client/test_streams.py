@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from sharesync.sync.core.errors import ProtocolViolation, StreamError, TruncatedStream
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.transport import RetryPolicy
+from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, File, Metadata, RemoveFile
 
 from .conftest import ECHO, FakeClock, end, file, metadata, ndjson, protocol
@@ -244,7 +245,6 @@ def test_a_server_that_says_false_is_treated_as_legacy(make_client: Make) -> Non
         ([protocol(), metadata(), end(), file("a")], "a line followed the endStreamAction"),
         ([metadata(), file("a"), end()], "expected protocol and metaData first, got file line"),
         ([protocol(), metadata(), protocol(), end()], "unexpected protocol line"),
-        ([protocol(), metadata(), {"queryStatus": {"queryId": "q"}}, end()], "unknown action 'queryStatus'"),
         ([protocol(), metadata(), '{"file": {"id": "x"}, "file": {"id": "y"}}', end()], "repeats the key 'file'"),
         ([{"protocol": {"minReaderVersion": 2}}, metadata(), end()], "needs reader version 2.*upgrade sharesync"),
     ],
@@ -254,6 +254,23 @@ def test_grammar_violations(make_client: Make, lines: list[Any], match: str) -> 
     with pytest.raises(ProtocolViolation, match=match):
         make_client(handler).query(TABLE)
     assert len(seen) == 1  # a broken answer is not retried
+
+
+def test_an_unknown_action_is_skipped_for_forward_compatibility(make_client: Make, caplog: pytest.LogCaptureFixture) -> None:
+    # Was a ProtocolViolation; a newer server may add actions (here one the reference server has, queryStatus).
+    lines = [protocol(), {"queryStatus": {"queryId": "q"}}, metadata(), file("a"),
+             {"futureAction": {"x": 1}, "alsoNew": {}}, file("b"), end()]
+    seen, handler = recorder(ndjson(lines))
+    with caplog.at_level(logging.DEBUG, logger="sharesync.sync.protocol.ndjson"):
+        result = make_client(handler).query(TABLE)
+    assert [f.id for f in result.files] == ["a", "b"] and len(seen) == 1
+    skipped = [r.getMessage() for r in caplog.records if "does not know" in r.getMessage()]
+    assert len(skipped) == 2 and "'queryStatus'" in skipped[0] and "'futureAction', 'alsoNew'" in skipped[1]
+
+
+def test_an_unknown_key_beside_a_known_action_is_ignored(make_client: Make) -> None:
+    _seen, handler = recorder(ndjson([protocol(), metadata(), {**file("a"), "annotation": {"x": 1}}, end()]))
+    assert [f.id for f in make_client(handler).query(TABLE).files] == ["a"]
 
 
 def test_a_delta_format_answer_is_refused(make_client: Make) -> None:

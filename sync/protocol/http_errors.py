@@ -1,0 +1,193 @@
+"""The one boundary where HTTP failures become :mod:`sharesync.sync.core.errors` classes.
+
+httpx exceptions (whose texts may carry presigned URLs) are translated with their text redacted
+and their chain cut (``from None``); error statuses are mapped by
+:func:`sharesync.sync.core.errors.http_error_for` with the server's ``errorCode``/``message``,
+except that a 400 saying the asked-for versions are gone becomes ``HistoryUnavailable`` (answered
+by re-bootstrapping, not by failing).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sharesync.sync.core.errors import (
+    BadRequest,
+    ConfigError,
+    HistoryUnavailable,
+    ProtocolViolation,
+    SharesyncError,
+    SharingHTTPError,
+    TransportError,
+    http_error_for,
+)
+from sharesync.sync.core.redact import redact
+from sharesync.sync.protocol.wire import ErrorBody
+
+_ERROR_SNIPPET_BYTES = 4096
+_ERROR_SNIPPET_CHARS = 200
+
+# Wordings of "the versions you asked for are gone" (answered by re-bootstrapping, not by failing):
+# our local server, and the reference server (io.delta.sharing.server, delta-standalone/kernel).
+HISTORY_UNAVAILABLE_PHRASES = (
+    "is not available",  # local server: "version N is not available (history cleaned up)"
+    "no longer available",
+    "change data was not recorded for version",  # DeltaCDFErrors.changeDataNotRecordedException
+    "you can only query table data since version",  # reference server: tableConfig.startVersion
+    "cannot time travel delta table to version",  # delta-standalone versionNotExistException
+    "is before the earliest version available",  # delta-standalone timestampEarlierThanCommitRetention
+    "transaction log has been truncated",  # delta-kernel versionBeforeFirstAvailableCommit
+    "table files missing",  # reference server: FileNotFoundException (data files vacuumed)
+)
+
+
+@contextmanager
+def translate_httpx_errors(context: str, *, sent: httpx.Request | None = None) -> Iterator[None]:
+    """The one boundary where httpx exceptions become ours (like httpx's map_httpcore_exceptions).
+
+    httpx texts may carry a presigned URL, so the message is redacted and the raw exception is
+    not chained (``from None``): a traceback must not leak what the message hides. ``sent`` is
+    the request being sent: a failure of another one (a token endpoint's, a redirect's) names it.
+    """
+    try:
+        yield
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        error = _translated(exc, context if sent is None else _naming_other_url(context, sent, exc))
+        if error is None:
+            raise
+        raise error from None
+
+
+def _translated(exc: httpx.HTTPError | httpx.InvalidURL, context: str) -> SharesyncError | None:
+    detail = redact(str(exc))
+    if isinstance(exc, httpx.TimeoutException):
+        return TransportError(f"{context}: timed out ({type(exc).__name__}: {detail or 'no detail'})")
+    if isinstance(exc, httpx.ConnectError) and (untrusted := _certificate_problem(exc)) is not None:
+        # retrying cannot help: a person must trust the certificate (or not)
+        return ConfigError(
+            f"{context}: the server's TLS certificate was not accepted ({redact(untrusted)}); if the provider "
+            "uses a private or self-signed certificate authority, set 'ca_bundle' in the config to its PEM file"
+        )
+    if isinstance(exc, httpx.TransportError):
+        return TransportError(f"{context}: connection failed ({type(exc).__name__}: {detail or 'no detail'})")
+    if isinstance(exc, httpx.DecodingError):  # a body that does not decode (gzip cut short): fetch it again
+        return TransportError(f"{context}: the response body did not decode ({detail})")
+    if isinstance(exc, httpx.TooManyRedirects):
+        return ProtocolViolation(f"{context}: too many redirects ({detail})")
+    if isinstance(exc, httpx.InvalidURL):
+        return ConfigError(f"{context}: invalid URL ({detail}); check the profile's endpoint")
+    return None
+
+
+def _naming_other_url(context: str, sent: httpx.Request, exc: httpx.HTTPError | httpx.InvalidURL) -> str:
+    try:
+        failed = exc.request.url.copy_with(query=None) if isinstance(exc, httpx.HTTPError) else None
+    except RuntimeError:  # an httpx error raised outside a request has none
+        failed = None
+    if failed is None or failed == sent.url.copy_with(query=None):
+        return context
+    return f"{context} (calling {failed})"
+
+
+def _certificate_problem(exc: BaseException) -> str | None:
+    """The reason a TLS certificate was refused, if that is why the connection failed."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current.verify_message or str(current)
+        current = current.__cause__ or current.__context__
+    text = str(exc)
+    return text if "CERTIFICATE_VERIFY_FAILED" in text else None
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """``Retry-After`` as seconds: either delay-seconds or an HTTP-date (RFC 9110 §10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
+
+
+def looks_like_history_unavailable(message: str) -> bool:
+    lowered = message.lower()
+    return any(phrase in lowered for phrase in HISTORY_UNAVAILABLE_PHRASES)
+
+
+class _OAuthErrorBody(BaseModel):
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+    error: str | None = None
+    error_description: str | None = None
+
+
+def error_from_parts(
+    status: int, headers: httpx.Headers, body: bytes, *, context: str, hint: str = ""
+) -> SharingHTTPError:
+    """Map a status and (the start of) an error body to the exception class for it."""
+    error_code: str | None = None
+    message = ""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        parsed = ErrorBody.model_validate_json(body)
+        error_code, message = parsed.error_code, parsed.message or ""
+        if error_code is None and not message:  # a token endpoint's answer (RFC 6749 §5.2)?
+            oauth = _OAuthErrorBody.model_validate_json(body)
+            error_code, message = oauth.error, oauth.error_description or ""
+    except ValidationError:
+        snippet = " ".join(text.split())[:_ERROR_SNIPPET_CHARS]
+        message = f"non-JSON error body: {redact(snippet)!r}" if snippet else "empty error body"
+    if not message:
+        message = httpx.codes.get_reason_phrase(status) or "no message"
+    if hint:
+        message = f"{message} ({hint})"
+    retry_after = parse_retry_after(headers.get("Retry-After"))
+    if status == BadRequest.status and looks_like_history_unavailable(message):
+        return HistoryUnavailable(status, error_code, message, context=context)
+    return http_error_for(status, error_code, message, context=context, retry_after=retry_after)
+
+
+def read_error(response: httpx.Response, *, context: str, hint: str = "") -> SharingHTTPError:
+    """The error for a failed response, reading at most a few KiB of its (possibly streamed) body."""
+    body = b""
+    with translate_httpx_errors(context):
+        try:
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) >= _ERROR_SNIPPET_BYTES:
+                    break
+        except httpx.StreamConsumed:  # already read by the caller
+            body = response.content
+        except httpx.TransportError:
+            pass  # the status alone still says what happened
+    return error_from_parts(
+        response.status_code, response.headers, body[:_ERROR_SNIPPET_BYTES], context=context, hint=hint
+    )
+
+
+async def aread_error(response: httpx.Response, *, context: str) -> SharingHTTPError:
+    body = b""
+    try:
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) >= _ERROR_SNIPPET_BYTES:
+                break
+    except httpx.HTTPError:
+        pass
+    return error_from_parts(response.status_code, response.headers, body[:_ERROR_SNIPPET_BYTES], context=context)

@@ -1,0 +1,111 @@
+"""What the client's calls take and return: table coordinates and typed, collected answers.
+
+A :class:`QueryResult` / :class:`ChangesResult` is a whole streamed answer (every page) with
+what its endStreamActions said, including ``min_url_expiration_timestamp``, the bound on every
+presigned URL in it (:mod:`sharesync.sync.protocol.refresh` plans URL renewal with it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sharesync.sync.protocol.wire import (
+    AddFile,
+    CdfFile,
+    ChangesRequest,
+    DataFile,
+    EndStreamAction,
+    Metadata,
+    Protocol,
+    QueryRequest,
+    RemoveFile,
+    Table,
+)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """``share.schema.table``: the coordinates of one shared table."""
+
+    share: str
+    schema: str
+    name: str
+
+    @classmethod
+    def of(cls, value: str | Table | TableRef) -> TableRef:
+        if isinstance(value, TableRef):
+            return value
+        if isinstance(value, Table):
+            return cls(value.share, value.schema_, value.name)
+        parts = value.split(".")
+        if len(parts) != 3 or not all(p.strip() for p in parts):
+            raise ValueError(f"'{value}' is not 'share.schema.table'")
+        return cls(*parts)
+
+    def __str__(self) -> str:
+        return f"{self.share}.{self.schema}.{self.name}"
+
+
+TableLike = str | Table | TableRef
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    table: TableRef
+    version: int
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    table: TableRef
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+
+    @property
+    def cdf_enabled(self) -> bool:
+        return self.metadata.cdf_enabled
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+
+@dataclass(frozen=True)
+class FilesResult:
+    table: TableRef
+    version: int  # Delta-Table-Version header of the response
+    protocol: Protocol
+    metadata: Metadata
+    files: tuple[DataFile, ...]
+    historical_metadata: tuple[Metadata, ...]
+    end_stream_action: EndStreamAction | None = field(repr=False)  # of the last page; None from a legacy server
+    refresh_token: str | None = field(repr=False)
+    min_url_expiration_timestamp: int | None
+    pages: int
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class QueryResult(FilesResult):
+    request: QueryRequest
+
+
+@dataclass(frozen=True)
+class ChangesResult(FilesResult):
+    request: ChangesRequest
+
+    @property
+    def adds(self) -> list[AddFile]:
+        return [f for f in self.files if isinstance(f, AddFile)]
+
+    @property
+    def cdfs(self) -> list[CdfFile]:
+        return [f for f in self.files if isinstance(f, CdfFile)]
+
+    @property
+    def removes(self) -> list[RemoveFile]:
+        return [f for f in self.files if isinstance(f, RemoveFile)]
