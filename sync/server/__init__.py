@@ -2,10 +2,13 @@
 
 Every ``ROOT/<share>/<schema>/<table>`` directory holding a ``_delta_log`` is shared. Used by
 tests (real HTTP, no mocks), ``sharesync serve``, the demo and benchmarks. Module map:
-``deltalog`` (log replay), ``catalog`` (which tables), ``history`` (which versions are still
-available), ``snapshots`` / ``changes`` (answers), ``answers`` (wire lines), ``signing``
-(presigned URLs and tokens), ``auth``, ``faults`` (knobs + middleware), ``app`` (routes),
-``runner`` (threads and ports).
+``logmodel`` (what the log says, parsed) and ``deltalog`` (reading it from disk),
+``deletionvectors`` (DV descriptors), ``catalog`` (which tables), ``history`` (which versions
+are still available), ``features`` (response format and the tables a client may read),
+``snapshots`` / ``changes`` (answers), ``answers`` / ``deltaformat`` (wire lines, parquet and
+delta format), ``streaming`` (NDJSON bodies), ``signing`` (presigned URLs and tokens),
+``auth``, ``faults`` (knobs + middleware), ``app`` (routes), ``runner`` (threads and ports),
+``samples`` (provider tables for tests and demos).
 """
 
 from sharesync.sync.server.faults import Faults

@@ -1,13 +1,19 @@
-"""Shared pieces of every table answer: the request context, presigned file actions, metadata lines.
+"""Shared pieces of every table answer: the request context, format negotiation, and the lines.
 
-An :class:`Answer` is the whole response of ``/metadata``, ``/query`` or ``/changes`` before it
-is streamed: the ``Delta-Table-Version`` header value and the actions, built from the wire
-models in :mod:`sharesync.sync.protocol.wire` so server and client cannot drift apart.
+An :class:`Answer` is the whole response of ``/metadata``, ``/query`` or ``/changes``: the
+``Delta-Table-Version`` header value, the response format, and the lines as JSON objects.
+Everything that can be refused is checked before an answer exists (a 400 is still possible);
+the file lines are produced lazily while the body streams, so a failure there (a file gone
+from disk while its size is needed, say) reaches the client as ``endStreamAction.errorMessage``
+(spec "EndStreamAction"). Parquet-format lines are built from the wire models in
+:mod:`sharesync.sync.protocol.wire` so server and client cannot drift apart; delta-format lines
+come from :mod:`~sharesync.sync.server.deltaformat`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -22,10 +28,14 @@ from sharesync.sync.protocol.wire import (
     Protocol,
     RemoveFile,
     WireModel,
+    wrap_action,
 )
+from sharesync.sync.server import deltaformat
 from sharesync.sync.server.catalog import SharedTable
-from sharesync.sync.server.deltalog import DeltaLog, FileEntry, Snapshot, TableMetadata
-from sharesync.sync.server.problems import invalid, unsupported
+from sharesync.sync.server.deltalog import DeltaLog
+from sharesync.sync.server.features import DELTA, PARQUET, Capabilities
+from sharesync.sync.server.logmodel import FileEntry, JsonObject, LogError, Snapshot, TableMetadata, TableProtocol
+from sharesync.sync.server.problems import invalid
 from sharesync.sync.server.signing import SignatureError, Signer, file_id
 
 PARQUET_READER_VERSION = 1
@@ -43,24 +53,46 @@ class Context:
     url_ttl_ms: int
     token_ttl_ms: int
     max_page_size: int
-    include_end_stream: bool = False
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    verify_files: bool = True  # False: presign without checking the files exist, as the reference does
+    response_format: str = PARQUET  # set by :meth:`negotiate`
     _min_expiry: int | None = field(default=None, repr=False)
+
+    @property
+    def include_end_stream(self) -> bool:
+        return self.capabilities.include_end_stream
+
+    @property
+    def delta(self) -> bool:
+        return self.response_format == DELTA
+
+    def negotiate(
+        self, protocol: TableProtocol, metadatas: Iterable[TableMetadata], files: Iterable[FileEntry] = ()
+    ) -> None:
+        """Pick the response format for these table states, or refuse (see :mod:`.features`)."""
+        self.response_format = self.capabilities.choose(protocol, metadatas)
+        self.capabilities.check_files(self.response_format, files)
 
     # -- presigned URLs
 
-    def sign(self, entry: FileEntry) -> tuple[str, int]:
-        """A URL for one file plus its expiry (epoch ms)."""
+    def sign_path(self, log_path: str) -> tuple[str, int]:
+        """A URL for one file of the table (its path as the log writes it) plus its expiry (epoch ms)."""
         expires = self.now_ms + self.url_ttl_ms
-        key = file_key(self.table, entry.path)
-        url = f"{self.files_base}/{quote(key, safe='/')}?exp={expires}&sig={self.signer.sign_file(key, expires)}"
+        key = file_key(self.table, log_path)
+        # ``sp=r`` (read permission, as in an Azure SAS) marks the URL as presigned for clients that
+        # recognise presigned URLs by their query keys (Delta Kernel's default engine does).
+        sig = self.signer.sign_file(key, expires)
+        url = f"{self.files_base}/{quote(key, safe='/')}?exp={expires}&sig={sig}&sp=r"
         self._min_expiry = expires if self._min_expiry is None else min(self._min_expiry, expires)
         return url, expires
 
-    def end_stream(self, *, next_page_token: str | None = None, refresh_token: str | None = None) -> EndStreamAction:
-        return EndStreamAction(
-            next_page_token=next_page_token,
-            refresh_token=refresh_token,
-            min_url_expiration_timestamp=self._min_expiry,
+    def end_stream(self, *, next_page_token: str | None = None, refresh_token: str | None = None) -> JsonObject:
+        return wrap_action(
+            EndStreamAction(
+                next_page_token=next_page_token,
+                refresh_token=refresh_token,
+                min_url_expiration_timestamp=self._min_expiry,
+            )
         )
 
     # -- tokens
@@ -101,20 +133,18 @@ def file_key(table: SharedTable, log_path: str) -> str:
 @dataclass(frozen=True)
 class Answer:
     version: int
-    actions: list[WireModel]
+    lines: Iterable[JsonObject]
+    response_format: str = PARQUET
 
 
 # ---------------------------------------------------------------- protocol and metadata lines
 
 
-def protocol_line(reader_version: int, table: SharedTable) -> Protocol:
-    """Only parquet-format tables can be shared; reader features need the delta format."""
-    if reader_version > PARQUET_READER_VERSION:
-        raise unsupported(
-            f"Table {table.full_name} requires Delta reader version {reader_version}; this server "
-            "only shares tables readable in the parquet response format (reader version 1)."
-        )
-    return Protocol(min_reader_version=PARQUET_READER_VERSION)
+def protocol_line(ctx: Context, protocol: TableProtocol, *, version: int | None = None) -> JsonObject:
+    """Parquet answers say reader version 1: the negotiation refused what parquet cannot carry."""
+    if ctx.delta:
+        return deltaformat.protocol_line(protocol, version=version)
+    return wrap_action(Protocol(min_reader_version=PARQUET_READER_VERSION))
 
 
 def _clean_schema(schema_string: str) -> str:
@@ -129,46 +159,58 @@ def _clean_schema(schema_string: str) -> str:
         return schema_string
 
 
-def metadata_line(meta: TableMetadata, *, version: int | None = None, snapshot: Snapshot | None = None) -> Metadata:
-    """The ``metaData`` line; ``configuration`` keeps the table's own keys and adds the
-    reference server's ``enableChangeDataFeed`` so clients reading either form see CDF."""
-    configuration = dict(meta.configuration)
-    if meta.cdf_enabled:
-        configuration.setdefault("enableChangeDataFeed", "true")
-    return Metadata(
-        id=meta.id,
-        name=meta.name,
-        description=meta.description,
-        format=Format(provider="parquet"),
-        schema_string=_clean_schema(meta.schema_string),
-        partition_columns=list(meta.partition_columns),
-        configuration=configuration,
-        version=version,
-        size=snapshot.size if snapshot is not None else None,
-        num_files=len(snapshot.files) if snapshot is not None else None,
+def metadata_line(
+    ctx: Context, meta: TableMetadata, *, version: int | None = None, snapshot: Snapshot | None = None
+) -> JsonObject:
+    """The ``metaData`` line. In parquet, ``configuration`` is only the reference server's
+    ``enableChangeDataFeed`` (the table's own properties stay private); in delta, all of it."""
+    if ctx.delta:
+        return deltaformat.metadata_line(meta, version=version, snapshot=snapshot)
+    return wrap_action(
+        Metadata(
+            id=meta.id,
+            name=meta.name,
+            description=meta.description,
+            format=Format(provider="parquet"),
+            schema_string=_clean_schema(meta.schema_string),
+            partition_columns=list(meta.partition_columns),
+            configuration={"enableChangeDataFeed": "true"} if meta.cdf_enabled else {},
+            version=version,
+            size=snapshot.size if snapshot is not None else None,
+            num_files=len(snapshot.files) if snapshot is not None else None,
+        )
     )
 
 
 # ---------------------------------------------------------------- file lines
 
 
-def file_line(ctx: Context, entry: FileEntry, *, version: int | None = None, timestamp: int | None = None) -> File:
-    url, expires = ctx.sign(entry)
-    return File(
-        url=url,
-        id=file_id(entry.path),
-        partition_values=entry.partition_values,
-        size=_size(ctx, entry),
-        stats=entry.stats,
-        version=version,
-        timestamp=timestamp,
-        expiration_timestamp=expires,
+def file_line(
+    ctx: Context, entry: FileEntry, *, version: int | None = None, timestamp: int | None = None
+) -> JsonObject:
+    """A file of a snapshot query."""
+    if ctx.delta:
+        return deltaformat.file_line(ctx.sign_path, "add", entry, version=version, timestamp=timestamp)
+    url, expires = ctx.sign_path(entry.path)
+    return wrap_action(
+        File(
+            url=url,
+            id=file_id(entry.path),
+            partition_values=entry.partition_values,
+            size=_size(ctx, entry),
+            stats=entry.stats,
+            version=version,
+            timestamp=timestamp,
+            expiration_timestamp=expires,
+        )
     )
 
 
-def change_line(ctx: Context, kind: str, entry: FileEntry, version: int, timestamp: int) -> WireModel:
+def change_line(ctx: Context, kind: str, entry: FileEntry, version: int, timestamp: int) -> JsonObject:
     """``add``/``remove``/``cdf`` lines of a change query (spec "Data Change Files")."""
-    url, expires = ctx.sign(entry)
+    if ctx.delta:
+        return deltaformat.file_line(ctx.sign_path, kind, entry, version=version, timestamp=timestamp)
+    url, expires = ctx.sign_path(entry.path)
     common: dict[str, Any] = {
         "url": url,
         "id": file_id(entry.path),
@@ -178,15 +220,30 @@ def change_line(ctx: Context, kind: str, entry: FileEntry, version: int, timesta
         "timestamp": timestamp,
         "expiration_timestamp": expires,
     }
+    model: WireModel
     if kind == "add":
-        return AddFile(stats=entry.stats, **common)
-    if kind == "remove":
-        return RemoveFile(**common)
-    return CdfFile(**common)
+        model = AddFile(stats=entry.stats, **common)
+    elif kind == "remove":
+        model = RemoveFile(**common)
+    else:
+        model = CdfFile(**common)
+    return wrap_action(model)
 
 
 def _size(ctx: Context, entry: FileEntry) -> int:
-    """``remove`` actions may omit the size; the file on disk knows it."""
+    """``remove`` actions may omit the size; the file on disk knows it, while it is there."""
     if entry.size is not None:
         return entry.size
-    return ctx.log.file_path(entry.path).stat().st_size
+    try:
+        return ctx.log.file_path(entry.path).stat().st_size
+    except FileNotFoundError:
+        raise LogError(
+            f"file {entry.path} of table {ctx.table.full_name} is gone from storage and the log does not record "
+            "its size"
+        ) from None
+
+
+def lazily(*parts: Iterable[JsonObject]) -> Iterator[JsonObject]:
+    """Chain parts of an answer; parts that are generators run only while the body streams."""
+    for part in parts:
+        yield from part

@@ -2,17 +2,17 @@
 
 Routes are thin: authenticate, parse parameters, ask :mod:`~sharesync.sync.server.snapshots` /
 :mod:`~sharesync.sync.server.changes` for an :class:`~sharesync.sync.server.answers.Answer` (in a worker thread,
-the log is read from disk), and stream it as NDJSON, one line per body message. Errors are
+the log is read from disk), and stream it (:mod:`~sharesync.sync.server.streaming`). Errors are
 ``{"errorCode", "message"}`` JSON like the reference server's. Faults are applied outside the
-routes by :class:`~sharesync.sync.server.faults.FaultMiddleware`.
+routes by :class:`~sharesync.sync.server.faults.FaultMiddleware`, except ``history_error``,
+whose answer names versions of the table (``/changes`` asks the faults for it).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -33,16 +33,16 @@ from sharesync.sync.protocol.wire import (
     Schema,
     Share,
     Table,
-    wrap_action,
 )
 from sharesync.sync.server.answers import Answer, Context
 from sharesync.sync.server.auth import Authenticator, OAuthError
 from sharesync.sync.server.catalog import Catalog, SharedTable, stable_id
 from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
-from sharesync.sync.server.deltalog import LogError
-from sharesync.sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect
+from sharesync.sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect, injected_history_error
+from sharesync.sync.server.features import Capabilities
 from sharesync.sync.server.history import snapshot_at, version_at_or_after
 from sharesync.sync.server.listings import page, parse_max_results
+from sharesync.sync.server.logmodel import LogError
 from sharesync.sync.server.problems import (
     INTERNAL_ERROR,
     RESOURCE_DOES_NOT_EXIST,
@@ -55,12 +55,9 @@ from sharesync.sync.server.problems import (
 from sharesync.sync.server.settings import ServerSettings
 from sharesync.sync.server.signing import SignatureError, Signer
 from sharesync.sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
+from sharesync.sync.server.streaming import CAPABILITIES_HEADER, VERSION_HEADER, stream
 
 log = logging.getLogger(__name__)
-
-NDJSON_TYPE = "application/x-ndjson; charset=utf-8"
-VERSION_HEADER = "Delta-Table-Version"
-CAPABILITIES_HEADER = "delta-sharing-capabilities"
 
 
 @dataclass
@@ -91,16 +88,6 @@ class ServerState:
             self.settings.oauth_client_secret,
             self.settings.oauth_token_lifetime_seconds,
         )
-
-
-def parse_capabilities(header: str | None) -> dict[str, str]:
-    """``key=v1,v2;key2=v`` → {key: "v1,v2"}; case-insensitive (spec "Capabilities Header")."""
-    result: dict[str, str] = {}
-    for part in (header or "").lower().split(";"):
-        key, sep, value = part.partition("=")
-        if sep:
-            result[key.strip()] = value.strip()
-    return result
 
 
 Handler = Callable[[Request, ServerState], Awaitable[Response]]
@@ -170,7 +157,6 @@ def _table(request: Request, state: ServerState) -> SharedTable:
 
 
 def _context(request: Request, state: ServerState, table: SharedTable) -> Context:
-    capabilities = parse_capabilities(request.headers.get(CAPABILITIES_HEADER))
     base = str(request.base_url).rstrip("/")
     return Context(
         table=table,
@@ -181,7 +167,8 @@ def _context(request: Request, state: ServerState, table: SharedTable) -> Contex
         url_ttl_ms=int(state.faults.url_ttl_seconds * 1000),
         token_ttl_ms=int(state.settings.token_ttl_seconds * 1000),
         max_page_size=state.settings.max_page_size,
-        include_end_stream=capabilities.get("includeendstreamaction") == "true",
+        capabilities=Capabilities.from_header(request.headers.get(CAPABILITIES_HEADER)),
+        verify_files=not state.faults.unchecked_presign,
     )
 
 
@@ -204,7 +191,7 @@ async def table_version(request: Request, state: ServerState) -> Response:
 async def table_metadata(request: Request, state: ServerState) -> Response:
     ctx = _context(request, state, _table(request, state))
     version, timestamp = request.query_params.get("version"), request.query_params.get("timestamp")
-    return _stream(await run_in_threadpool(answer_metadata, ctx, version, timestamp), ctx)
+    return stream(await run_in_threadpool(answer_metadata, ctx, version, timestamp), ctx.include_end_stream)
 
 
 async def table_query(request: Request, state: ServerState) -> Response:
@@ -223,7 +210,7 @@ async def table_query(request: Request, state: ServerState) -> Response:
             return answer_query_changes(ctx, query)
         return answer_snapshot_query(ctx, query)
 
-    return _stream(await run_in_threadpool(answer), ctx)
+    return stream(await run_in_threadpool(answer), ctx.include_end_stream)
 
 
 async def table_changes(request: Request, state: ServerState) -> Response:
@@ -235,23 +222,15 @@ async def table_changes(request: Request, state: ServerState) -> Response:
         ending_version=q.get("endingVersion"),
         ending_timestamp=q.get("endingTimestamp"),
         include_historical_metadata=(q.get("includeHistoricalMetadata") or "").lower() == "true",
+        include_historical_protocol=(q.get("includeHistoricalProtocol") or "").lower() == "true",
         max_files=q.get("maxFiles"),
         page_token=q.get("pageToken"),
     )
-    return _stream(await run_in_threadpool(answer_changes, ctx, params), ctx)
-
-
-def _stream(answer: Answer, ctx: Context) -> StreamingResponse:
-    """NDJSON, one action per line and per body message (the fault middleware relies on that)."""
-
-    async def lines() -> AsyncIterator[bytes]:
-        for action in answer.actions:
-            yield (json.dumps(wrap_action(action), separators=(",", ":")) + "\n").encode()
-
-    # Echo what was honoured (the Spark connector checks the echo before trusting the last line).
-    capabilities = "responseformat=parquet" + (";includeendstreamaction=true" if ctx.include_end_stream else "")
-    headers = {VERSION_HEADER: str(answer.version), CAPABILITIES_HEADER: capabilities}
-    return StreamingResponse(lines(), media_type=NDJSON_TYPE, headers=headers)
+    if state.faults.history_error is not None:
+        injected = await run_in_threadpool(injected_history_error, state.faults, ctx.log, ctx.table, q)
+        if injected is not None:
+            raise injected
+    return stream(await run_in_threadpool(answer_changes, ctx, params), ctx.include_end_stream)
 
 
 # ---------------------------------------------------------------- files and tokens

@@ -6,7 +6,9 @@ are CDC actions, we read them exclusively"); a ``startingVersion`` query serves 
 data-changing ``add``/``remove`` files of every version. Each line carries its version and
 commit timestamp. Pages are cut after ``maxFiles`` file lines; the page token remembers the
 version and the position inside it, plus the range and latest version of the first page, so
-later pages ignore commits made meanwhile (as the reference server does).
+later pages ignore commits made meanwhile (as the reference server does). Historical protocol
+lines (``includeHistoricalProtocol``) exist only in the delta format, like historical metadata
+they sit with the first file line of their version.
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sharesync.sync.protocol.wire import WireModel
-from sharesync.sync.server.answers import Answer, Context, change_line, metadata_line, protocol_line
-from sharesync.sync.server.deltalog import Commit, FileEntry
+from sharesync.sync.server.answers import Answer, Context, change_line, lazily, metadata_line, protocol_line
 from sharesync.sync.server.history import (
     check_changes_available,
     ensure_positive,
@@ -25,6 +25,7 @@ from sharesync.sync.server.history import (
     version_at,
     version_at_or_after,
 )
+from sharesync.sync.server.logmodel import Commit, FileEntry, JsonObject, TableMetadata, TableProtocol
 from sharesync.sync.server.problems import cdf_disabled, invalid
 from sharesync.sync.server.signing import checksum
 from sharesync.sync.server.snapshots import QueryRequest
@@ -42,6 +43,7 @@ class ChangesParams:
     ending_version: str | None = None
     ending_timestamp: str | None = None
     include_historical_metadata: bool = False
+    include_historical_protocol: bool = False
     max_files: str | None = None
     page_token: str | None = None
 
@@ -53,6 +55,7 @@ class ChangesParams:
                 "ev": self.ending_version,
                 "et": self.ending_timestamp,
                 "hm": self.include_historical_metadata,
+                "hp": self.include_historical_protocol,
             }
         )
 
@@ -119,28 +122,37 @@ def _data_change_lines(commit: Commit) -> list[tuple[str, FileEntry]]:
 Lines = dict[int, tuple[Commit, list[tuple[str, FileEntry]]]]
 
 
+@dataclass(frozen=True)
+class _Window:
+    """Which versions' metadata and protocol actions are inlined (after ``*_from``; None: none)."""
+
+    metadata_from: int | None
+    protocol_from: int | None
+
+    def extras(self, ctx: Context, commit: Commit) -> list[JsonObject]:
+        version, lines = commit.version, []
+        if self.protocol_from is not None and version > self.protocol_from and commit.protocol is not None:
+            lines.append(protocol_line(ctx, commit.protocol, version=version))
+        if self.metadata_from is not None and version > self.metadata_from and commit.metadata is not None:
+            lines.append(metadata_line(ctx, commit.metadata, version=version))
+        return lines
+
+
 def _paged_lines(
-    ctx: Context,
-    start: int,
-    end: int,
-    first_index: int,
-    page_size: int | None,
-    lines_of: Lines,
-    metadata_from: int | None,
-) -> Iterator[WireModel | tuple[int, int]]:
+    ctx: Context, start: int, end: int, first_index: int, page_size: int | None, lines_of: Lines, window: _Window
+) -> Iterator[JsonObject | tuple[int, int]]:
     """File (and historical metadata) lines of ``[start, end]``; yields ``(version, index)`` where a page ends."""
     stamps = ctx.log.timestamps()
     served = 0
     for version in range(start, end + 1):
         commit, entries = lines_of[version]
         skip = first_index if version == start else 0
-        # A metadata line belongs to the page holding the version's first file line.
-        meta = commit.metadata if metadata_from is not None and version > metadata_from and skip == 0 else None
-        if page_size is not None and served == page_size and (meta is not None or len(entries) > skip):
+        # Metadata and protocol lines belong to the page holding the version's first file line.
+        extras = window.extras(ctx, commit) if skip == 0 else []
+        if page_size is not None and served == page_size and (extras or len(entries) > skip):
             yield (version, skip)
             return
-        if meta is not None:
-            yield metadata_line(meta, version=version)
+        yield from extras
         for index in range(skip, len(entries)):
             if page_size is not None and served == page_size:
                 yield (version, index)
@@ -150,18 +162,31 @@ def _paged_lines(
             served += 1
 
 
-def _collect(
-    ctx: Context, lines: Iterator[WireModel | tuple[int, int]], token_kind: str, page: dict[str, int], sum_: str
-) -> tuple[list[WireModel], str | None]:
-    actions: list[WireModel] = []
+def _body(
+    ctx: Context,
+    lines: Iterator[JsonObject | tuple[int, int]],
+    token_kind: str,
+    page: dict[str, int],
+    sum_: str,
+    ends: bool,
+) -> Iterator[JsonObject]:
+    """The file lines, then endStreamAction with the next page's token (known once the page is cut)."""
     next_token = None
     for item in lines:
         if isinstance(item, tuple):
             version, index = item
             next_token = ctx.issue_token(token_kind, {**page, "sv": version, "i": index, "c": sum_})
         else:
-            actions.append(item)
-    return actions, next_token
+            yield item
+    if ends:
+        yield ctx.end_stream(next_page_token=next_token)
+
+
+def _negotiate(ctx: Context, protocol: TableProtocol, head: TableMetadata, lines_of: Lines) -> None:
+    """One format for the whole range: every metadata in it and every file it serves must fit."""
+    metadatas = [head] + [c.metadata for c, _ in lines_of.values() if c.metadata is not None]
+    files = [entry for _, entries in lines_of.values() for _, entry in entries]
+    ctx.negotiate(protocol, metadatas, files)
 
 
 def answer_changes(ctx: Context, params: ChangesParams) -> Answer:
@@ -179,7 +204,7 @@ def answer_changes(ctx: Context, params: ChangesParams) -> Answer:
         start, end = int(page["sv"]), int(page["ev"])
     first = int(page["fs"]) if page else start
 
-    commits = check_changes_available(ctx.log, ctx.table, start, end)
+    commits = check_changes_available(ctx.log, ctx.table, start, end, verify_files=ctx.verify_files)
     head = snapshot_at(ctx.log, ctx.table, first if params.include_historical_metadata else latest, check_files=False)
     if not snapshot_at(ctx.log, ctx.table, start, check_files=False).metadata.cdf_enabled:
         raise _not_recorded(start, start, end)
@@ -188,23 +213,23 @@ def answer_changes(ctx: Context, params: ChangesParams) -> Answer:
         if commit.metadata is not None and not commit.metadata.cdf_enabled:
             raise _not_recorded(commit.version, start, end)
         lines_of[commit.version] = (commit, _cdf_lines(commit))
+    _negotiate(ctx, head.protocol, head.metadata, lines_of)
 
-    actions: list[WireModel] = [
-        protocol_line(head.min_reader_version, ctx.table),
-        metadata_line(head.metadata, version=head.version),
+    historical_protocol = params.include_historical_protocol and ctx.delta
+    window = _Window(first if params.include_historical_metadata else None, first if historical_protocol else None)
+    lines = [
+        protocol_line(ctx, head.protocol, version=head.version if historical_protocol else None),
+        metadata_line(ctx, head.metadata, version=head.version),
     ]
-    metadata_from = first if params.include_historical_metadata else None
-    body, next_token = _collect(
+    body = _body(
         ctx,
-        _paged_lines(ctx, start, end, int(page["i"]) if page else 0, page_size, lines_of, metadata_from),
+        _paged_lines(ctx, start, end, int(page["i"]) if page else 0, page_size, lines_of, window),
         CHANGES_PAGE_TOKEN,
         {"ev": end, "lv": latest, "fs": first},
         sum_,
+        ends=ctx.include_end_stream or page_size is not None,
     )
-    actions += body
-    if ctx.include_end_stream or page_size is not None:
-        actions.append(ctx.end_stream(next_page_token=next_token))
-    return Answer(first, actions)
+    return Answer(first, lazily(lines, body), ctx.response_format)
 
 
 def answer_query_changes(ctx: Context, request: QueryRequest) -> Answer:
@@ -229,21 +254,29 @@ def answer_query_changes(ctx: Context, request: QueryRequest) -> Answer:
         else min(request.ending_version if request.ending_version is not None else latest, latest)
     )
 
-    commits = check_changes_available(ctx.log, ctx.table, start, end)
+    commits = check_changes_available(ctx.log, ctx.table, start, end, verify_files=ctx.verify_files)
     head = snapshot_at(ctx.log, ctx.table, first, check_files=False)
     lines_of: Lines = {c.version: (c, _data_change_lines(c)) for c in commits}
-    actions: list[WireModel] = [
-        protocol_line(head.min_reader_version, ctx.table),
-        metadata_line(head.metadata, version=first),
+    _negotiate(ctx, head.protocol, head.metadata, lines_of)
+    historical_protocol = bool(request.include_historical_protocol) and ctx.delta
+    lines = [
+        protocol_line(ctx, head.protocol, version=first if historical_protocol else None),
+        metadata_line(ctx, head.metadata, version=first),
     ]
-    body, next_token = _collect(
+    body = _body(
         ctx,
-        _paged_lines(ctx, start, end, int(page["i"]) if page else 0, page_size, lines_of, metadata_from=first),
+        _paged_lines(
+            ctx,
+            start,
+            end,
+            int(page["i"]) if page else 0,
+            page_size,
+            lines_of,
+            _Window(first, first if historical_protocol else None),
+        ),
         QUERY_CHANGES_PAGE_TOKEN,
         {"ev": end, "lv": latest},
         sum_,
+        ends=ctx.include_end_stream or page_size is not None,
     )
-    actions += body
-    if ctx.include_end_stream or page_size is not None:
-        actions.append(ctx.end_stream(next_page_token=next_token))
-    return Answer(first, actions)
+    return Answer(first, lazily(lines, body), ctx.response_format)

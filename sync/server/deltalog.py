@@ -15,93 +15,37 @@ Parsed commits are immutable and cached; snapshots are cached and rolled forward
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
+from sharesync.sync.server.deletionvectors import DeletionVectorError
+from sharesync.sync.server.logmodel import (
+    Commit,
+    FileEntry,
+    LogError,
+    ReplayState,
+    Snapshot,
+    TableProtocol,
+    VersionUnavailable,
+    monotonize,
+    parse_commit,
+    parse_entry,
+    parse_metadata,
+    parse_protocol,
+)
+
+__all__ = ["LOG_DIR", "DeltaLog", "LogError", "VersionUnavailable"]
+
 LOG_DIR = "_delta_log"
 _SNAPSHOT_CACHE = 8
-
-
-class LogError(Exception):
-    """The log is unreadable or the version asked for cannot be reconstructed."""
-
-
-class VersionUnavailable(LogError):
-    """A version the log no longer covers (cleaned up) or that never existed."""
-
-    def __init__(self, version: int, earliest: int, latest: int) -> None:
-        self.version, self.earliest, self.latest = version, earliest, latest
-        super().__init__(f"version {version} is outside the available range [{earliest}, {latest}]")
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """One data or change file as the log describes it (``path`` is the log's URI-encoded form)."""
-
-    path: str
-    size: int | None
-    partition_values: dict[str, str | None]
-    stats: str | None = None
-    data_change: bool = True
-
-    @property
-    def num_records(self) -> int | None:
-        if not self.stats:
-            return None
-        try:
-            value = json.loads(self.stats).get("numRecords")
-        except (ValueError, AttributeError):
-            return None
-        return value if isinstance(value, int) else None
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    id: str
-    schema_string: str
-    partition_columns: tuple[str, ...]
-    configuration: dict[str, str]
-    name: str | None = None
-    description: str | None = None
-
-    @property
-    def cdf_enabled(self) -> bool:
-        return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
-
-
-@dataclass(frozen=True)
-class Commit:
-    """The actions of one version, in log order."""
-
-    version: int
-    timestamp: int
-    adds: tuple[FileEntry, ...] = ()
-    removes: tuple[FileEntry, ...] = ()
-    cdcs: tuple[FileEntry, ...] = ()
-    metadata: TableMetadata | None = None
-    min_reader_version: int | None = None
-    operation: str | None = None
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    version: int
-    timestamp: int
-    metadata: TableMetadata
-    min_reader_version: int
-    files: tuple[FileEntry, ...]  # sorted by path, so page indexes are stable for a version
-
-    @property
-    def size(self) -> int:
-        return sum(f.size or 0 for f in self.files)
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -122,87 +66,6 @@ class _Listing:
         while version - 1 in self.commits:
             version -= 1
         return version if version in self.commits else version + 1
-
-
-# ---------------------------------------------------------------- parsing (pure)
-
-
-def _entry(action: dict[str, Any]) -> FileEntry:
-    values = action.get("partitionValues") or {}
-    if isinstance(values, list):  # checkpoint maps come back from pyarrow as key/value pairs
-        values = dict(values)
-    return FileEntry(
-        path=action["path"],
-        size=action.get("size"),
-        partition_values=dict(values),
-        stats=action.get("stats"),
-        data_change=bool(action.get("dataChange", True)),
-    )
-
-
-def _metadata(action: dict[str, Any]) -> TableMetadata:
-    config = action.get("configuration") or {}
-    if isinstance(config, list):
-        config = dict(config)
-    return TableMetadata(
-        id=action["id"],
-        schema_string=action["schemaString"],
-        partition_columns=tuple(action.get("partitionColumns") or ()),
-        configuration={str(k): str(v) for k, v in config.items() if v is not None},
-        name=action.get("name"),
-        description=action.get("description"),
-    )
-
-
-def parse_commit(version: int, lines: list[str], fallback_timestamp: int) -> Commit:
-    """Parse the NDJSON of one commit file; unknown actions are ignored (Delta protocol rule)."""
-    adds: list[FileEntry] = []
-    removes: list[FileEntry] = []
-    cdcs: list[FileEntry] = []
-    metadata: TableMetadata | None = None
-    reader: int | None = None
-    timestamp: int | None = None
-    operation: str | None = None
-    for line in lines:
-        if not line.strip():
-            continue
-        action = json.loads(line)
-        if "add" in action:
-            adds.append(_entry(action["add"]))
-        elif "remove" in action:
-            removes.append(_entry(action["remove"]))
-        elif "cdc" in action:
-            cdcs.append(_entry(action["cdc"]))
-        elif "metaData" in action:
-            metadata = _metadata(action["metaData"])
-        elif "protocol" in action:
-            reader = int(action["protocol"]["minReaderVersion"])
-        elif "commitInfo" in action:
-            info = action["commitInfo"]
-            timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
-            operation = info.get("operation")
-    return Commit(
-        version=version,
-        timestamp=int(timestamp) if timestamp is not None else fallback_timestamp,
-        adds=tuple(adds),
-        removes=tuple(removes),
-        cdcs=tuple(cdcs),
-        metadata=metadata,
-        min_reader_version=reader,
-        operation=operation,
-    )
-
-
-def monotonize(timestamps: dict[int, int]) -> dict[int, int]:
-    """Make timestamps strictly increase with the version (Delta's history manager does the same)."""
-    result: dict[int, int] = {}
-    previous: int | None = None
-    for version in sorted(timestamps):
-        value = timestamps[version]
-        if previous is not None and value <= previous:
-            value = previous + 1
-        result[version] = previous = value
-    return result
 
 
 def _mtime_ms(stat: os.stat_result) -> int:
@@ -226,50 +89,20 @@ def _version_stamp(listing: _Listing, version: int) -> _FileStamp:
     return _stamp(parts[0].stat()) if parts else None
 
 
-@dataclass
-class _State:
-    """Mutable replay state, rolled forward one commit at a time."""
-
-    version: int
-    metadata: TableMetadata | None
-    reader: int
-    files: dict[str, FileEntry]
-
-    def apply(self, commit: Commit) -> None:
-        for removed in commit.removes:
-            self.files.pop(removed.path, None)
-        for added in commit.adds:
-            self.files[added.path] = added
-        if commit.metadata is not None:
-            self.metadata = commit.metadata
-        if commit.min_reader_version is not None:
-            self.reader = commit.min_reader_version
-        self.version = commit.version
-
-    def freeze(self, timestamp: int) -> Snapshot:
-        if self.metadata is None:
-            raise LogError(f"no metaData action at or before version {self.version}")
-        ordered = tuple(self.files[p] for p in sorted(self.files))
-        return Snapshot(self.version, timestamp, self.metadata, self.reader, ordered)
-
-    def copy(self) -> _State:
-        return _State(self.version, self.metadata, self.reader, dict(self.files))
-
-
-def read_checkpoint(parts: list[Path], version: int) -> _State:
+def read_checkpoint(parts: list[Path], version: int) -> ReplayState:
     """Active files, metadata and protocol from a (possibly multi-part) parquet checkpoint."""
-    state = _State(version, None, 1, {})
+    state = ReplayState(version, None, TableProtocol(), {})
     for part in parts:
         names = set(pq.read_schema(part).names)
         columns = [c for c in ("add", "metaData", "protocol") if c in names]
         for row in pq.read_table(part, columns=columns).to_pylist():
             if row.get("add"):
-                entry = _entry(row["add"])
+                entry = parse_entry(row["add"])
                 state.files[entry.path] = entry
             elif row.get("metaData"):
-                state.metadata = _metadata(row["metaData"])
+                state.metadata = parse_metadata(row["metaData"])
             elif row.get("protocol"):
-                state.reader = int(row["protocol"]["minReaderVersion"])
+                state.protocol = parse_protocol(row["protocol"])
     return state
 
 
@@ -287,7 +120,7 @@ class DeltaLog:
         # and re-created under the same path reuses version numbers with other contents.
         self._commits: dict[int, tuple[_FileStamp, Commit]] = {}
         self._snapshots: OrderedDict[int, tuple[_FileStamp, Snapshot]] = OrderedDict()
-        self._states: OrderedDict[int, tuple[_FileStamp, _State]] = OrderedDict()
+        self._states: OrderedDict[int, tuple[_FileStamp, ReplayState]] = OrderedDict()
 
     # -- listing
 
@@ -406,7 +239,7 @@ class DeltaLog:
             self._remember(self._snapshots, target, (stamp, snap))
         return snap
 
-    def _base_state(self, listing: _Listing, target: int) -> _State:
+    def _base_state(self, listing: _Listing, target: int) -> ReplayState:
         """The closest known state at or before ``target``: cached, checkpoint, or empty."""
         with self._lock:
             cached = {
@@ -420,10 +253,10 @@ class DeltaLog:
             return cached[max(cached)].copy()
         if best_checkpoint is not None:
             return read_checkpoint(listing.checkpoints[best_checkpoint], best_checkpoint)
-        return _State(-1, None, 1, {})
+        return ReplayState(-1, None, TableProtocol(), {})
 
     @staticmethod
-    def _remember(cache: OrderedDict[int, Any], key: int, value: Any) -> None:
+    def _remember(cache: OrderedDict[int, _T], key: int, value: _T) -> None:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > _SNAPSHOT_CACHE:
@@ -442,5 +275,16 @@ class DeltaLog:
         return self.path / normalized
 
     def files_exist(self, entries: tuple[FileEntry, ...] | list[FileEntry]) -> bool:
-        """True when every file is still on disk (VACUUM deletes the files of old versions)."""
-        return all(os.path.isfile(self.file_path(e.path)) for e in entries)
+        """True when every file, and every deletion-vector file, is still on disk (VACUUM deletes
+        the files of old versions)."""
+        return all(os.path.isfile(self.file_path(p)) for e in entries for p in (e.path, *_dv_paths(e)))
+
+
+def _dv_paths(entry: FileEntry) -> tuple[str, ...]:
+    dv = entry.deletion_vector
+    if dv is None or dv.storage_type != "u":
+        return ()
+    try:
+        return (dv.relative_path(),)
+    except DeletionVectorError as exc:
+        raise LogError(f"file {entry.path} has an unreadable deletion vector: {exc}") from None

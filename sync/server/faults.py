@@ -7,6 +7,24 @@ assignment, validated) and ``sharesync serve`` sets from flags. The middleware w
 routes, which know nothing of faults: it answers errors before a route runs, and rewrites
 response bodies line by line (NDJSON routes send one line per body message) or byte by byte
 (file downloads). Randomness comes from a seeded RNG, so a seed replays the same faults.
+
+Knobs, by what they imitate:
+
+* outages: ``error_rate`` / ``error_status`` / ``retry_after`` (429, 5xx, revoked access);
+* broken streams: ``truncate_stream``, ``drop_connection``, ``drop_end_stream_action``,
+  ``end_stream_error`` (a failure after the 200; real ones, such as a file gone while the
+  answer streams, produce the same ``errorMessage`` without any knob);
+* broken downloads: ``url_ttl_seconds`` (expiry), ``file_size_delta``, ``drop_file_connection``,
+  ``download_delay_seconds``;
+* vacuumed history, as a real provider shows it:
+  ``unchecked_presign`` presigns without checking that files still exist, as the reference
+  server does, so time travel and change queries hand out URLs of vacuumed files, which the
+  file endpoint answers with 404; ``gone_files`` makes chosen files answer ``gone_status``
+  (404 or 410, with a storage-style XML body) although they exist, e.g. ``("_change_data/",)``
+  for every change-data file; ``history_error`` answers ``/changes`` with one of the reference
+  servers' history errors (:data:`HISTORY_ERRORS`).
+
+``budget`` caps how many responses any knob may fault (then the server behaves again).
 """
 
 from __future__ import annotations
@@ -14,12 +32,17 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sharesync.sync.server.catalog import SharedTable
+from sharesync.sync.server.deltalog import DeltaLog
 from sharesync.sync.server.problems import (
+    INVALID_PARAMETER_VALUE,
+    MALFORMED_REQUEST,
     PERMISSION_DENIED,
     RESOURCE_DOES_NOT_EXIST,
     RESOURCE_EXHAUSTED,
@@ -29,6 +52,35 @@ from sharesync.sync.server.problems import (
 )
 
 NDJSON = b"application/x-ndjson"
+
+HistoryError = Literal["table_files_missing", "log_truncated", "version_not_found", "change_data_file_not_found"]
+
+# The history errors of the reference servers: (status, errorCode, message template).
+HISTORY_ERRORS: dict[str, tuple[int, str, str]] = {
+    # delta-io/delta-sharing server, DeltaSharingService: any FileNotFoundException (vacuumed files).
+    "table_files_missing": (400, RESOURCE_DOES_NOT_EXIST, "table files missing"),
+    # the same server on Delta Kernel: KernelException (as MALFORMED_REQUEST) for a cleaned-up log.
+    "log_truncated": (
+        400,
+        MALFORMED_REQUEST,
+        "{path}: Cannot load table version {start} as the transaction log has been truncated due to manual "
+        "deletion or the log/checkpoint retention policy. The earliest available version is {earliest}.",
+    ),
+    # the same server on Delta Standalone: VersionNotFoundException (as INVALID_PARAMETER_VALUE).
+    "version_not_found": (
+        400,
+        INVALID_PARAMETER_VALUE,
+        "Cannot time travel Delta table to version {start}. Available versions: [{earliest}, {latest}].",
+    ),
+    # Delta's error condition for a change-data file removed by VACUUM (Databricks providers).
+    "change_data_file_not_found": (
+        400,
+        INVALID_PARAMETER_VALUE,
+        "[DELTA_CHANGE_DATA_FILE_NOT_FOUND] File {path}/_change_data/cdc-00000-{start}.c000.snappy.parquet "
+        "referenced in the transaction log cannot be found. This can occur when the change data file is out "
+        "of the retention period and has been deleted by the `VACUUM` statement.",
+    ),
+}
 
 
 class InjectedDisconnect(Exception):
@@ -51,6 +103,10 @@ class Faults(BaseModel):
     download_delay_seconds: float = Field(default=0.0, ge=0, description="pause before each file download")
     file_size_delta: int = Field(default=0, description="serve files this many bytes longer (>0) or shorter (<0)")
     drop_file_connection: bool = Field(default=False, description="abort file downloads half way")
+    unchecked_presign: bool = Field(default=False, description="presign files without checking they exist")
+    gone_files: tuple[str, ...] = Field(default=(), description="file paths containing one of these answer gone_status")
+    gone_status: Literal[404, 410] = Field(default=404, description="status of gone_files downloads")
+    history_error: HistoryError | None = Field(default=None, description="answer /changes with this history error")
     budget: int | None = Field(
         default=None, ge=0, description="how many more responses may be faulted (None: no limit)"
     )
@@ -96,6 +152,9 @@ class Faults(BaseModel):
     def alters_files(self) -> bool:
         return self.file_size_delta != 0 or self.drop_file_connection
 
+    def gone(self, path: str) -> bool:
+        return any(fragment in path for fragment in self.gone_files) and self.take()
+
 
 # What a provider says with each status (the reference server's codes); others read as an outage.
 _INJECTED: dict[int, tuple[str, str]] = {
@@ -112,6 +171,29 @@ def injected_error(faults: Faults) -> ApiError:
         faults.error_status, (TEMPORARILY_UNAVAILABLE, "injected fault: the server is unavailable, retry later")
     )
     return ApiError(faults.error_status, code, message, headers)
+
+
+def injected_history_error(
+    faults: Faults, log: DeltaLog, table: SharedTable, query: Mapping[str, str]
+) -> ApiError | None:
+    """The ``history_error`` answer for a ``/changes`` request (None once the budget is spent).
+
+    The versions named are made up but consistent: the range asked for starts before the
+    earliest version said to be available.
+    """
+    if faults.history_error is None or not faults.take():
+        return None
+    status, code, template = HISTORY_ERRORS[faults.history_error]
+    latest = log.latest_version()
+    start_text = query.get("startingVersion", "0")
+    start = int(start_text) if start_text.isdigit() else 0
+    earliest = min(start + 1, latest)
+    message = template.format(path=f"file:/{table.share}/{table.schema}/{table.name}", start=start,
+                              earliest=earliest, latest=latest)  # fmt: skip
+    return ApiError(status, code, message)
+
+
+_GONE_BODY = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>'
 
 
 def _end_stream_with_error(line: bytes, message: str) -> bytes:
@@ -157,10 +239,22 @@ class FaultMiddleware:
         faults = self.faults
         if faults.download_delay_seconds > 0:
             await asyncio.sleep(faults.download_delay_seconds)
+        if faults.gone_files and faults.gone(scope["path"]):
+            await self._gone(send, head=scope["method"] == "HEAD")
+            return
         if not faults.alters_files:
             await self.app(scope, receive, send)
             return
         await self.app(scope, receive, _FileRewriter(faults, send, head=scope["method"] == "HEAD"))
+
+    async def _gone(self, send: Send, *, head: bool) -> None:
+        """What object storage answers for a deleted object (S3's words; 410 as some CDNs say it)."""
+        status = self.faults.gone_status
+        code, message = ("NoSuchKey", "The specified key does not exist.") if status == 404 else ("Gone", "Gone")
+        body = _GONE_BODY.format(code=code, message=message).encode()
+        headers = [(b"content-type", b"application/xml"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 class _StreamRewriter:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from sharesync.sync.core.timestamps import from_millis, parse_timestamp, to_millis, to_wire
 from sharesync.sync.server.catalog import SharedTable
-from sharesync.sync.server.deltalog import Commit, DeltaLog, FileEntry, Snapshot, VersionUnavailable
+from sharesync.sync.server.deltalog import DeltaLog
+from sharesync.sync.server.logmodel import Commit, FileEntry, Snapshot, VersionUnavailable
 from sharesync.sync.server.problems import history_unavailable, invalid
 
 
@@ -108,15 +109,19 @@ def version_at_or_after(log: DeltaLog, table: SharedTable, timestamp: str, name:
     return found
 
 
-def check_changes_available(log: DeltaLog, table: SharedTable, start: int, end: int) -> list[Commit]:
+def check_changes_available(
+    log: DeltaLog, table: SharedTable, start: int, end: int, *, verify_files: bool = True
+) -> list[Commit]:
     """The commits of ``[start, end]`` if their files are all on disk; else "not available",
-    naming the earliest version from which every later version can still be served."""
+    naming the earliest version from which every later version can still be served.
+    ``verify_files=False`` skips the files, as the reference server does (vacuumed files then
+    surface as 404s from the file endpoint)."""
     earliest = earliest_change_version(log)
     latest = log.latest_version()
     if start < earliest:
         raise history_unavailable(table.full_name, earliest, version=start, latest=latest)
     commits = commits_in(log, table, start, end)
-    for commit in reversed(commits):
+    for commit in reversed(commits if verify_files else []):
         if not log.files_exist(served_change_files(commit)):
             raise history_unavailable(table.full_name, commit.version + 1, version=start, latest=latest)
     return commits

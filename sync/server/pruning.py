@@ -16,7 +16,7 @@ from datetime import date
 from typing import Any
 
 from sharesync.sync.core.timestamps import parse_timestamp
-from sharesync.sync.server.deltalog import FileEntry
+from sharesync.sync.server.logmodel import FileEntry
 
 log = logging.getLogger(__name__)
 

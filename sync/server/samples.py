@@ -6,18 +6,31 @@ names, with nulls in every column but the key ``id``, so type handling is exerci
 Change data feed is on unless asked otherwise, so updates, deletes and merges leave
 ``_change_data`` files behind, as a real provider's tables do. All randomness comes from a
 caller's :class:`random.Random`, so the same seed gives the same rows and the same commits.
+
+Tables with deletion vectors or column mapping (what modern providers write) come from the
+embedded Sail engine instead, a writer other than sharesync (``deltalake`` writes neither):
+:func:`create_feature_table` and :func:`apply_feature_commits`, with a session from
+:func:`embedded_spark`. Sail cannot turn change data feed on, so :func:`enable_change_data_feed`
+crafts it into the log afterwards (see there).
 """
 
 from __future__ import annotations
 
+import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
 REGIONS = ("eu", "us", "apac")
@@ -206,3 +219,126 @@ def build_demo_provider(root: Path | str, *, seed: int = 7, commits: int = 6) ->
         SampleTable("demo", "sales", "orders", orders, partitioned=True, cdf=True),
         SampleTable("demo", "sales", "customers", customers, partitioned=False, cdf=True),
     ]
+
+
+# ---------------------------------------------------------------- deletion vectors, column mapping
+
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
+
+
+@contextmanager
+def embedded_spark() -> Iterator[SparkSession]:
+    """A Spark Connect session on an in-process Sail engine (imported here: few callers need it)."""
+    from pysail.spark import SparkConnectServer
+    from pyspark.sql import SparkSession
+
+    server = SparkConnectServer("127.0.0.1", 0)
+    server.start(background=True)
+    try:
+        _, port = server.listening_address
+        spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+        try:
+            yield spark
+        finally:
+            spark.stop()
+    finally:
+        server.stop()
+
+
+def create_feature_table(
+    spark: SparkSession,
+    path: Path | str,
+    *,
+    deletion_vectors: bool = False,
+    column_mapping: bool = False,
+    rows: int = 20,
+    partitioned: bool = False,
+    seed: int = 0,
+) -> Path:
+    """Version 0 of an all-types table written by Sail with DVs and/or column mapping (``name``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = spark.createDataFrame(sample_rows(random.Random(seed), list(range(1, rows + 1)))).write.format("delta")
+    for key, value in {
+        **(DELETION_VECTORS if deletion_vectors else {}),
+        **(COLUMN_MAPPING if column_mapping else {}),
+    }.items():
+        writer = writer.option(key, value)
+    if partitioned:
+        writer = writer.partitionBy(PARTITION_COLUMN)
+    writer.save(str(path))
+    return path
+
+
+def apply_feature_commits(spark: SparkSession, path: Path | str, rng: random.Random, n: int) -> list[str]:
+    """Make ``n`` Sail commits: appends, deletes and updates (on a DV table both are DV commits:
+    the file is removed and re-added with a deletion vector, an update adds the new rows too)."""
+    location = f"delta.`{Path(path)}`"
+    done: list[str] = []
+    offset = rng.randrange(3)  # every kind within any three commits, in an order the seed picks
+    for index in range(n):
+        ids = sorted(int(r[KEY]) for r in spark.read.format("delta").load(str(path)).select(KEY).collect())
+        kind = ("append", "delete", "update")[(offset + index) % 3] if len(ids) > 2 else "append"
+        if kind == "append":
+            start = (ids[-1] if ids else 0) + 1
+            fresh = sample_rows(rng, list(range(start, start + rng.randint(1, 4))))
+            spark.createDataFrame(fresh).write.format("delta").mode("append").save(str(path))
+        else:
+            chosen = ", ".join(str(i) for i in rng.sample(ids, k=rng.randint(1, 2)))
+            if kind == "delete":
+                spark.sql(f"DELETE FROM {location} WHERE {KEY} IN ({chosen})")
+            else:
+                spark.sql(
+                    f"UPDATE {location} SET qty = coalesce(qty, 0) + 1, name = 'updated' WHERE {KEY} IN ({chosen})"
+                )
+        done.append(kind)
+    return done
+
+
+def enable_change_data_feed(path: Path | str) -> None:
+    """Turn change data feed on from version 0 by editing the log (crafted: Sail refuses to).
+
+    Version 0's ``metaData`` gets ``delta.enableChangeDataFeed=true`` and its ``protocol`` the
+    ``changeDataFeed`` writer feature, as if the table had been created with CDF on. Deletes and
+    updates on a DV table then need no change-data files: readers derive the changed rows from
+    the deletion vectors (Delta's own CDF reader does the same). Commit checksums (``.crc``) are
+    dropped, since they describe the log as it was. Call it after the last Sail write.
+    """
+    log_dir = Path(path) / "_delta_log"
+    first = log_dir / f"{0:020d}.json"
+    lines = []
+    for line in first.read_text(encoding="utf-8").splitlines():
+        action = json.loads(line) if line.strip() else None
+        if action and "metaData" in action:
+            action["metaData"].setdefault("configuration", {})["delta.enableChangeDataFeed"] = "true"
+        elif action and "protocol" in action and action["protocol"].get("minWriterVersion", 0) >= 7:
+            features = action["protocol"].setdefault("writerFeatures", [])
+            if "changeDataFeed" not in features:
+                features.append("changeDataFeed")
+        lines.append(json.dumps(action, separators=(",", ":")) if action else line)
+    first.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for crc in log_dir.glob("*.crc"):
+        crc.unlink()
+
+
+def build_feature_provider(
+    root: Path | str, *, seed: int = 11, commits: int = 5, spark: SparkSession | None = None
+) -> list[SampleTable]:
+    """Share ``features.modern`` with ``dv`` (deletion vectors), ``cm`` (column mapping, partitioned)
+    and ``dv_cm`` (both), each with a short history of Sail commits and change data feed on."""
+    if spark is None:
+        with embedded_spark() as session:
+            return build_feature_provider(root, seed=seed, commits=commits, spark=session)
+    rng = random.Random(seed)
+    made: list[SampleTable] = []
+    kinds = (("dv", True, False, False), ("cm", False, True, True), ("dv_cm", True, True, True))
+    for index, (name, dvs, mapping, partitioned) in enumerate(kinds):
+        path = table_path(root, "features", "modern", name)
+        create_feature_table(spark, path, deletion_vectors=dvs, column_mapping=mapping, partitioned=partitioned,
+                             seed=seed + index)  # fmt: skip
+        apply_feature_commits(spark, path, rng, commits)
+        made.append(SampleTable("features", "modern", name, path, partitioned=partitioned, cdf=True))
+    for table in made:
+        enable_change_data_feed(table.path)
+    return made

@@ -8,10 +8,12 @@ files can be re-issued with fresh URLs after they expire.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sharesync.sync.protocol import wire
-from sharesync.sync.protocol.wire import WireModel
-from sharesync.sync.server.answers import Answer, Context, file_line, metadata_line, protocol_line
+from sharesync.sync.server.answers import Answer, Context, file_line, lazily, metadata_line, protocol_line
 from sharesync.sync.server.history import ensure_positive, snapshot_at, version_at
+from sharesync.sync.server.logmodel import FileEntry, JsonObject, Snapshot
 from sharesync.sync.server.problems import history_not_shared, invalid
 from sharesync.sync.server.pruning import apply_limit_hint, prune_by_json_predicate
 from sharesync.sync.server.signing import SignatureError, checksum
@@ -23,8 +25,14 @@ REFRESH_TOKEN = "refresh"
 class QueryRequest(wire.QueryRequest):
     """The ``/query`` body as the server validates it (the model itself is shared with the client)."""
 
+    include_historical_protocol: bool | None = None
+
     def checksum(self) -> str:
-        return checksum(self.model_dump(exclude={"max_files", "page_token", "include_refresh_token", "refresh_token"}))
+        return checksum(
+            self.model_dump(
+                exclude={"max_files", "page_token", "include_refresh_token", "refresh_token"}, exclude_none=True
+            )
+        )
 
     def validate_versions(self, ctx: Context, cdf_enabled: bool) -> None:
         """The reference server's checks, in its order and words."""
@@ -33,6 +41,14 @@ class QueryRequest(wire.QueryRequest):
             raise invalid("Only one of version, timestamp, startingVersion can be set.")
         ensure_positive("table version", self.version)
         ensure_positive("startingVersion", self.starting_version)
+        if given and self.include_refresh_token:
+            raise invalid("includeRefreshToken cannot be used when querying a specific version.")
+        if self.page_token is not None and self.include_refresh_token:
+            raise invalid("includeRefreshToken must be used in the first page request.")
+        if given and self.refresh_token is not None:
+            raise invalid("refreshToken cannot be used when querying a specific version.")
+        if self.page_token is not None and self.refresh_token is not None:
+            raise invalid("refreshToken must be used in the first page request.")
         if given and not cdf_enabled:
             raise history_not_shared(ctx.table.full_name)
         if (
@@ -62,13 +78,14 @@ def answer_metadata(ctx: Context, version: str | None = None, timestamp: str | N
         else:
             target = version_at(ctx.log, ctx.table, timestamp or "")
     snap = snapshot_at(ctx.log, ctx.table, target, check_files=False)
-    actions: list[WireModel] = [
-        protocol_line(snap.min_reader_version, ctx.table),
-        metadata_line(snap.metadata, version=target, snapshot=snap),
+    ctx.negotiate(snap.protocol, [snap.metadata])
+    lines = [
+        protocol_line(ctx, snap.protocol),
+        metadata_line(ctx, snap.metadata, version=target, snapshot=snap),
     ]
     if ctx.include_end_stream:
-        actions.append(ctx.end_stream())
-    return Answer(snap.version, actions)
+        lines.append(ctx.end_stream())
+    return Answer(snap.version, lines, ctx.response_format)
 
 
 def _refresh_version(ctx: Context, token: str) -> int:
@@ -101,7 +118,7 @@ def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
     else:
         target = refresh_version
     # Time travel reads old files: check they survived VACUUM (the latest snapshot's are live).
-    snap = snapshot_at(ctx.log, ctx.table, target, check_files=target is not None)
+    snap = snapshot_at(ctx.log, ctx.table, target, check_files=target is not None and ctx.verify_files)
 
     selected = apply_limit_hint(
         prune_by_json_predicate(snap.files, request.json_predicate_hints, snap.metadata.partition_columns),
@@ -109,22 +126,31 @@ def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
     )
     start = int(page["i"]) if page is not None else 0
     stop = len(selected) if page_size is None else min(len(selected), start + page_size)
-    version, timestamp = (snap.version, snap.timestamp) if is_version_query else (None, None)
-
-    actions: list[WireModel] = [
-        protocol_line(snap.min_reader_version, ctx.table),
-        metadata_line(snap.metadata, version=snap.version if is_version_query else None, snapshot=snap),
+    ctx.negotiate(snap.protocol, [snap.metadata], selected[start:stop])
+    head = [
+        protocol_line(ctx, snap.protocol),
+        metadata_line(ctx, snap.metadata, version=snap.version if is_version_query else None, snapshot=snap),
     ]
-    actions += [file_line(ctx, entry, version=version, timestamp=timestamp) for entry in selected[start:stop]]
-
+    next_token = None
+    if stop < len(selected):
+        next_token = ctx.issue_token(PAGE_TOKEN, {"v": snap.version, "i": stop, "c": sum_})
     # The reference server adds endStreamAction for maxFiles / includeRefreshToken even without
     # the capability (older clients asked for those fields and read the token from it).
-    latest_query = not is_version_query and request.starting_version is None
-    wants_refresh = bool(request.include_refresh_token) and latest_query
-    if ctx.include_end_stream or page_size is not None or request.include_refresh_token:
-        next_token = None
-        if stop < len(selected):
-            next_token = ctx.issue_token(PAGE_TOKEN, {"v": snap.version, "i": stop, "c": sum_})
-        refresh = ctx.issue_token(REFRESH_TOKEN, {"v": snap.version}) if wants_refresh else None
-        actions.append(ctx.end_stream(next_page_token=next_token, refresh_token=refresh))
-    return Answer(snap.version, actions)
+    ends = ctx.include_end_stream or page_size is not None or bool(request.include_refresh_token)
+    refresh = None
+    if request.include_refresh_token and not is_version_query and request.starting_version is None:
+        refresh = ctx.issue_token(REFRESH_TOKEN, {"v": snap.version})
+    body = _files(ctx, snap, selected[start:stop], is_version_query)
+    tail = _end(ctx, next_token, refresh) if ends else iter(())
+    return Answer(snap.version, lazily(head, body, tail), ctx.response_format)
+
+
+def _files(ctx: Context, snap: Snapshot, files: list[FileEntry], is_version_query: bool) -> Iterator[JsonObject]:
+    version, timestamp = (snap.version, snap.timestamp) if is_version_query else (None, None)
+    for entry in files:
+        yield file_line(ctx, entry, version=version, timestamp=timestamp)
+
+
+def _end(ctx: Context, next_token: str | None, refresh: str | None) -> Iterator[JsonObject]:
+    """After the files: ``minUrlExpirationTimestamp`` is known only once they are signed."""
+    yield ctx.end_stream(next_page_token=next_token, refresh_token=refresh)

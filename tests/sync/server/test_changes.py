@@ -147,7 +147,19 @@ def test_historical_metadata_lines(scratch: Callable[..., Scratch]) -> None:
     )
     head, *rest = [a for a in with_history if isinstance(a, Metadata)]
     assert head.version == 1 and [m.version for m in rest] == [changed]
-    assert rest[0].configuration and rest[0].configuration["delta.appendOnly"] == "false"
+    # Parquet answers carry only the reference server's key; the delta format the whole configuration.
+    assert rest[0].configuration == {"enableChangeDataFeed": "true"}
+    delta = table.client.get(
+        f"{table.url}/changes",
+        params={"startingVersion": 1, "includeHistoricalMetadata": "true"},
+        headers={"delta-sharing-capabilities": "responseformat=delta"},
+    )
+    configurations = [
+        line["metaData"]["deltaMetadata"]["configuration"]
+        for line in map(json.loads, delta.text.splitlines())
+        if "metaData" in line and line["metaData"]["version"] == changed
+    ]
+    assert configurations and configurations[0]["delta.appendOnly"] == "false"
     without = actions(table.client.get(f"{table.url}/changes", params={"startingVersion": 1}))
     assert [m.version for m in without if isinstance(m, Metadata)] == [changed]  # latest metadata only
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from sharesync.sync.server.deltalog import DeltaLog, FileEntry, LogError, VersionUnavailable, monotonize, parse_commit
+from sharesync.sync.server.deltalog import DeltaLog
+from sharesync.sync.server.logmodel import FileEntry, LogError, VersionUnavailable, monotonize, parse_commit
 from sharesync.sync.server.pruning import apply_limit_hint, prune_by_json_predicate
 from sharesync.sync.server.samples import SAMPLE_SCHEMA, apply_random_commits, create_sample_table, sample_rows
 from sharesync.sync.server.signing import SignatureError, Signer

@@ -43,7 +43,7 @@ def test_metadata_lines_and_headers(api: httpx.Client, sharing_server: SharingSe
     assert isinstance(protocol, Protocol) and protocol.min_reader_version == 1
     assert isinstance(metadata, Metadata)
     assert metadata.partition_columns == ["region"] and metadata.cdf_enabled
-    assert metadata.configuration == {"delta.enableChangeDataFeed": "true", "enableChangeDataFeed": "true"}
+    assert metadata.configuration == {"enableChangeDataFeed": "true"}  # only what the reference server sends
     assert metadata.table_schema.names == [f.name for f in table.schema().fields]
     assert metadata.num_files == len(table.file_uris())
     assert response.headers["Delta-Table-Version"] == str(table.version())

@@ -1,0 +1,86 @@
+"""Deletion-vector descriptors: where a DV's bytes live, and the presigned form the server hands out.
+
+A provider's log points at DV files relative to the table (``storageType: "u"``: an optional
+random prefix plus a Z85-encoded UUID) or carries small DVs inline (``"i"``). A recipient
+cannot resolve a relative path against storage it cannot list, so the reference server rewrites
+every on-disk DV to ``storageType: "p"`` with a presigned URL (delta-io/delta-sharing,
+``DeltaSharedTableKernel.getResponseAddFile``); inline DVs pass unchanged. Spec: Delta protocol
+"Deletion Vector Descriptor Schema". Pure functions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
+_UUID_CHARS = 20  # a UUID (16 bytes) is 20 characters of Z85
+
+
+class DeletionVectorError(ValueError):
+    """A DV descriptor the server cannot resolve (bad encoding, unknown storage type)."""
+
+
+def z85_decode(text: str) -> bytes:
+    """Z85 (ZeroMQ RFC 32), the Base85 variant Delta uses because it is JSON-friendly."""
+    if len(text) % 5:
+        raise DeletionVectorError(f"Z85 text must be a multiple of 5 characters long, got {len(text)}")
+    out = bytearray()
+    for start in range(0, len(text), 5):
+        value = 0
+        for char in text[start : start + 5]:
+            digit = _Z85_VALUE.get(char)
+            if digit is None:
+                raise DeletionVectorError(f"{char!r} is not a Z85 character")
+            value = value * 85 + digit
+        if value > 0xFFFFFFFF:
+            raise DeletionVectorError("Z85 group out of range")
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class DeletionVector:
+    storage_type: str
+    path_or_inline_dv: str
+    size_in_bytes: int
+    cardinality: int
+    offset: int | None = None
+
+    @classmethod
+    def from_json(cls, value: dict[str, object]) -> DeletionVector:
+        def number(key: str) -> int | None:
+            item = value.get(key)
+            return int(item) if isinstance(item, int | float | str) else None
+
+        return cls(
+            storage_type=str(value.get("storageType", "")),
+            path_or_inline_dv=str(value.get("pathOrInlineDv", "")),
+            size_in_bytes=number("sizeInBytes") or 0,
+            cardinality=number("cardinality") or 0,
+            offset=number("offset"),
+        )
+
+    def relative_path(self) -> str:
+        """The DV file of a ``u`` descriptor, relative to the table: ``<prefix>/deletion_vector_<uuid>.bin``."""
+        if self.storage_type != "u":
+            raise DeletionVectorError(f"storage type {self.storage_type!r} has no table-relative path")
+        encoded = self.path_or_inline_dv
+        if len(encoded) < _UUID_CHARS:
+            raise DeletionVectorError(f"DV path {encoded!r} is too short to hold a UUID")
+        prefix, encoded_uuid = encoded[:-_UUID_CHARS], encoded[-_UUID_CHARS:]
+        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded_uuid))}.bin"
+        return f"{prefix}/{name}" if prefix else name
+
+    def presigned(self, url: str) -> dict[str, object]:
+        """The descriptor as the client gets it: the DV file behind a presigned URL (``p``)."""
+        result: dict[str, object] = {
+            "storageType": "p",
+            "pathOrInlineDv": url,
+            "sizeInBytes": self.size_in_bytes,
+            "cardinality": self.cardinality,
+        }
+        if self.offset is not None:
+            result["offset"] = self.offset
+        return result
