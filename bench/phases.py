@@ -83,7 +83,7 @@ def instrument() -> None:
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
     wrap(spark, "get_spark", "get_spark (engine start on 1st call)")
     wrap(merge, "apply_merge", "apply_merge (wall)")
-    wrap(merge, "replace_target", "replace_target (wall)")
+    wrap(snapshot, "replace_target", "replace_target (wall)")
     for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
                  "_evolve", "projection"):  # fmt: skip
         wrap(merge, name, f"apply_merge.{name}")

@@ -1,7 +1,7 @@
 """Append mode: the target is the change log itself, each change row exactly once.
 
-Rows keep their data columns plus ``_change_type``, ``_commit_version`` and
-``_commit_timestamp``. Exactly once without a MERGE: every run first deletes the rows above the
+Rows keep their data columns plus the change-feed columns ``_change_type``, ``_commit_version``
+and ``_commit_timestamp``. Exactly once without a MERGE: every run first deletes the rows above the
 checkpoint, then appends the batch. That is safe because the checkpoint (``after_version``)
 only moves after the append has committed, so any row above it was written by an attempt that
 crashed before its checkpoint — and this attempt is about to write the same rows again.
@@ -13,22 +13,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.layout import (
-    GUARD_COLUMNS,
-    WRITES,
-    ApplyStats,
+from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
+from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.jobs.session import session_of
+from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
+from sharesync.pipelines.jobs.target import (
     added_columns,
-    col,
     create_target,
-    keeps,
-    projection,
+    inspect_target,
+    register_target,
     require_columns,
-    session_of,
-    total,
-    version_after,
 )
-from sharesync.pipelines.jobs.staged import CDF_COLUMNS, COMMIT_VERSION, count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import commit_metrics, inspect_target, quote_identifier, register_target
+from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -59,14 +55,14 @@ def apply_append(
     state = inspect_target(target)
     session = session_of(spark)
     df = read_staged(session, staged, files)
-    data_columns = projection(df, (), columns, target)
+    data_columns = projection(df, (), columns)
     # Rows at or below the checkpoint are in the target already: never write them twice.
     fresh = df.where(keeps(row_filter) & (F.col(COMMIT_VERSION) > F.lit(int(after_version))))
-    out = fresh.select(*[col(c) for c in data_columns], *CDF_COLUMNS)
+    out = fresh.select(*[col(c) for c in data_columns], *CHANGE_COLUMNS)
     rows = count_rows(files)
     if not state.exists:
         return create_target(out, target, rows)
-    require_columns(state, list(CDF_COLUMNS), "append")
+    require_columns(state, list(CHANGE_COLUMNS), "append")
     if after_version < 0:
         # The log restarts (bootstrap after 'sharesync reset', a re-created source): no row of the
         # target survives, so replace it in one commit, schema included — the documented way past
@@ -74,7 +70,7 @@ def apply_append(
         out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
-    added = added_columns(df, state, data_columns, exclude=CDF_COLUMNS + GUARD_COLUMNS)
+    added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
     session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
     writer = out.write.format("delta").mode("append")

@@ -1,22 +1,18 @@
-"""Apply a staged batch to a target Delta table, exactly once, over any Spark Connect engine.
+"""Merge mode: apply a staged batch to a target Delta table with one MERGE of its net change per key.
 
-This module holds merge mode — one MERGE of the batch's net change per key — and re-exports
-the other jobs, so ``sharesync.pipelines.jobs.merge`` is the one import for the sync engine:
+Exactly once: each target row carries ``_sharesync_version``, the source commit of its last
+change. A change applies only where it is newer than that guard, so re-running a batch after a
+crash (MERGE committed, checkpoint not yet moved) changes nothing, per key.
 
-* :func:`apply_merge` (merge mode), :func:`replace_target` (bootstrap, ``sharesync.pipelines.jobs.snapshot``),
-  :func:`apply_snapshot` (snapshot mode), :func:`apply_append` (append mode, ``sharesync.pipelines.jobs.append``).
-
-Exactly once, merge mode: each target row carries ``_sharesync_version``, the source commit of
-its last change. A change applies only where it is newer than that guard, so re-running a batch
-after a crash (MERGE committed, checkpoint not yet moved) changes nothing, per key.
-
-Only calls that Sail and Apache Spark + Delta Lake both support are used (see
-``/work/shared/ENGINE-NOTES.md``): DataFrame reads and writes, ``DataFrame.mergeInto`` on a
-registered table name, ``CREATE TABLE … LOCATION`` and ``DELETE FROM``. Every job checks the
-target and the schema before it writes anything.
+Only calls that Sail and Apache Spark + Delta Lake both support are used: DataFrame reads and
+writes, ``DataFrame.mergeInto`` on a registered table name, ``CREATE TABLE … LOCATION`` and
+``DELETE FROM`` (tests/pipelines/test_spark_connect_surface.py records the plans the jobs send
+and holds them to that). Every job checks the target and the schema before it writes anything.
 
 Jobs take ``spark`` as a session or a zero-argument factory (``lambda: get_spark(config)``):
-an empty batch returns before the factory is called, so it never starts an engine.
+an empty batch returns before the factory is called, so it never starts an engine. The other
+modes are jobs of their own: :mod:`sharesync.pipelines.jobs.snapshot` (bootstrap, snapshot mode)
+and :mod:`sharesync.pipelines.jobs.append`.
 """
 
 from __future__ import annotations
@@ -25,63 +21,42 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from functools import reduce
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.layout import (
+from sharesync.pipelines.jobs.columns import (
     DELETED_COLUMN,
     GUARD_COLUMNS,
     TIMESTAMP_COLUMN,
     VERSION_COLUMN,
-    ApplyStats,
-    added_columns,
     col,
-    create_target,
     guard_values,
     keeps,
     projection,
-    require_columns,
-    row_count,
-    session_of,
-    total,
-    version_after,
+    quote_identifier,
 )
+from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.rewrite import can_rewrite, rewrite_target
-from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
-from sharesync.pipelines.jobs.staged import (
-    CHANGE_TYPE,
-    COMMIT_TIMESTAMP,
-    COMMIT_VERSION,
-    UPSERT_TYPES,
-    read_staged,
-    staged_files,
-)
+from sharesync.pipelines.jobs.session import session_of
+from sharesync.pipelines.jobs.staged import read_staged, staged_files
 from sharesync.pipelines.jobs.target import (
     TargetState,
-    commit_metrics,
+    added_columns,
+    create_target,
     inspect_target,
-    quote_identifier,
     register_target,
+    require_columns,
 )
+from sharesync.pipelines.jobs.target_stats import row_count
+from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
+from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
 from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.merge import MergeIntoWriter
 
-__all__ = [
-    "ApplyStats",
-    "apply_append",
-    "apply_merge",
-    "apply_snapshot",
-    "read_staged",
-    "replace_target",
-    "staged_files",
-]
-
-# Rewrite when the net changes reach 10 % of the target's rows: changed keys scattered over the
-# table then touch every file of more than ~50 rows, so a MERGE rewrites it all anyway.
-DEFAULT_REWRITE_THRESHOLD = 0.1
+__all__ = ["apply_merge"]
 
 _UPSERT = "_sharesync_upsert"  # merge source only: TRUE = the winning image stays (never written)
 
@@ -109,15 +84,16 @@ def apply_merge(
     overwritten by this batch even when not older — the replay re-applies history the target
     already claims to have. Re-running such a batch rewrites the same values again.
 
-    The net change per key is computed in Arrow (:mod:`sharesync.sync.staging.netting`): the stager nets a merge
-    batch as it downloads it, and a batch staged otherwise is netted here, in place — a Spark
-    window over the key cost two thirds of an incremental sync on Sail. Keys match with plain ``=`` when no key in the batch is NULL (cheaper than
-    NULL-safe ``<=>``; a NULL-keyed target row cannot be matched by such a batch anyway).
+    The net change per key is computed in Arrow (:mod:`sharesync.sync.staging.netting`): the
+    stager nets a merge batch as it downloads it, and a batch staged otherwise is netted here, in
+    place — a Spark window over the key cost two thirds of an incremental sync on Sail. Keys
+    match with plain ``=`` when no key in the batch is NULL (cheaper than NULL-safe ``<=>``; a
+    NULL-keyed target row cannot be matched by such a batch anyway).
 
     ``rewrite_threshold``: when the net changes number at least this share of the target's rows,
-    the target is rewritten instead (:mod:`sharesync.pipelines.jobs.rewrite`: same result and guards, one
-    ``overwrite`` commit, several times cheaper when most files would be rewritten anyway);
-    ``None`` always MERGEs.
+    the target is rewritten instead (:mod:`sharesync.pipelines.jobs.rewrite`: same result and
+    guards, one ``overwrite`` commit, several times cheaper when most files would be rewritten
+    anyway); ``None`` always MERGEs.
     """
     if not keys or isinstance(keys, str):
         raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
@@ -126,7 +102,7 @@ def apply_merge(
         return ApplyStats()
     state = inspect_target(target)
     session = session_of(spark)
-    data_columns = projection(read_staged(session, staged, files), keys, columns, target)
+    data_columns = projection(read_staged(session, staged, files), keys, columns)
     by_lower = {c.lower(): c for c in data_columns}
     netted = net_staged_batch(Path(staged), [by_lower[k.lower()] for k in keys])
     null_keys, rows = netted.null_keys, netted.rows_before
@@ -237,7 +213,7 @@ def _merge_writer(
     soft_delete: bool,
     replay_from: int | None,
     null_keys: bool = True,
-) -> Any:
+) -> MergeIntoWriter:
     """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
     from pyspark.sql import functions as F
 

@@ -19,9 +19,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.layout import DELETED_COLUMN, GUARD_COLUMNS, TIMESTAMP_COLUMN, VERSION_COLUMN, col
-from sharesync.pipelines.jobs.staged import COMMIT_TIMESTAMP, COMMIT_VERSION
-from sharesync.pipelines.jobs.target import TargetState, quote_identifier
+from sharesync.pipelines.jobs.columns import (
+    DELETED_COLUMN,
+    GUARD_COLUMNS,
+    TIMESTAMP_COLUMN,
+    VERSION_COLUMN,
+    col,
+    quote_identifier,
+)
+from sharesync.pipelines.jobs.target import TargetState
+from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from sharesync.sync.core.config import SparkConfig
@@ -23,7 +24,7 @@ from sharesync.sync.core.config import SparkConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "stop_spark"]
+__all__ = ["get_spark", "session_of", "stop_spark"]
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC.
 _FIXED_CONF = {"spark.sql.session.timeZone": "UTC"}
@@ -44,6 +45,12 @@ def get_spark(config: SparkConfig | None = None) -> SparkSession:
             session = _connect(url, {**config.conf, **_FIXED_CONF})
             _sessions[key] = session
         return session
+
+
+def session_of(spark: SparkSession | Callable[[], SparkSession]) -> SparkSession:
+    """Jobs accept a session or a factory (``lambda: get_spark(config)``), so an empty batch
+    returns before the factory is called and never starts an engine."""
+    return spark() if callable(spark) else spark
 
 
 def stop_spark() -> None:

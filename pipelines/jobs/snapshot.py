@@ -13,25 +13,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.layout import (
-    GUARD_COLUMNS,
-    VERSION_COLUMN,
-    WRITES,
-    ApplyStats,
+from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, VERSION_COLUMN, col, guard_values, keeps, projection
+from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.jobs.session import session_of
+from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
+from sharesync.pipelines.jobs.target import (
     added_columns,
-    col,
     create_target,
-    guard_values,
-    keeps,
-    projection,
+    inspect_target,
+    register_target,
     require_columns,
-    row_count,
-    session_of,
-    total,
-    version_after,
 )
-from sharesync.pipelines.jobs.staged import CDF_COLUMNS, count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import commit_metrics, inspect_target, register_target
+from sharesync.pipelines.jobs.target_stats import row_count
+from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.errors import TargetError
 
 if TYPE_CHECKING:
@@ -99,7 +93,7 @@ def _replace(
         return ApplyStats(0, 0, 0, deleted, version_after(state.version, commits))
     previous = row_count(target) if state.exists else 0
     df = read_staged(session, staged, files)
-    data_columns = projection(df, keys, columns, target)
+    data_columns = projection(df, keys, columns)
     out = df.where(keeps(row_filter)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
     rows = count_rows(files)
     if not state.exists:
@@ -109,7 +103,7 @@ def _replace(
     if reset_schema:
         # Replacing a table sharesync wrote (any mode) is the reset path; replacing someone
         # else's Delta table that happens to sit at the target would destroy their data.
-        if VERSION_COLUMN not in state.column_names and not set(CDF_COLUMNS) <= set(state.column_names):
+        if VERSION_COLUMN not in state.column_names and not set(CHANGE_COLUMNS) <= set(state.column_names):
             raise TargetError(
                 f"target '{target}' is a Delta table that was not written by sharesync (it has no "
                 f"{VERSION_COLUMN} column); sharesync will not replace it. Point 'target' at a new path, "

@@ -1,10 +1,10 @@
-"""A staged batch: the provider's change rows as parquet files (netted per key by ``sharesync.sync.staging.netting``).
+"""A staged batch: the provider's change rows as parquet files, as the Spark jobs read them.
 
-The stager writes a flat directory of parquet files, each with the table's data columns
-(one batch schema, partition columns already typed columns) plus the change-feed columns
-``_change_type`` (insert | update_preimage | update_postimage | delete), ``_commit_version``
-(long) and ``_commit_timestamp`` (UTC timestamp). A snapshot is the same with every row an
-``insert`` at the snapshot version. Zero files is a valid, empty batch.
+The stager (:mod:`sharesync.sync.staging.batch`) writes a flat directory of parquet files, each
+with the table's data columns (one batch schema, partition columns already typed columns) plus
+the change-feed columns of :mod:`sharesync.sync.core.changefeed`. A snapshot is the same with
+every row an ``insert`` at the snapshot version; a merge-mode batch may be one netted file
+(:mod:`sharesync.sync.staging.netting`). Zero files is a valid, empty batch.
 """
 
 from __future__ import annotations
@@ -13,16 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.errors import SyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CDF_COLUMNS", "UPSERT_TYPES", "count_rows", "read_staged", "staged_files"]
-
-CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
-CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
-UPSERT_TYPES = ("insert", "update_postimage")
+__all__ = ["count_rows", "read_staged", "staged_files"]
 
 
 def staged_files(path: str | Path) -> list[Path]:
@@ -52,7 +49,7 @@ def read_staged(spark: SparkSession, path: str | Path, files: Sequence[Path] | N
     if not files:
         raise SyncError(f"staged batch '{path}' is empty; check staged_files() before reading it")
     df = spark.read.parquet(*[str(f) for f in files])
-    missing = [c for c in CDF_COLUMNS if c not in df.columns]
+    missing = [c for c in CHANGE_COLUMNS if c not in df.columns]
     if missing:
         raise SyncError(f"staged batch '{path}' lacks the change-feed columns {missing}; it was staged wrongly")
     return df
@@ -63,4 +60,3 @@ def count_rows(files: Sequence[Path]) -> int:
     import pyarrow.parquet as pq
 
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-

@@ -1,9 +1,10 @@
-"""The target Delta table as seen from this process: checks, metadata, registration, metrics.
+"""The target Delta table as seen from this process: checks, metadata, registration, creation.
 
 Checks happen before any write, with ``deltalake`` and the filesystem, so an unusable target
-fails fast with a clear :class:`TargetError` instead of an engine stack trace half-way
-through a job. This assumes the target is reachable from this process as well as from the
-engine — the same requirement as the staging directory, whose files the engine reads.
+fails fast with a clear :class:`TargetError` (or, for a breaking schema change,
+:class:`SchemaIncompatible`) instead of an engine stack trace half-way through a job. This
+assumes the target is reachable from this process as well as from the engine — the same
+requirement as the staging directory, whose files the engine reads.
 
 Registration: Sail's ``DataFrame.mergeInto`` needs a catalog table name (a ``delta.`/path```
 identifier is rejected), so before a MERGE or DELETE the target is registered as an external
@@ -18,25 +19,27 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
 from sharesync.sync.core.errors import TargetError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "Commit",
     "TargetState",
-    "commit_metrics",
+    "added_columns",
+    "create_target",
     "inspect_target",
-    "quote_identifier",
     "register_target",
-    "sql_string",
-    "table_name",
+    "require_columns",
 ]
 
 
@@ -84,35 +87,33 @@ def inspect_target(path: str) -> TargetState:
     return TargetState(path, table.version(), json.loads(table.schema().to_json()))
 
 
-class Commit(NamedTuple):
-    version: int
-    operation: str  # commitInfo.operation: "MERGE", "WRITE", "DELETE", …
-    metrics: dict[str, Any]  # commitInfo.operationMetrics
+def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> None:
+    """A target sharesync did not write (or wrote in another mode) is refused, not mangled."""
+    missing = [c for c in needed if c not in state.column_names]
+    if missing:
+        raise TargetError(
+            f"target '{state.path}' is a Delta table without {', '.join(missing)}, so it was not written by "
+            f"sharesync in '{mode}' mode; point 'target' at a new path, or run 'sharesync reset' for this table to rebuild it"
+        )
 
 
-def commit_metrics(path: str, after_version: int | None) -> list[Commit]:
-    """The commits newer than ``after_version``, oldest first.
-
-    Both Sail and Delta Lake on Apache Spark record MERGE/WRITE/DELETE row counts in the
-    commit's ``commitInfo.operationMetrics``; reading them is free, where counting rows would
-    cost a scan of the target. A job that changed nothing makes no commit on Sail.
-    """
-    from deltalake import DeltaTable
-
-    table = DeltaTable(path)
-    newest = table.version()
-    start = -1 if after_version is None else after_version
-    if newest <= start:
-        return []
-    commits = [
-        Commit(int(c["version"]), str(c.get("operation", "")), dict(c.get("operationMetrics") or {}))
-        for c in table.history(newest - start)
-        if int(c["version"]) > start
-    ]
-    return sorted(commits)
+def added_columns(
+    df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]
+) -> tuple[str, ...]:
+    """Columns the target must gain; raises SchemaIncompatible on a breaking change."""
+    source = fields_of(df.select(*[col(c) for c in data_columns]).schema.jsonValue())
+    target = fields_of(state.schema or {}, exclude=exclude)
+    return check_schema(target, source, where=f"target '{state.path}'").added_names
 
 
-def table_name(path: str) -> str:
+def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:
+    """The first write creates the table; the default save mode fails if one appeared meanwhile."""
+    out.write.format("delta").save(target)
+    commits = commit_metrics(target, None)
+    return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
+
+
+def _table_name(path: str) -> str:
     """A stable identifier for ``path``: safe in SQL without quoting, unique per path."""
     digest = hashlib.sha256(path.rstrip("/").encode()).hexdigest()[:20]
     return f"sharesync_{digest}"
@@ -120,19 +121,14 @@ def table_name(path: str) -> str:
 
 def register_target(spark: SparkSession, path: str) -> str:
     """Register the existing Delta table at ``path`` in the session catalog; return its name."""
-    name = table_name(path)
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_string(path)}")
+    name = _table_name(path)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {_sql_string(path)}")
     return name
 
 
-def sql_string(value: str) -> str:
+def _sql_string(value: str) -> str:
     """A Spark SQL string literal (backslash escapes are on by default in Spark and Sail)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def quote_identifier(name: str) -> str:
-    """A backtick-quoted identifier: column names may contain dots, spaces or backticks."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _check_characters(path: str) -> None:

@@ -1,17 +1,23 @@
-"""What the target looks like after a sync: live row count and column schema, read with deltalake.
+"""What the target looks like: its row count and column schema, read with deltalake.
 
 Read outside Spark on purpose: the count and the schema come from the Delta log and the
-Parquet footers (no data scan, no engine), and an independent reader is what a check of
-the engine's output should use. The target must be reachable from this process, which the
-engine already requires (see :mod:`sharesync.pipelines.jobs.target`).
+Parquet footers (no data scan, no engine; only a live-row count with soft delete reads the flag
+column), and an independent reader is what a check of the engine's output should use. The
+target must be reachable from this process, which the engine already requires (see
+:mod:`sharesync.pipelines.jobs.target`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sharesync.pipelines.jobs.layout import DELETED_COLUMN
+from sharesync.pipelines.jobs.columns import DELETED_COLUMN
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+__all__ = ["TargetStats", "read_target_stats", "row_count"]
 
 
 @dataclass(frozen=True)
@@ -30,11 +36,30 @@ def read_target_stats(path: str, *, soft_delete: bool = False) -> TargetStats | 
         table = DeltaTable(path)
     except TableNotFoundError:
         return None
-    dataset = table.to_pyarrow_dataset()
-    rows = dataset.count_rows(filter=_live_rows() if soft_delete else None)
     schema = table.schema()
     columns = tuple((f.name, _type_name(f.type), bool(f.nullable)) for f in schema.fields)
-    return TargetStats(table.version(), rows, columns)
+    return TargetStats(table.version(), _count(table, live_only=soft_delete), columns)
+
+
+def row_count(path: str) -> int:
+    """Rows in the current version of the Delta table at ``path``, soft-deleted ones included."""
+    from deltalake import DeltaTable
+
+    return _count(DeltaTable(path), live_only=False)
+
+
+def _count(table: DeltaTable, *, live_only: bool) -> int:
+    """From the log's file statistics, or, for files written without them, from the parquet
+    footers; ``live_only`` leaves out soft-deleted rows, which takes a read of the flag column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if live_only:
+        return int(table.to_pyarrow_dataset().count_rows(filter=_live_rows()))
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if "num_records" in actions.column_names and actions["num_records"].null_count == 0:
+        return int(pc.sum(actions["num_records"]).as_py() or 0)
+    return int(table.to_pyarrow_dataset().count_rows())
 
 
 def _live_rows() -> Any:

@@ -32,6 +32,10 @@ ENV_OVERRIDES: dict[str, str] = {
     "staging_dir": "SHARESYNC_STAGING_DIR",
     "profile": "SHARESYNC_PROFILE",
 }
+# Merge mode rewrites the target when a batch's net changes reach this share of its rows: changed
+# keys scattered over the table then touch every file of more than ~50 rows, so a MERGE would
+# rewrite it all anyway.
+DEFAULT_REWRITE_THRESHOLD = 0.1
 
 
 class Mode(StrEnum):
@@ -86,7 +90,7 @@ class TableDefaults(_Strict):
     max_versions_per_batch: int = Field(default=100, ge=1)
     merge_strategy: MergeStrategy = MergeStrategy.AUTO
     rewrite_threshold: float = Field(
-        default=0.1,
+        default=DEFAULT_REWRITE_THRESHOLD,
         ge=0,
         description="merge_strategy 'auto': share of the target's rows from which a batch rewrites it",
     )

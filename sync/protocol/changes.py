@@ -13,16 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
+from sharesync.sync.core.changefeed import ChangeType
 from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
-
-
-class ChangeType(StrEnum):
-    INSERT = "insert"
-    UPDATE_PREIMAGE = "update_preimage"
-    UPDATE_POSTIMAGE = "update_postimage"
-    DELETE = "delete"
 
 
 @dataclass(frozen=True)
@@ -58,14 +51,6 @@ def select_change_files(actions: Iterable[AddFile | CdfFile | RemoveFile]) -> li
     return selected
 
 
-def snapshot_files(files: Iterable[File], version: int, commit_timestamp_ms: int | None) -> list[ChangeFile]:
+def snapshot_files(files: Iterable[File], version: int) -> list[ChangeFile]:
     """A snapshot's files staged as inserts at the snapshot version (bootstrap rows)."""
-    return [
-        ChangeFile(f, ChangeType.INSERT, version, f.timestamp if f.timestamp is not None else commit_timestamp_ms)
-        for f in files
-    ]
-
-
-def commit_timestamps(actions: Iterable[AddFile | CdfFile | RemoveFile]) -> dict[int, int]:
-    """Commit timestamp (ms) of every version that appears in a changes response."""
-    return {a.version: a.timestamp for a in actions}
+    return [ChangeFile(f, ChangeType.INSERT, version, f.timestamp) for f in files]

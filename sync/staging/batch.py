@@ -1,10 +1,10 @@
-"""Fetch one batch's files from the provider, prune them, download and stage them.
+"""Turn one batch's changes (or snapshot) response into a staged directory: prune, download, stage.
 
-Everything between "the plan says versions 41..60" and "a directory of staged parquet the
-Spark job reads": the changes (or snapshot) query, the per-version file rule
-(:mod:`sharesync.sync.protocol.changes`), pruning by the user's filter against partition values and stats,
-parallel downloads that refresh expired URLs, and the rewrite into the staged layout —
-done per file as soon as it arrives, while the other downloads continue. No Spark here.
+Everything between "the provider answered for versions 41..60" and "a directory of staged
+parquet the Spark job reads": the batch's schema, the per-version file rule
+(:mod:`sharesync.sync.protocol.changes`), pruning by the user's filter against partition values
+and stats, parallel downloads that refresh expired URLs, and the rewrite into the staged layout
+— done per file as soon as it arrives, while the other downloads continue. No Spark here.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import hashlib
 import re
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
 from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
 from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
-from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback, refresher_for
+from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback
+from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import (
     AddFile,
     CdfFile,
@@ -63,8 +63,6 @@ class StagedBatch:
     bytes: int = 0
     rows: int = 0
     url_refreshes: int = 0
-    pruned: int = 0
-    commit_timestamps: dict[int, int] = field(default_factory=dict)  # version → ms
 
 
 def batch_dir(staging_root: Path, table_name: str, label: str) -> Path:
@@ -183,15 +181,10 @@ def stage(
 
 
 def _key_columns(layout: StageLayout, keys: Sequence[str]) -> list[str]:
+    """The configured keys as the batch spells them (names match case-insensitively)."""
     by_lower = {c.lower(): c for c in layout.columns}
-    missing = [k for k in keys if k.lower() not in by_lower]
-    if missing:
-        raise SchemaIncompatible(
-            f"the batch's schema has no key column {missing} (it has {', '.join(layout.columns)}); the provider "
-            "dropped or renamed a key: fix 'keys' in the config and run 'sharesync reset' for this table"
-        )
-    return [by_lower[k.lower()] for k in keys]
+    return [by_lower.get(k.lower(), k) for k in keys]
 
 
 def snapshot_change_files(result: QueryResult) -> list[ChangeFile]:
-    return snapshot_files([f for f in result.files if isinstance(f, File)], result.version, None)
+    return snapshot_files([f for f in result.files if isinstance(f, File)], result.version)

@@ -18,16 +18,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sharesync.sync.core.changefeed import CHANGE_TYPE
 from sharesync.sync.core.errors import DownloadError
 from sharesync.sync.predicates.values import parse_partition_value
 from sharesync.sync.protocol.changes import ChangeFile
 from sharesync.sync.protocol.wire import StructType
-from sharesync.sync.staging.schema import (
-    CHANGE_TYPE,
-    COMMIT_TIMESTAMP,
-    COMMIT_VERSION,
-    arrow_schema,
-)
+from sharesync.sync.staging.schema import arrow_schema
 
 _BATCH_ROWS = 64 * 1024
 
@@ -88,7 +84,7 @@ def _layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> It
     read_columns = [present[c.lower()] for c in layout.columns if c.lower() in present]
     if change.change_type is None:
         if CHANGE_TYPE not in present:
-            raise DownloadError(f"cdf file {change.id} (version {change.commit_version}) has no _change_type column")
+            raise DownloadError(f"cdf file {change.id} (version {change.commit_version}) has no {CHANGE_TYPE} column")
         read_columns.append(present[CHANGE_TYPE])
     partition_values = {k.lower(): v for k, v in change.file.partition_values.items()}
     partition_lower = {c.lower() for c in layout.partition_columns}
@@ -144,6 +140,3 @@ def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:
     # Timestamps from other writers may be INT96 (ns) or ms; dropping sub-µs precision is intended.
     safe = not (pa.types.is_timestamp(column.type) and pa.types.is_timestamp(target))
     return column.cast(target, safe=safe)
-
-
-STAGED_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)

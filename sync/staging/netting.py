@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sharesync.sync.staging.schema import CHANGE_TYPE, COMMIT_VERSION
+from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
+from sharesync.sync.core.errors import SchemaIncompatible
 
 NETTED_FILE = "netted.parquet"
 _ROWS_BEFORE = b"sharesync.rows_before"
@@ -48,15 +49,26 @@ def net_table(table: pa.Table, keys: Sequence[str]) -> pa.Table:
     """
     if table.num_rows == 0:
         return table
+    missing = [k for k in keys if k not in table.column_names]
+    if missing:
+        # The run checked the keys against the table's current schema; a change file of an
+        # older version can still lack a key column the provider added later.
+        raise SchemaIncompatible(
+            f"key column(s) {missing} are missing from the change files of this batch (columns: "
+            f"{', '.join(table.column_names)}); the provider added them after these versions. "
+            "Run 'sharesync reset' for this table to bootstrap from the current snapshot"
+        )
     change = table.column(CHANGE_TYPE)
     rank = pc.if_else(
-        pc.is_in(change, pa.array(["insert", "update_postimage"])),
+        pc.is_in(change, pa.array(UPSERT_TYPES, pa.string())),
         0,
-        pc.if_else(pc.equal(change, "delete"), 1, 2),
+        pc.if_else(pc.equal(change, ChangeType.DELETE.value), 1, 2),
     )
     narrow = pa.table({**{k: table.column(k) for k in keys}, COMMIT_VERSION: table.column(COMMIT_VERSION), _RANK: rank})
+    # NULL keys sort last: pyarrow's default, left implicit because pyarrow >= 25 deprecates a
+    # sort-wide ``null_placement`` and the per-key form it prefers is not in older releases.
     order = [(k, "ascending") for k in keys] + [(COMMIT_VERSION, "descending"), (_RANK, "ascending")]
-    indices = pc.sort_indices(narrow, sort_keys=order, null_placement="at_end")
+    indices = pc.sort_indices(narrow, sort_keys=order)
     sorted_keys = narrow.select(list(keys)).take(indices)
     winners = indices.filter(_group_starts(sorted_keys, keys))
     return table.take(winners)

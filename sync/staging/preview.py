@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.predicates import (
     Expr,
     Predicate,
@@ -26,7 +27,8 @@ from sharesync.sync.predicates import (
 )
 from sharesync.sync.protocol.changes import snapshot_files
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader, refresher_for
+from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import File
 from sharesync.sync.staging.files import StageLayout, stage_file
 
@@ -67,7 +69,7 @@ def preview(
     files = [f for f in result.files if isinstance(f, File)]
     candidates = [f for f in files if expr is None or may_match(expr, f.parsed_stats, f.partition_values, schema)]
     layout = StageLayout.build(schema, partitions)
-    data_schema = pa.schema([f for f in layout.target if not f.name.startswith("_")])
+    data_schema = pa.schema([f for f in layout.target if f.name not in CHANGE_COLUMNS])
     collected: list[pa.Table] = []
     rows = downloaded = 0
     filter_expr = to_arrow(expr) if expr is not None else None
@@ -80,7 +82,7 @@ def preview(
             group = candidates[start : start + GROUP]
             fetched = downloader.download(group, refresher=refresher)
             downloaded += len(group)
-            for done, change in zip(fetched.files, snapshot_files(group, result.version, None), strict=True):
+            for done, change in zip(fetched.files, snapshot_files(group, result.version), strict=True):
                 staged = done.path.with_suffix(".staged.parquet")
                 stage_file(done.path, staged, change, layout)
                 table = pq.read_table(staged).select(data_schema.names)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.protocol.wire import StructField, StructType
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
@@ -34,16 +35,12 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "timestamp_ntz": pa.timestamp("us"),
 }
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-
 # Nullable although never null: targets inherit the staged nullability (the guard column
 # ``_sharesync_version``, append mode's change columns), and Sail's ``mergeSchema`` silently adds
 # no column to a Delta table that has a NOT NULL column (pysail 0.7.2), which would make every
 # additive schema change at the provider fail in merge mode and lose the new column in append
 # and snapshot mode. tests/e2e/test_schema.py covers it.
-CHANGE_COLUMNS: tuple[pa.Field, ...] = (
+_CHANGE_FIELDS: tuple[pa.Field, ...] = (
     pa.field(CHANGE_TYPE, pa.string()),
     pa.field(COMMIT_VERSION, pa.int64()),
     pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC")),
@@ -66,7 +63,9 @@ def arrow_type(delta_type: str | dict[str, Any]) -> pa.DataType:
     if kind == "struct":
         return pa.struct([arrow_field(StructField.model_validate(f)) for f in delta_type["fields"]])
     if kind == "array":
-        return pa.list_(pa.field("element", arrow_type(delta_type["elementType"]), delta_type.get("containsNull", True)))
+        return pa.list_(
+            pa.field("element", arrow_type(delta_type["elementType"]), delta_type.get("containsNull", True))
+        )
     if kind == "map":
         return pa.map_(arrow_type(delta_type["keyType"]), arrow_type(delta_type["valueType"]))
     raise UnsupportedType(f"unsupported Delta type {delta_type!r}")
@@ -80,5 +79,5 @@ def arrow_field(field: StructField) -> pa.Field:
 def arrow_schema(schema: StructType, *, with_change_columns: bool = False) -> pa.Schema:
     fields = [arrow_field(f) for f in schema.fields]
     if with_change_columns:
-        fields.extend(CHANGE_COLUMNS)
+        fields.extend(_CHANGE_FIELDS)
     return pa.schema(fields)

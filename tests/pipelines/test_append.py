@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 from support.jobs import SCHEMA, StageFn, delete, ins, post, pre, read_target, version_of
 
-from sharesync.pipelines.jobs.merge import apply_append, apply_merge
+from sharesync.pipelines.jobs.append import apply_append
+from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:

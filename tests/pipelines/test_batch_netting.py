@@ -10,7 +10,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.server.runner import SharingServer
@@ -53,8 +52,3 @@ def test_netting_while_downloading_equals_netting_the_staged_files(client: Shari
     assert netted.rows_after < netted.rows_before
     assert rows_of(in_memory.path) == rows_of(on_disk.path)
     assert net_staged_batch(in_memory.path, ["id"]) == netted  # netted once: read back, not netted again
-
-
-def test_a_key_missing_from_the_batch_schema_names_it(client: SharingClient, tmp_path: Path) -> None:
-    with pytest.raises(SchemaIncompatible, match=r"no key column \['order_id'\]"):
-        stage_changes(client, tmp_path / "batch", ["order_id"])

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support.jobs import StageFn, delete, ins, post, pre
 
-from sharesync.pipelines.jobs.merge import apply_append, apply_merge, apply_snapshot, replace_target
+from sharesync.pipelines.jobs.append import apply_append
+from sharesync.pipelines.jobs.merge import apply_merge
+from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]

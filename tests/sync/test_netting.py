@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.staging.netting import NETTED_FILE, net_staged_batch, net_table, write_netted
 
 RANK = {"insert": 0, "update_postimage": 0, "delete": 1, "update_preimage": 2}
@@ -54,6 +57,14 @@ def test_rules_inside_one_version() -> None:
         (3, "delete", "d"),
         (None, "update_postimage", "f"),
     }
+
+
+def test_winners_come_in_key_order_with_null_keys_last_and_no_warning() -> None:
+    rows = [(None, 1, "insert", "n"), (3, 1, "insert", "c"), (1, 1, "insert", "a"), (2, 1, "delete", "b")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pyarrow deprecations included, not only sharesync's own
+        netted = net_table(batch(rows), ["id"])
+    assert netted.column("id").to_pylist() == [1, 2, 3, None]
 
 
 events = st.tuples(
@@ -109,3 +120,11 @@ def test_a_file_named_like_a_netted_batch_but_without_its_record_is_netted(tmp_p
     result = net_staged_batch(tmp_path, ["id"])
     assert (result.rows_before, result.rows_after) == (2, 1)
     assert pq.read_table(tmp_path / NETTED_FILE).column("_change_type").to_pylist() == ["delete"]
+
+
+def test_a_key_missing_from_an_older_batch_is_named() -> None:
+    batch = pa.table(
+        {"id": [1], "_change_type": ["insert"], "_commit_version": pa.array([3], pa.int64())},
+    )
+    with pytest.raises(SchemaIncompatible, match=r"\['region'\] are missing from the change files"):
+        net_table(batch, ["id", "region"])
