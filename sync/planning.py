@@ -18,7 +18,7 @@ Keeping this pure makes the rules property-testable (see ``tests/sync/test_plann
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from sharesync.sync.core.config import Mode
@@ -104,7 +104,6 @@ class ApplyChanges:
     batches: tuple[VersionRange, ...]
     # Backfill: target rows whose guard version is at or after this are overwritten by the replay.
     replay_from: int | None = None
-    warnings: tuple[str, ...] = field(default=())
 
     @property
     def start(self) -> int:

@@ -46,13 +46,15 @@ class SyncRunConfig(dg.Config):
     """
 
     starting_timestamp: str | None = Field(
-        default=None, description="Backfill: replay changes committed at or after this time (ISO-8601, UTC if no offset)."
+        default=None,
+        description="Backfill: replay changes committed at or after this time (ISO-8601, UTC if no offset).",
     )
     ending_timestamp: str | None = Field(
         default=None, description="Backfill: stop at the last version committed at or before this time."
     )
     full_refresh: bool = Field(
-        default=False, description="Backfill: re-bootstrap from the snapshot at starting_timestamp instead of replaying."
+        default=False,
+        description="Backfill: re-bootstrap from the snapshot at starting_timestamp instead of replaying.",
     )
 
     def backfill(self) -> "BackfillRequest | None":
@@ -128,7 +130,9 @@ def _table_asset(table: TableConfig, spec: dg.AssetSpec, policy: dg.RetryPolicy)
         retry_policy=policy,
         op_tags={naming.TABLE_TAG: name},
     )
-    def sync(context: dg.AssetExecutionContext, config: SyncRunConfig, sharesync: SharesyncResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    def sync(
+        context: dg.AssetExecutionContext, config: SyncRunConfig, sharesync: SharesyncResource
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         return sync_table_asset(context, name, config, sharesync, policy)
 
     return sync
@@ -196,8 +200,8 @@ def _summary(result: "TableSyncResult") -> str:
         return f"{result.name}: up to date at version {result.checkpoint_version}"
     return (
         f"{result.name}: versions {result.batches[0].start_version}..{result.checkpoint_version} "
-        f"(+{stats.rows_inserted} ~{stats.rows_updated} -{stats.rows_deleted} rows, "
-        f"{stats.files_downloaded} files, {stats.bytes_downloaded} bytes) in {result.seconds:.1f}s"
+        f"({result.changes.describe()}; {stats.files_downloaded} files, {stats.bytes_downloaded} bytes) "
+        f"in {result.seconds:.1f}s"
     )
 
 

@@ -4,8 +4,8 @@ Dagster stores an exception's message, class and cause chain in the run's event 
 sharesync error's message is already redacted, but its ``__cause__`` (an httpx error, a
 driver error) may carry a presigned URL or a DSN, so the failure raised here is cut from
 the chain and carries only redacted text. Permanent errors (config, auth, breaking schema
-change) bypass the op's retry policy; retryable ones use it, waiting at least as long as
-the provider's ``Retry-After`` asked.
+change, a bug: :func:`~sharesync.pipelines.run.failures.is_transient`) bypass the op's retry
+policy; transient ones use it, waiting at least as long as the provider's ``Retry-After`` asked.
 """
 
 from __future__ import annotations
@@ -15,21 +15,17 @@ from typing import NoReturn
 
 import dagster as dg
 
-from sharesync.sync.core.errors import Permanent, Retryable, SharesyncError
+from sharesync.pipelines.run.failures import describe, is_transient
+from sharesync.sync.core.errors import Retryable, SharesyncError
 from sharesync.sync.core.redact import redact
 
-
-def describe(exc: BaseException) -> str:
-    """The one-line, redacted message shown for ``exc``."""
-    if isinstance(exc, SharesyncError):
-        return redact(str(exc))
-    return redact(f"{type(exc).__name__}: {exc}")
+__all__ = ["describe", "raise_for"]
 
 
 def raise_for(exc: BaseException, table: str, policy: dg.RetryPolicy | None) -> NoReturn:
     """Re-raise ``exc`` as a Dagster :class:`~dagster.Failure` (or retry request), redacted."""
     message = f"{table}: {describe(exc)}"
-    permanent = isinstance(exc, Permanent)
+    permanent = not is_transient(exc)
     metadata: dict[str, dg.RawMetadataValue] = {
         "error_class": type(exc).__name__,
         "retryable": isinstance(exc, Retryable),

@@ -36,14 +36,10 @@ LAG = "lag_seconds"
 URI = "dagster/uri"
 ROW_COUNT = "dagster/row_count"
 COLUMN_SCHEMA = "dagster/column_schema"
-STAT_KEYS = (
-    "rows_inserted",
-    "rows_updated",
-    "rows_deleted",
-    "files_downloaded",
-    "bytes_downloaded",
-    "url_refreshes",
-)
+TRANSFER_KEYS = ("files_downloaded", "bytes_downloaded", "url_refreshes")
+# What the sync did to the target, in its mode's terms (TargetChanges.counts): merge mode's keys
+# here; append mode has change_rows_appended and appended_<change type>, snapshot rows_written.
+STAT_KEYS = ("rows_inserted", "rows_updated", "rows_deleted", *TRANSFER_KEYS)
 
 
 def target_uri(target: str) -> str:
@@ -84,8 +80,8 @@ def materialization_metadata(
         metadata[COMMIT_TO] = dg.MetadataValue.timestamp(commit_to)
         metadata[LAG] = dg.MetadataValue.float(round(max(0.0, (now - commit_to).total_seconds()), 3))
     totals = result.stats
-    for key in STAT_KEYS:
-        metadata[key] = dg.MetadataValue.int(int(getattr(totals, key)))
+    for key, count in (result.changes.counts() | {k: int(getattr(totals, k)) for k in TRANSFER_KEYS}).items():
+        metadata[key] = dg.MetadataValue.int(count)
     if result.warnings:
         metadata["warnings"] = dg.MetadataValue.text(redact("\n".join(result.warnings)))
     if stats is not None:

@@ -7,8 +7,11 @@ fetch → prune → download and stage → apply with Spark → advance the chec
 compare-and-swap. The checkpoint moves only after the target commit, and every job is
 idempotent, so a crash anywhere repeats at most one batch and never skips or doubles a row.
 
-One table's pass under its lease lives in :mod:`sharesync.pipelines.run.table_run`. The CLI and the Dagster
-assets both call :class:`SyncEngine`; neither re-implements a step.
+One table's pass under its lease lives in :mod:`sharesync.pipelines.run.table_run`. Whatever goes
+wrong inside it — ours or a library's — fails that table only (:mod:`~sharesync.pipelines.run.failures`
+says whether it is transient); when it left the Spark session unusable, the session is stopped and the
+next table starts a new one. The CLI and the Dagster assets both call :class:`SyncEngine`;
+neither re-implements a step.
 """
 
 from __future__ import annotations
@@ -20,18 +23,18 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
+from sharesync.pipelines.run.failures import describe, is_transient, session_gone
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
+from sharesync.pipelines.run.services import ProgressFactory, RunServices
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
-from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sharesync.state.store import StateStore
+    from sharesync.state import StateStore
     from sharesync.sync.protocol.client import SharingClient
-    from sharesync.sync.protocol.download import ProgressCallback
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ class SyncEngine:
         client: SharingClient | None = None,
         store: StateStore | None = None,
         spark: Callable[[], SparkSession] | None = None,
-        progress: Callable[[str, int], ProgressCallback | None] | None = None,
+        progress: ProgressFactory | None = None,
         lease_ttl: timedelta | None = None,
     ) -> None:
         self.config = config
@@ -85,6 +88,16 @@ class SyncEngine:
         from sharesync.pipelines.jobs.session import get_spark
 
         return get_spark(self.config.spark)
+
+    def _services(self) -> RunServices:
+        return RunServices(self.config, self.store, self.client, self.spark, self._progress)
+
+    def _drop_spark(self, exc: Exception) -> None:
+        """Stop the dead session (and the embedded engine); the next job starts new ones."""
+        from sharesync.pipelines.jobs.session import stop_spark
+
+        log.warning("the Spark session is gone (%s); the next table starts a new one", describe(exc))
+        stop_spark()
 
     def close(self) -> None:
         if self._client is not None:
@@ -125,9 +138,11 @@ class SyncEngine:
                 results.append(self._failed(table, checkpoints.get(table.name), None, polled, started))
                 continue
             try:
-                results.append(self.sync_table(table.name, source_version=polled, checkpoint=checkpoints.get(table.name)))
-            except SharesyncError as exc:
-                results.append(self._failed(table, self.store.get_checkpoint(table.name), polled, exc, started))
+                results.append(
+                    self.sync_table(table.name, source_version=polled, checkpoint=checkpoints.get(table.name))
+                )
+            except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
+                results.append(self._failed(table, self._checkpoint_after_failure(table), polled, exc, started))
         return results
 
     def sync_table(
@@ -138,7 +153,7 @@ class SyncEngine:
         source_version: int | None = None,
         checkpoint: Checkpoint | None = None,
     ) -> TableSyncResult:
-        """Sync one table; raises the table's :class:`SharesyncError` after recording the failure."""
+        """Sync one table; raises what failed it, after recording the failure of the batch it hit."""
         table = self.config.table(name)
         started = time.monotonic()
         if checkpoint is None:
@@ -154,18 +169,23 @@ class SyncEngine:
         ):
             return TableSyncResult(
                 table.name,
+                table.mode,
                 TableOutcome.UP_TO_DATE,
                 checkpoint.version,
                 source_version,
                 seconds=time.monotonic() - started,
                 checkpoint_timestamp=checkpoint.version_timestamp,
             )
-        with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
-            # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
-            from sharesync.pipelines.run.table_run import TableRun
+        try:
+            with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+                # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
+                from sharesync.pipelines.run.table_run import TableRun
 
-            runner = TableRun(self, table, keeper)
-            return runner.run(backfill, started)
+                return TableRun(self._services(), table, keeper).run(backfill, started)
+        except Exception as exc:
+            if session_gone(exc):
+                self._drop_spark(exc)
+            raise
 
     def reset(self, name: str) -> Checkpoint | None:
         table = self.config.table(name)
@@ -196,22 +216,34 @@ class SyncEngine:
         wanted = list(names)
         return [self.config.table(n) for n in wanted] if wanted else list(self.config.tables)
 
+    def _checkpoint_after_failure(self, table: TableConfig) -> Checkpoint | None:
+        """Where the failed table stands now (batches before the failure may have advanced it)."""
+        try:
+            return self.store.get_checkpoint(table.name)
+        except SharesyncError:  # the store is what failed: the result still reports the failure
+            return None
+
     def _failed(
         self,
         table: TableConfig,
         checkpoint: Checkpoint | None,
         source_version: int | None,
-        exc: SharesyncError,
+        exc: Exception,
         started: float,
     ) -> TableSyncResult:
-        # Reported to the caller in the result (the CLI prints it, Dagster fails the asset).
-        log.info("%s: failed: %s", table.name, exc)
+        # Reported to the caller in the result (the CLI prints it, Dagster fails the asset); a
+        # library's exception keeps its traceback in the log (``-v``) for whoever debugs it.
+        transient = is_transient(exc)
+        kind = "transient" if transient else "permanent"
+        log.info("%s: failed (%s): %s", table.name, kind, describe(exc), exc_info=not isinstance(exc, SharesyncError))
         return TableSyncResult(
             table.name,
+            table.mode,
             TableOutcome.FAILED,
             checkpoint.version if checkpoint else None,
             source_version,
-            error=redact(str(exc)),
+            error=describe(exc),
+            transient=transient,
             exception=exc,
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 
 from sharesync.state import RunStats
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.changefeed import ChangeType
+from sharesync.sync.core.config import Mode
 
 
 class TableOutcome(StrEnum):
     UP_TO_DATE = "up_to_date"
     SYNCED = "synced"
     FAILED = "failed"
+
+
+class BatchKind(StrEnum):
+    BOOTSTRAP = "bootstrap"
+    CHANGES = "changes"
 
 
 @dataclass(frozen=True)
@@ -27,39 +35,104 @@ class BackfillRequest:
 
 
 @dataclass(frozen=True)
+class TargetChanges:
+    """What batches did to the target, in the terms of the table's mode.
+
+    merge: keys ``inserted``, ``updated``, ``deleted`` (a soft delete counts as deleted; a
+    bootstrap that replaces the target deletes the rows it held). append: the change rows
+    ``appended``, by ``_change_type``. snapshot: the rows ``written``.
+    """
+
+    mode: Mode
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    appended: Mapping[ChangeType, int] = field(default_factory=lambda: MappingProxyType({}))
+    written: int = 0
+
+    def __add__(self, other: TargetChanges) -> TargetChanges:
+        appended = {t: self.appended.get(t, 0) + other.appended.get(t, 0) for t in ChangeType}
+        return TargetChanges(
+            self.mode,
+            self.inserted + other.inserted,
+            self.updated + other.updated,
+            self.deleted + other.deleted,
+            MappingProxyType({t: n for t, n in appended.items() if n}),
+            self.written + other.written,
+        )
+
+    @property
+    def appended_rows(self) -> int:
+        return sum(self.appended.values())
+
+    def counts(self) -> dict[str, int]:
+        """The mode's counters under names that say what they count (Dagster metadata keys)."""
+        match self.mode:
+            case Mode.MERGE:
+                return {"rows_inserted": self.inserted, "rows_updated": self.updated, "rows_deleted": self.deleted}
+            case Mode.APPEND:
+                by_type = {f"appended_{t.value}": self.appended.get(t, 0) for t in ChangeType}
+                return {"change_rows_appended": self.appended_rows, **by_type}
+            case Mode.SNAPSHOT:
+                return {"rows_written": self.written}
+        raise AssertionError(self.mode)  # pragma: no cover
+
+    def describe(self) -> str:
+        """What the batches did, in words (logs, the Dagster run summary)."""
+        match self.mode:
+            case Mode.MERGE:
+                return f"{self.inserted} keys inserted, {self.updated} updated, {self.deleted} deleted"
+            case Mode.APPEND:
+                types = ", ".join(f"{self.appended.get(t, 0)} {t.value}" for t in ChangeType)
+                return f"{self.appended_rows} change rows appended ({types})"
+            case Mode.SNAPSHOT:
+                return f"{self.written} rows written"
+        raise AssertionError(self.mode)  # pragma: no cover
+
+
+@dataclass(frozen=True)
 class BatchResult:
-    kind: str  # "bootstrap" | "changes"
+    kind: BatchKind
     start_version: int
     end_version: int
     stats: RunStats
+    changes: TargetChanges
     seconds: float
     start_commit_timestamp: datetime | None = None
     end_commit_timestamp: datetime | None = None
-    warning: str | None = None
 
 
 @dataclass(frozen=True)
 class TableSyncResult:
     name: str
+    mode: Mode
     outcome: TableOutcome
     checkpoint_version: int | None
     source_version: int | None
     batches: tuple[BatchResult, ...] = ()
     warnings: tuple[str, ...] = ()
     error: str | None = None
+    # A failure the next pass may not meet again (a lost connection, a busy engine); False for
+    # one a person has to fix (config, credentials, a breaking schema change, a bug).
+    transient: bool = False
     seconds: float = 0.0
     checkpoint_timestamp: datetime | None = None
-    target_rows: int | None = None
-    columns: tuple[tuple[str, str], ...] = field(default=())  # (name, type) of the target's data columns
     # The failure itself (``error`` is its redacted text): callers decide by type, e.g. the CLI
     # exits 2 for a ConfigError found at run time (a key not in the shared table), 1 otherwise.
-    exception: SharesyncError | None = field(default=None, repr=False, compare=False)
+    exception: Exception | None = field(default=None, repr=False, compare=False)
 
     @property
     def stats(self) -> RunStats:
         total = RunStats()
         for batch in self.batches:
             total = total + batch.stats
+        return total
+
+    @property
+    def changes(self) -> TargetChanges:
+        total = TargetChanges(self.mode)
+        for batch in self.batches:
+            total = total + batch.changes
         return total
 
     @property

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
 
+from sharesync.state import RunStatus
+from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import SharesyncError
 
 if TYPE_CHECKING:
@@ -11,9 +15,43 @@ if TYPE_CHECKING:
 
 TOKEN_WARNING_DAYS = 7
 
+JsonValue = str | int | None
 
-def table_statuses(engine: SyncEngine) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per configured table (the ``status --json`` shape) and any warnings."""
+
+@dataclass(frozen=True)
+class TableStatus:
+    """One configured table: its checkpoint, the provider's version, and its last run."""
+
+    name: str
+    target: str
+    mode: Mode
+    checkpoint_version: int | None
+    source_version: int | None
+    lag_versions: int | None
+    last_sync_at: datetime | None
+    last_status: RunStatus | None
+    last_error: str | None
+    # A succeeded run may still carry a warning (e.g. it re-bootstrapped after a history gap).
+    last_warning: str | None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The ``status --json`` shape: enums as their values, times in ISO 8601."""
+        return {
+            "name": self.name,
+            "target": self.target,
+            "mode": self.mode.value,
+            "checkpoint_version": self.checkpoint_version,
+            "source_version": self.source_version,
+            "lag_versions": self.lag_versions,
+            "last_sync_at": self.last_sync_at.isoformat() if self.last_sync_at else None,
+            "last_status": self.last_status.value if self.last_status else None,
+            "last_error": self.last_error,
+            "last_warning": self.last_warning,
+        }
+
+
+def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
+    """One row per configured table and any warnings."""
     config = engine.config
     names = [t.name for t in config.tables]
     checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
@@ -30,19 +68,18 @@ def table_statuses(engine: SyncEngine) -> tuple[list[dict[str, Any]], list[str]]
         if isinstance(polled, SharesyncError):
             error = f"cannot read the provider's version: {polled}"
         rows.append(
-            {
-                "name": table.name,
-                "target": table.target,
-                "mode": table.mode.value,
-                "checkpoint_version": checkpoint.version if checkpoint else None,
-                "source_version": source,
-                "lag_versions": lag,
-                "last_sync_at": checkpoint.updated_at.isoformat() if checkpoint and checkpoint.updated_at else None,
-                "last_status": run.status.value if run else None,
-                "last_error": error,
-                # A succeeded run may still carry a warning (e.g. it re-bootstrapped after a history gap).
-                "last_warning": run.note if run is not None else None,
-            }
+            TableStatus(
+                name=table.name,
+                target=table.target,
+                mode=table.mode,
+                checkpoint_version=checkpoint.version if checkpoint else None,
+                source_version=source,
+                lag_versions=lag,
+                last_sync_at=checkpoint.updated_at if checkpoint else None,
+                last_status=run.status if run else None,
+                last_error=error,
+                last_warning=run.note if run is not None else None,
+            )
         )
     return rows, token_warnings(engine)
 

@@ -2,8 +2,8 @@
 
 Builds sample provider tables, serves them on a local Delta Sharing server, writes a config,
 syncs (bootstrap), commits changes at the provider, syncs again (incremental), and prints
-the status and a few target rows. Everything lands in one directory the user can inspect
-and keep using (``sharesync --config DIR/sharesync.yaml status``).
+the status and a few target rows. Everything lands in one directory the user can inspect;
+``--keep-serving`` keeps the provider up, so the config there can be used for more commands.
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ import random
 import shutil
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import yaml
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @click.command("demo")
@@ -26,7 +30,7 @@ def demo(directory: str, keep_serving: bool) -> None:
     from rich.console import Console
 
     from sharesync.pipelines.run.engine import SyncEngine
-    from sharesync.sync.cli.syncing import _print_results
+    from sharesync.sync.cli.syncing import print_results
     from sharesync.sync.core.config import load_config
     from sharesync.sync.server.runner import SharingServer
     from sharesync.sync.server.samples import apply_random_commits, build_demo_provider
@@ -48,7 +52,7 @@ def demo(directory: str, keep_serving: bool) -> None:
         config = load_config(config_file)
         console.rule("[bold]2. First sync: bootstrap from the snapshots")
         with SyncEngine(config) as engine:
-            _print_results(engine.sync_all())
+            print_results(engine.sync_all())
 
             console.rule("[bold]3. The provider commits inserts, updates, deletes and merges")
             rng = random.Random(42)
@@ -57,7 +61,7 @@ def demo(directory: str, keep_serving: bool) -> None:
                 console.print(f"  {table.full_name}: {', '.join(done)}")
 
             console.rule("[bold]4. Second sync: only the changes")
-            _print_results(engine.sync_all())
+            print_results(engine.sync_all())
 
             console.rule("[bold]5. Status")
             from sharesync.pipelines.run.status import table_statuses
@@ -65,8 +69,8 @@ def demo(directory: str, keep_serving: bool) -> None:
             rows, _ = table_statuses(engine)
             for row in rows:
                 console.print(
-                    f"  {row['name']}: checkpoint {row['checkpoint_version']} = source {row['source_version']} "
-                    f"(lag {row['lag_versions']}), last run {row['last_status']}"
+                    f"  {row.name}: checkpoint {row.checkpoint_version} = source {row.source_version} "
+                    f"(lag {row.lag_versions}), last run {row.last_status}"
                 )
         console.rule("[bold]6. A few target rows")
         _print_target_rows(console, config.tables[0].target)
@@ -96,7 +100,7 @@ def _write_config(root: Path, profile: Path) -> Path:
     return path
 
 
-def _print_target_rows(console: object, target: str, limit: int = 5) -> None:
+def _print_target_rows(console: Console, target: str, limit: int = 5) -> None:
     from deltalake import DeltaTable
     from rich.table import Table
 
@@ -104,5 +108,5 @@ def _print_target_rows(console: object, target: str, limit: int = 5) -> None:
     table = Table(*data.column_names[:8])
     for row in data.to_pylist():
         table.add_row(*[str(v) for v in list(row.values())[:8]])
-    console.print(f"  {target}")  # type: ignore[attr-defined]
-    console.print(table)  # type: ignore[attr-defined]
+    console.print(f"  {target}")
+    console.print(table)

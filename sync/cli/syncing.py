@@ -1,29 +1,36 @@
 """``sharesync sync | status | backfill | reset``: the engine's commands.
 
 Each loads the config, builds one :class:`sharesync.pipelines.run.engine.SyncEngine` and prints what
-happened. ``sync`` exits 1 when any table failed (the others still ran), 2 when a table's
-config turned out wrong against the shared table (a key or column it lacks; the others still
-ran); config, profile and state-store problems exit 2 through :func:`sharesync.sync.cli.main.main`.
+happened: the results table on stdout, each error on stderr. ``sync`` exits 1 when any table
+failed (the others still ran), 2 when a table's config turned out wrong against the shared table
+(a key or column it lacks; the others still ran); config, profile and state-store problems exit
+2 through :func:`sharesync.sync.cli.main.main`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from sharesync.sync.cli.main import EXIT_TABLE_FAILED, EXIT_USAGE
-from sharesync.sync.core.config import SharesyncConfig, load_config
+from sharesync.sync.core.config import Mode, SharesyncConfig, load_config
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
+
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.results import TableSyncResult, TargetChanges
+    from sharesync.pipelines.run.services import ProgressFactory
+    from sharesync.sync.protocol.download import ProgressCallback, ProgressUpdate
 
 
 def _config(ctx: click.Context) -> SharesyncConfig:
@@ -31,7 +38,7 @@ def _config(ctx: click.Context) -> SharesyncConfig:
 
 
 @contextmanager
-def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[Any]:
+def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[SyncEngine]:
     from sharesync.pipelines.run.engine import SyncEngine
 
     config = _config(ctx)
@@ -40,7 +47,7 @@ def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[Any]:
 
 
 @contextmanager
-def _progress_bars(enabled: bool) -> Iterator[Any]:
+def _progress_bars(enabled: bool) -> Iterator[ProgressFactory | None]:
     """Rich progress bars on a terminal; nothing when output is piped or logged.
 
     The bars start with the first download, so a pass with nothing to download neither
@@ -51,7 +58,7 @@ def _progress_bars(enabled: bool) -> Iterator[Any]:
         return
     bars: Progress | None = None  # started with the first batch that downloads
 
-    def factory(label: str, files: int) -> Any:
+    def factory(label: str, files: int) -> ProgressCallback:
         nonlocal bars
         if bars is None:
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -63,7 +70,7 @@ def _progress_bars(enabled: bool) -> Iterator[Any]:
         progress = bars
         task = progress.add_task(label, total=None)
 
-        def update(event: Any) -> None:
+        def update(event: ProgressUpdate) -> None:
             progress.advance(task, event.advance)
 
         return update
@@ -82,8 +89,10 @@ def sync_command(ctx: click.Context, names: tuple[str, ...]) -> None:
     """One sync pass over all (or the named) tables."""
     with _engine(ctx, progress=True) as engine:
         results = engine.sync_all(list(names) or None)
-    _print_results(results)
-    failed = [r for r in results if r.outcome.value == "failed"]
+    print_results(results)
+    from sharesync.pipelines.run.results import TableOutcome
+
+    failed = [r for r in results if r.outcome is TableOutcome.FAILED]
     if any(isinstance(r.exception, ConfigError) for r in failed):
         sys.exit(EXIT_USAGE)  # the config is wrong for a table (e.g. a key the shared table lacks)
     if failed:
@@ -103,7 +112,7 @@ def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, 
     request = BackfillRequest(_timestamp("--from", from_), _timestamp("--to", to) if to else None, full_refresh)
     with _engine(ctx, progress=True) as engine:
         result = engine.sync_table(name, backfill=request)
-    _print_results([result])
+    print_results([result])
 
 
 @click.command("reset")
@@ -129,35 +138,35 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     with _engine(ctx) as engine:
         rows, warnings = table_statuses(engine)
     if as_json:
-        click.echo(json.dumps({"tables": rows, "warnings": warnings}, indent=2, default=str))
+        click.echo(json.dumps({"tables": [row.to_json() for row in rows], "warnings": warnings}, indent=2))
         return
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("table", no_wrap=True, min_width=max((len(r["name"]) for r in rows), default=5))
+    table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in rows), default=5))
     for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
         table.add_column(name, no_wrap=True)
     for row in rows:
         table.add_row(
-            row["name"],
-            row["mode"],
-            f"{_show(row['checkpoint_version'])}/{_show(row['source_version'])}",
-            _show(row["lag_versions"]),
-            _show(_parse_iso(row["last_sync_at"])),
-            _show(row["last_status"]),
+            row.name,
+            row.mode.value,
+            f"{_show(row.checkpoint_version)}/{_show(row.source_version)}",
+            _show(row.lag_versions),
+            _show(row.last_sync_at),
+            _show(row.last_status),
         )
     console = Console()
     console.print(table)
     for row in rows:
-        if row["last_error"]:
+        if row.last_error:
             console.print(
-                f"[red]last error:[/red] {esc(row['name'])}: {esc(row['last_error'])}", highlight=False, soft_wrap=True
+                f"[red]last error:[/red] {esc(row.name)}: {esc(row.last_error)}", highlight=False, soft_wrap=True
             )
-        if row.get("last_warning"):
+        if row.last_warning:
             console.print(
-                f"[yellow]last warning:[/yellow] {esc(row['name'])}: {esc(row['last_warning'])}",
+                f"[yellow]last warning:[/yellow] {esc(row.name)}: {esc(row.last_warning)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -165,43 +174,70 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
         console.print(f"[yellow]warning:[/yellow] {esc(warning)}", highlight=False, soft_wrap=True)
 
 
-def _print_results(results: list[Any], console: Any = None) -> None:
-    """One narrow row per table (fits 80 columns; names never cut), then each error and warning
-    in full on its own line, where a long message stays readable."""
+def print_results(results: Sequence[TableSyncResult], console: Console | None = None) -> None:
+    """One narrow row per table (fits 80 columns; names never cut), then each warning in full on
+    its own line, where a long message stays readable; errors go to stderr the same way."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
+
+    from sharesync.pipelines.run.results import TableOutcome
 
     console = console or Console()
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in results), default=5))
     table.add_column("result", no_wrap=True)
     table.add_column("versions", no_wrap=True)
-    table.add_column("+ins ~upd -del", no_wrap=True)
+    table.add_column("changes", no_wrap=True)
     table.add_column("files", justify="right", no_wrap=True)
     table.add_column("MB", justify="right", no_wrap=True)
     table.add_column("s", justify="right", no_wrap=True)
+    shown = {
+        TableOutcome.UP_TO_DATE: "up to date",
+        TableOutcome.SYNCED: "synced",
+        TableOutcome.FAILED: "[red]FAILED[/red]",
+    }
     for r in results:
         stats = r.stats
         versions = f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version)
-        outcome = {"up_to_date": "up to date", "synced": "synced", "failed": "[red]FAILED[/red]"}[r.outcome.value]
         table.add_row(
             r.name,
-            outcome,
+            shown[r.outcome],
             versions,
-            f"+{stats.rows_inserted} ~{stats.rows_updated} -{stats.rows_deleted}",
+            _changes(r.changes) if r.batches else "-",
             str(stats.files_downloaded),
             f"{stats.bytes_downloaded / 1e6:.1f}",
             f"{r.seconds:.1f}",
         )
     console.print(table)
+    errors = Console(stderr=True, width=console.width) if any(r.error for r in results) else None
     for r in results:
-        if r.error:
-            console.print(
-                f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", markup=True, highlight=False, soft_wrap=True
-            )
+        if r.error and errors is not None:
+            errors.print(f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", highlight=False, soft_wrap=True)
         for warning in r.warnings:
             console.print(f"[yellow]warning:[/yellow] {esc(r.name)}: {esc(warning)}", highlight=False, soft_wrap=True)
+
+
+def _changes(changes: TargetChanges) -> str:
+    """What the batches did, in the mode's terms: keys (merge), change rows by type (append), rows (snapshot)."""
+    match changes.mode:
+        case Mode.MERGE:
+            return f"+{changes.inserted} ~{changes.updated} -{changes.deleted} keys"
+        case Mode.APPEND:
+            from sharesync.sync.core.changefeed import ChangeType
+
+            rows = changes.appended
+            # An update is two rows (its pre- and post-image): "upd" counts rows, as the total does.
+            kinds = {
+                "ins": rows.get(ChangeType.INSERT, 0),
+                "upd": rows.get(ChangeType.UPDATE_PREIMAGE, 0) + rows.get(ChangeType.UPDATE_POSTIMAGE, 0),
+                "del": rows.get(ChangeType.DELETE, 0),
+            }
+            by_type = " ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
+            return f"{changes.appended_rows} rows appended" + (f"\n{by_type}" if by_type else "")
+        case Mode.SNAPSHOT:
+            return f"{changes.written} rows written"
+    raise AssertionError(changes.mode)  # pragma: no cover
 
 
 def esc(text: str) -> str:
@@ -218,11 +254,7 @@ def _timestamp(option: str, value: str) -> datetime:
         raise ConfigError(f"{option}: {exc}") from None
 
 
-def _parse_iso(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
@@ -92,7 +95,8 @@ def test_sync_exit_codes(workspace: Workspace, cli: Callable[..., CliResult]) ->
     workspace.config(workspace.spec("m"), workspace.spec("missing"))
     run = cli(*config, "sync")
     assert run.code == 1
-    assert any(line.startswith(f"error: {workspace.name('missing')}:") for line in run.out.splitlines())
+    assert any(line.startswith(f"error: {workspace.name('missing')}:") for line in run.err.splitlines())
+    assert "error:" not in run.out  # the results table stays on stdout, errors go to stderr
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 1)
 
     # A key the shared table lacks is a config error (exit 2), named, and the other table still syncs.
@@ -101,9 +105,36 @@ def test_sync_exit_codes(workspace: Workspace, cli: Callable[..., CliResult]) ->
     workspace.config(workspace.spec("m"), workspace.spec("k", keys=["nope"]))
     run = cli(*config, "sync")
     assert run.code == 2
-    line = next(x for x in run.out.splitlines() if x.startswith(f"error: {workspace.name('k')}:"))
+    line = next(x for x in run.err.splitlines() if x.startswith(f"error: {workspace.name('k')}:"))
     assert "keys" in line and "'nope'" in line
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 2)
+
+
+def test_the_results_say_what_each_mode_did(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
+    for seed, table in enumerate(("m", "a", "s")):
+        workspace.table(table, rows=12, seed=50 + seed)
+    workspace.config(workspace.spec("m"), workspace.spec("a", "append"), workspace.spec("s", "snapshot"))
+    config = ("--config", str(workspace.config_file))
+    assert cli(*config, "sync").code == 0
+    for seed, table in enumerate(("m", "a", "s")):
+        workspace.commit(table, 4, seed=60 + seed)
+
+    run = cli(*config, "sync")
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    row = {t: next(i for i, x in enumerate(lines) if x.lstrip().startswith(workspace.name(t))) for t in ("m", "a", "s")}
+    assert re.search(r"\+\d+ ~\d+ -\d+ keys", lines[row["m"]]), run.out
+    # Append mode: the change rows appended, by type, exactly as the provider's change feed has them.
+    a = workspace.path("a")
+    cdf = DeltaTable(str(a)).load_cdf(starting_version=1, ending_version=source_version(a))
+    kinds = Counter(pa.RecordBatchReader.from_stream(cdf).read_all().column("_change_type").to_pylist())
+    upd = kinds["update_preimage"] + kinds["update_postimage"]
+    by_type = " ".join(f"{n} {k}" for k, n in (("ins", kinds["insert"]), ("upd", upd), ("del", kinds["delete"])) if n)
+    assert f"{kinds.total()} rows appended" in lines[row["a"]] and by_type in lines[row["a"] + 1], run.out
+    snapshot = DeltaTable(str(workspace.path("s"))).to_pyarrow_table().num_rows
+    assert f"{snapshot} rows written" in lines[row["s"]], run.out
+    assert "ins ~upd" not in run.out
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ again on the next pass, and every row must still land exactly once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +15,14 @@ from support.e2e import Workspace
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
+    assert_snapshot_target_matches,
     source_version,
 )
 
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import StateStore, open_store
-from sharesync.sync.core.errors import StateStoreUnavailable, SyncError
+from sharesync.sync.core.errors import SharesyncError, StateStoreUnavailable, SyncError
 
 
 class FlakySpark:
@@ -35,6 +37,23 @@ class FlakySpark:
         if self.calls == self.fail_on:
             raise SyncError("injected: the engine went away")
         return get_spark()
+
+
+class DyingSession:
+    """A Spark factory that stops the real session it hands to the first job after ``written``
+    became a Delta table: the engine dies under the next table, which meets Spark Connect's own
+    error (``NO_ACTIVE_SESSION``), not one of ours."""
+
+    def __init__(self, written: str) -> None:
+        self.written = Path(written)
+        self.killed = False
+
+    def __call__(self) -> Any:
+        session = get_spark()
+        if not self.killed and (self.written / "_delta_log").is_dir():
+            self.killed = True
+            session.stop()
+        return session
 
 
 class FlakyStore:
@@ -104,5 +123,31 @@ def test_an_append_batch_repeated_after_its_commit_lands_once(workspace: Workspa
     assert store.get_checkpoint(workspace.name("a")).version == 0  # type: ignore[union-attr]
     assert workspace.engine(config).sync_all()[0].outcome is TableOutcome.SYNCED
 
+    a = workspace.path("a")
+    assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
+
+
+def test_a_spark_failure_fails_only_its_table_and_the_next_table_gets_a_new_session(workspace: Workspace) -> None:
+    for seed, table in enumerate(("m", "a", "s")):
+        workspace.table(table, rows=20, seed=40 + seed)
+    config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"), workspace.spec("s", "snapshot"))
+
+    results = {r.name: r for r in workspace.engine(config, spark=DyingSession(workspace.target("m"))).sync_all()}
+
+    failed = results[workspace.name("a")]
+    assert failed.outcome is TableOutcome.FAILED and failed.transient
+    assert not isinstance(failed.exception, SharesyncError) and "NO_ACTIVE_SESSION" in (failed.error or "")
+    # The tables before and after it synced: the dead session was replaced for the last one.
+    assert results[workspace.name("m")].outcome is results[workspace.name("s")].outcome is TableOutcome.SYNCED
+    store = open_store(config.state_store)
+    [run] = store.runs_for(workspace.name("a"))
+    assert run.status.value == "failed" and "SparkConnectException" in (run.error or "")
+    assert store.get_checkpoint(workspace.name("a")) is None
+    m, s = workspace.path("m"), workspace.path("s")
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+    assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
+
+    retried = workspace.engine(config).sync_all()
+    assert [r.outcome for r in retried] == [TableOutcome.UP_TO_DATE, TableOutcome.SYNCED, TableOutcome.UP_TO_DATE]
     a = workspace.path("a")
     assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))

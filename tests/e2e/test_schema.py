@@ -18,6 +18,7 @@ from support.verify import (
 )
 
 from sharesync.pipelines.run.results import TableOutcome
+from sharesync.state import open_store
 from sharesync.sync.server.samples import sample_rows
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
@@ -94,7 +95,7 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     assert "'qty'" in (runs[workspace.name("dropped")].error or "")
     assert "'small'" in (runs[workspace.name("retyped")].error or "")
     for table, column in (("dropped", "qty"), ("retyped", "small")):
-        line = next(x for x in run.out.splitlines() if x.startswith(f"error: {workspace.name(table)}:"))
+        line = next(x for x in run.err.splitlines() if x.startswith(f"error: {workspace.name(table)}:"))
         assert "breaking schema change" in line and f"'{column}'" in line and "sharesync reset" in line
 
     # The way out the error names: reset, then the next sync re-bootstraps with the new schema.
@@ -111,3 +112,23 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
             assert_append_target_matches(path, target, bootstrap_version=source_version(path), end_version=source_version(path))
         else:
             assert_snapshot_target_matches(path, target, source_version(path))
+
+
+def test_a_configured_column_that_older_versions_lack_stops_the_table_before_any_download(
+    workspace: Workspace, cli: Callable[..., CliResult]
+) -> None:
+    workspace.table("t", rows=10, seed=5)
+    _add_column(str(workspace.path("t")), 5)  # 'note' exists from version 1 on
+    workspace.config(workspace.spec("t", columns=["qty", "note"], start={"version": 0}))
+
+    run = cli("--config", str(workspace.config_file), "sync")
+
+    assert run.code == 2, run.err
+    [line] = [x for x in run.err.splitlines() if x.startswith("error:")]
+    name = workspace.name("t")
+    assert f"tables[{name}].columns: ['note'] not in the shared table's columns at version 0" in line
+    assert "fix 'columns' in the config" in line
+    assert not [p for p in (workspace.root / "staging").rglob("*") if p.is_file()]  # nothing downloaded
+    assert not (workspace.root / "warehouse" / "t").exists()
+    [attempt] = open_store(f"sqlite:///{workspace.root / 'state' / 'state.db'}").runs_for(name)
+    assert attempt.status.value == "failed" and "'note'" in (attempt.error or "")

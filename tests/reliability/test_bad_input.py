@@ -284,7 +284,7 @@ def test_a_target_without_write_permission_fails_the_table(site: Site, cli: Call
     finally:
         locked.chmod(0o755)
     assert result.code == 1
-    assert "is not writable" in result.out
+    assert "is not writable" in result.err
     assert not (locked / "t").exists()
 
 
@@ -309,8 +309,8 @@ def test_a_target_whose_schema_no_longer_fits_fails_the_table_and_keeps_the_targ
     result = cli("--config", str(config_file), "sync")
 
     assert result.code == 1, result.out
-    errors = [line for line in result.out.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "qty" in errors[0] and "sharesync reset" in errors[0], result.out
+    errors = [line for line in result.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "qty" in errors[0] and "sharesync reset" in errors[0], result.err
     assert delta_version(site.target("t")) == version
     assert site.checkpoint("t") == checkpoint
 

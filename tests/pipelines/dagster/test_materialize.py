@@ -59,7 +59,11 @@ def test_first_materialization_bootstraps_both_tables_with_metadata(site: Site) 
     columns = [c.name for c in meta["dagster/column_schema"].columns]
     assert columns[:2] == ["id", "region"] and "_sharesync_version" in columns
 
-    assert materialization(result, append_key)["outcome"] == "synced"
+    appended = materialization(result, append_key)
+    assert appended["outcome"] == "synced"
+    # Append mode counts change rows appended, by type (a bootstrap appends the snapshot as inserts).
+    assert appended["change_rows_appended"] == appended["appended_insert"] == appended["dagster/row_count"] > 0
+    assert "rows_inserted" not in appended
     checks = check_results(result)
     assert checks[("sharesync/dg/sales/orders", "row_count_matches_source")].passed
     assert checks[("sharesync/dg/sales/events", "row_count_matches_source")].passed  # skipped: append mode

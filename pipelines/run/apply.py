@@ -1,0 +1,145 @@
+"""Apply one staged batch with the Spark job its table's mode calls for, and say what it did.
+
+The jobs (:mod:`sharesync.pipelines.jobs`) report target rows; :class:`Applied` adds the mode's
+own account (:class:`~sharesync.pipelines.run.results.TargetChanges`): keys for merge, change rows
+by type for append, rows written for snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.jobs.append import apply_append
+from sharesync.pipelines.jobs.merge import apply_merge
+from sharesync.pipelines.jobs.metrics import ApplyStats
+from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
+from sharesync.pipelines.jobs.staged import staged_files
+from sharesync.pipelines.run.results import TargetChanges
+from sharesync.state import Checkpoint
+from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
+from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.planning import BootstrapReason, VersionRange
+from sharesync.sync.predicates import Expr
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+Spark = Callable[[], "SparkSession"]
+
+
+@dataclass(frozen=True)
+class Applied:
+    stats: ApplyStats
+    changes: TargetChanges
+
+
+def apply_bootstrap(
+    spark: Spark,
+    table: TableConfig,
+    staged: Path,
+    expr: Expr | None,
+    *,
+    reason: BootstrapReason,
+    checkpoint: Checkpoint | None,
+) -> Applied:
+    """Make the target the staged snapshot (append mode: add it to the change log as inserts)."""
+    row_filter = _row_filter(expr)
+    match table.mode:
+        case Mode.MERGE:
+            stats = replace_target(
+                spark,
+                staged,
+                table.target,
+                columns=table.columns,
+                keys=table.keys,
+                row_filter=row_filter,
+                soft_delete=table.soft_delete,
+            )
+        case Mode.SNAPSHOT if checkpoint is None or reason is BootstrapReason.TARGET_CHANGED:
+            # First sync, or after 'sharesync reset': the schema is replaced too, which is the
+            # documented way past a breaking schema change.
+            stats = replace_target(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
+        case Mode.SNAPSHOT:
+            stats = apply_snapshot(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
+        case Mode.APPEND:
+            # The change log continues after a gap (the snapshot lands as inserts at its version);
+            # it restarts when versions restart (first sync, re-created or rewound source).
+            keeps_log = checkpoint is not None and reason in (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF)
+            after = checkpoint.version if keeps_log and checkpoint is not None else -1
+            return _append(spark, table, staged, expr, row_filter, after)
+        case _:  # pragma: no cover
+            raise AssertionError(table.mode)
+    return Applied(stats, _changes(table.mode, stats))
+
+
+def apply_changes(
+    spark: Spark,
+    table: TableConfig,
+    staged: Path,
+    expr: Expr | None,
+    *,
+    batch: VersionRange,
+    replay_from: int | None,
+    rewrite_threshold: float | None,
+) -> Applied:
+    """Apply a batch of changes: MERGE its net change per key, or append its change rows."""
+    row_filter = _row_filter(expr)
+    if table.mode is Mode.APPEND:
+        return _append(spark, table, staged, expr, row_filter, batch.start - 1)
+    if table.mode is not Mode.MERGE:  # pragma: no cover - snapshot mode never plans changes
+        raise AssertionError(table.mode)
+    stats = apply_merge(
+        spark,
+        staged,
+        table.target,
+        keys=table.keys,
+        columns=table.columns,
+        row_filter=row_filter,
+        soft_delete=table.soft_delete,
+        replay_from=replay_from,
+        rewrite_threshold=rewrite_threshold,
+    )
+    return Applied(stats, _changes(table.mode, stats))
+
+
+def _append(
+    spark: Spark, table: TableConfig, staged: Path, expr: Expr | None, row_filter: Column | None, after: int
+) -> Applied:
+    stats = apply_append(spark, staged, table.target, after_version=after, columns=table.columns, row_filter=row_filter)
+    appended = appended_by_type(staged, expr, after) if stats.inserted else {}
+    return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))
+
+
+def appended_by_type(staged: Path, expr: Expr | None, after_version: int) -> dict[ChangeType, int]:
+    """The staged change rows the append job keeps (above ``after_version``, passing the
+    filter), counted by ``_change_type`` from the local files: the commit records only a total."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from sharesync.sync.predicates import to_arrow
+
+    dataset = ds.dataset([str(f) for f in staged_files(staged)], format="parquet")
+    keep = ds.field(COMMIT_VERSION) > after_version
+    if expr is not None:
+        keep = keep & to_arrow(expr, dataset.schema)
+    types = dataset.to_table(columns=[CHANGE_TYPE], filter=keep).column(CHANGE_TYPE)
+    counts = pc.value_counts(types).to_pylist()
+    return {ChangeType(c["values"]): int(c["counts"]) for c in counts}
+
+
+def _changes(mode: Mode, stats: ApplyStats) -> TargetChanges:
+    if mode is Mode.SNAPSHOT:
+        return TargetChanges(mode, written=stats.inserted)
+    return TargetChanges(mode, stats.inserted, stats.updated, stats.deleted)
+
+
+def _row_filter(expr: Expr | None) -> Column | None:
+    if expr is None:
+        return None
+    from sharesync.sync.predicates import to_spark
+
+    return to_spark(expr)

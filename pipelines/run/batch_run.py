@@ -1,0 +1,203 @@
+"""One batch of one table, bootstrap or changes, through the one skeleton every batch follows.
+
+start a run record → ask the provider for the batch's files → check the config against the
+batch's schema → download and stage → check the lease is still ours → apply with Spark →
+advance the checkpoint by compare-and-swap → finish the run record. A failure anywhere marks
+the run failed (redacted) and leaves the checkpoint where it was; the staged files go either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sharesync.pipelines.jobs.metrics import ApplyStats
+from sharesync.pipelines.run.apply import Applied
+from sharesync.pipelines.run.context import TableContext, check_columns
+from sharesync.pipelines.run.failures import describe
+from sharesync.pipelines.run.results import BatchKind, BatchResult
+from sharesync.pipelines.run.services import RunServices
+from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.timestamps import from_millis
+from sharesync.sync.planning import VersionRange
+from sharesync.sync.protocol.changes import ChangeFile
+from sharesync.sync.protocol.client import ChangesResult, QueryResult
+from sharesync.sync.protocol.wire import Metadata
+from sharesync.sync.staging import batch as batches
+from sharesync.sync.staging.files import StageLayout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A batch as the provider listed it: the files to download and the schema they are in."""
+
+    result: QueryResult | ChangesResult
+    files: list[ChangeFile]
+    metadata: Metadata  # in force at the batch's last version
+    start: int
+    end: int
+    start_commit: datetime | None
+    end_commit: datetime | None
+
+
+@dataclass(frozen=True)
+class BatchStep:
+    """What sets one batch apart: how its files are fetched and how they are applied."""
+
+    kind: BatchKind
+    planned: VersionRange
+    fetch: Callable[[], Fetched]
+    apply: Callable[[Path], Applied]
+    net_keys: Sequence[str] | None = None  # merge-mode changes: stage the net change per key
+    note: str | None = None  # kept with the run record of a batch that succeeded
+
+    @property
+    def directory(self) -> str:
+        if self.kind is BatchKind.BOOTSTRAP:
+            return f"bootstrap-{self.planned.end}"
+        return f"changes-{self.planned.start}-{self.planned.end}"
+
+
+def fetch_snapshot(services: RunServices, context: TableContext, version: int) -> Fetched:
+    """The snapshot at ``version`` (the latest when that is the provider's current version)."""
+    latest = version >= context.metadata.version
+    result = services.client.query(
+        context.table.name,
+        version=None if latest else version,
+        predicate_hints=context.hints.predicate_hints,
+        json_predicate_hints=context.hints.json_predicate_hints,
+    )
+    files, _ = batches.prune(batches.snapshot_change_files(result), context.expr, context.layout.schema)
+    committed = _max_timestamp(files)
+    return Fetched(result, files, result.metadata, result.version, result.version, committed, committed)
+
+
+def fetch_changes(
+    services: RunServices, context: TableContext, batch: VersionRange, previous_commit: datetime | None
+) -> Fetched:
+    """The change files of ``batch``, by the protocol's per-version rule."""
+    result = services.client.changes(
+        context.table.name, starting_version=batch.start, ending_version=batch.end, include_historical_metadata=True
+    )
+    metadata = batches.batch_schema(result, batch.end)
+    files, _ = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
+    stamps = batches.commit_timestamps(result)
+    start, end = stamps.get(batch.start), stamps.get(batch.end)
+    return Fetched(
+        result,
+        files,
+        metadata,
+        batch.start,
+        batch.end,
+        from_millis(start) if start is not None else None,
+        from_millis(end) if end is not None else previous_commit,
+    )
+
+
+class BatchRunner:
+    """Runs the batches of one table's pass under its lease."""
+
+    def __init__(self, services: RunServices, context: TableContext, keeper: LeaseKeeper) -> None:
+        self.services = services
+        self.context = context
+        self.keeper = keeper
+
+    def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
+        table, store = self.context.table, self.services.store
+        run_id = store.start_run(table.name, start_version=step.planned.start, end_version=step.planned.end)
+        began = time.monotonic()
+        directory = batches.batch_dir(self.services.config.staging_dir, table.name, step.directory)
+        try:
+            fetched = step.fetch()
+            check_columns(table, fetched.metadata.table_schema, version=fetched.end)
+            staged = self._stage(step, fetched, directory)
+            self.keeper.check()
+            applied = step.apply(staged.path)
+            # A bootstrap makes the target the snapshot at its version: the checkpoint may move back to it.
+            stored = self._advance(checkpoint, fetched, rewind=step.kind is BatchKind.BOOTSTRAP)
+            stats = _run_stats(applied.stats, staged)
+            store.finish_run(run_id, RunStatus.SUCCEEDED, stats, end_version=fetched.end, note=step.note)
+        except BaseException as exc:
+            self._fail_run(run_id, exc)
+            raise
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        seconds = time.monotonic() - began
+        result = BatchResult(
+            step.kind,
+            fetched.start,
+            fetched.end,
+            stats,
+            applied.changes,
+            seconds,
+            fetched.start_commit,
+            stored.version_timestamp,
+        )
+        return stored, result
+
+    def _stage(self, step: BatchStep, fetched: Fetched, directory: Path) -> batches.StagedBatch:
+        config, name = self.services.config, self.context.table.name
+        schema = fetched.metadata.table_schema
+        layout = StageLayout.build(schema, fetched.metadata.partition_columns, self.context.layout.columns)
+        snapshot = step.kind is BatchKind.BOOTSTRAP
+        label = f"bootstrap v{fetched.end}" if snapshot else f"v{fetched.start}..{fetched.end}"
+        return batches.stage(
+            self.services.client,
+            fetched.result,
+            fetched.files,
+            layout,
+            directory,
+            concurrency=config.concurrency(self.context.table),
+            ca_bundle=config.ca_bundle,
+            progress=self.services.progress_for(f"{name} {label}", len(fetched.files)),
+            snapshot=snapshot,
+            net_keys=step.net_keys,
+        )
+
+    def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
+        table = self.context.table
+        new = Checkpoint(
+            name=table.name,
+            version=fetched.end,
+            table_id=fetched.metadata.id,
+            schema_fingerprint=hashlib.sha256(fetched.metadata.schema_string.encode()).hexdigest()[:16],
+            target=table.target,
+            mode=table.mode.value,
+            version_timestamp=fetched.end_commit,
+        )
+        expected = checkpoint.version if checkpoint else None
+        return self.services.store.advance_checkpoint(
+            new, expected_version=expected, lease=self.keeper.lease, rewind=rewind
+        )
+
+    def _fail_run(self, run_id: int, exc: BaseException) -> None:
+        try:
+            self.services.store.finish_run(run_id, RunStatus.FAILED, error=describe(exc))
+        except SharesyncError:  # the store itself failed: the original error matters more
+            log.exception("could not record the failure of run %s", run_id)
+
+
+def _run_stats(applied: ApplyStats, staged: batches.StagedBatch) -> RunStats:
+    """What one batch did, as the run record keeps it: target rows and transfer counters."""
+    return RunStats(
+        rows_inserted=applied.inserted,
+        rows_updated=applied.updated,
+        rows_deleted=applied.deleted,
+        files_downloaded=staged.files,
+        bytes_downloaded=staged.bytes,
+        url_refreshes=staged.url_refreshes,
+    )
+
+
+def _max_timestamp(files: Iterable[ChangeFile]) -> datetime | None:
+    stamps = [c.file.timestamp for c in files if c.file.timestamp is not None]
+    return from_millis(max(stamps)) if stamps else None

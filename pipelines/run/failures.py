@@ -1,0 +1,58 @@
+"""Any exception inside one table's run becomes that table's failure: classified and redacted.
+
+sharesync's own errors carry their class: ``Permanent`` ones need a person to change something,
+the others may pass on a later attempt. Anything else was raised by a library. From the Spark
+Connect client (gRPC) or the operating system (a reset socket, a full disk) it is transient:
+the engine, the network or the disk may recover by the next pass. Anything else is a bug, and
+permanent: the same input meets it again.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from sharesync.sync.core.errors import Permanent, SharesyncError
+from sharesync.sync.core.redact import redact
+
+if TYPE_CHECKING:
+    from pyspark.errors.exceptions.connect import SparkConnectException
+
+# Spark Connect error classes that say the session cannot be used again: closed on the client
+# (NO_ACTIVE_SESSION), or unknown to the server, e.g. after a restart (INVALID_HANDLE.*).
+_SESSION_GONE = ("NO_ACTIVE_SESSION", "INVALID_HANDLE")
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line, redacted text recorded and shown for ``exc``."""
+    if isinstance(exc, SharesyncError):
+        return redact(str(exc))
+    return redact(f"{type(exc).__name__}: {exc}")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a later attempt may succeed without anyone changing anything."""
+    if isinstance(exc, SharesyncError):
+        return not isinstance(exc, Permanent)
+    return isinstance(exc, OSError) or _spark_connect_error(exc) is not None
+
+
+def session_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the Spark Connect session is unusable: closed, or its server gone."""
+    error = _spark_connect_error(exc)
+    if error is None:
+        return False
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    if (error.getCondition() or "").startswith(_SESSION_GONE):
+        return True
+    # The server does not answer at all (stopped, crashed, or its port closed).
+    return isinstance(error, SparkConnectGrpcException) and str(error.getGrpcStatusCode().name) == "UNAVAILABLE"
+
+
+def _spark_connect_error(exc: BaseException) -> SparkConnectException | None:
+    if "pyspark.errors" not in sys.modules:
+        return None  # Spark was never imported, so it raised nothing
+    from pyspark.errors.exceptions.connect import SparkConnectException
+
+    return exc if isinstance(exc, SparkConnectException) else None

@@ -1,0 +1,39 @@
+"""What one table's run works with, handed to it explicitly by the engine that owns them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sharesync.sync.core.config import SharesyncConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sharesync.state import StateStore
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.download import ProgressCallback
+
+# (label, files to download) → a callback for the download's progress, or None for no display.
+ProgressFactory = Callable[[str, int], "ProgressCallback | None"]
+
+
+@dataclass(frozen=True)
+class RunServices:
+    """The config, state store, sharing client, Spark factory and progress display of one pass.
+
+    ``spark`` is a factory, called by a job only when it has rows to write: a batch with
+    nothing to apply never starts an engine.
+    """
+
+    config: SharesyncConfig
+    store: StateStore
+    client: SharingClient
+    spark: Callable[[], SparkSession]
+    progress: ProgressFactory | None = None
+
+    def progress_for(self, label: str, files: int) -> ProgressCallback | None:
+        if self.progress is None or files == 0:
+            return None
+        return self.progress(label, files)
