@@ -79,3 +79,16 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., SharingServer]]:
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     """``cli("--config", path, "sync")``: run ``sharesync`` in-process; exit code and output."""
     return cli_runner(capsys)
+
+
+# The fast lane (`pytest -m "not slow"`, README "Development") leaves out what starts the engine
+# for whole CLI passes or spawns processes: every test under these folders and files is slow.
+SLOW_PATHS = ("e2e/", "reliability/", "state/test_races.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_dir = Path(__file__).parent
+    for item in items:
+        relative = item.path.relative_to(tests_dir).as_posix()
+        if relative.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
