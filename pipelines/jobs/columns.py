@@ -4,7 +4,8 @@ Target columns are the projected data columns (in source order) plus sharesync's
 ``_sharesync_version`` (long: the source commit of the row's last change — merge mode's
 exactly-once guard), ``_sharesync_commit_timestamp`` (timestamp of that commit) and, with soft
 delete, ``_sharesync_deleted`` (boolean). Append-mode targets keep the change-feed columns
-(:mod:`sharesync.sync.core.changefeed`) instead.
+(:mod:`sharesync.sync.core.changefeed`) instead; history-mode targets hold one row per image with
+the validity columns of :mod:`sharesync.sync.core.history_columns` (re-exported here).
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_TIMESTAMP, COMMIT_VERSION
+from sharesync.sync.core.history_columns import (
+    HISTORY_COLUMNS,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_FROM_VERSION,
+    VALID_TO,
+    VALID_TO_VERSION,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -20,11 +29,18 @@ if TYPE_CHECKING:
 __all__ = [
     "DELETED_COLUMN",
     "GUARD_COLUMNS",
+    "HISTORY_COLUMNS",
+    "IS_CURRENT",
     "TIMESTAMP_COLUMN",
+    "VALID_FROM",
+    "VALID_FROM_VERSION",
+    "VALID_TO",
+    "VALID_TO_VERSION",
     "VERSION_COLUMN",
     "col",
     "guard_values",
     "keeps",
+    "projected",
     "projection",
     "quote_identifier",
 ]
@@ -67,6 +83,11 @@ def projection(df: DataFrame, keys: Sequence[str], columns: Sequence[str] | None
     Names match case-insensitively. That every configured key and column exists is checked once,
     against the shared table's schema, before a run downloads anything.
     """
-    data = [c for c in df.columns if c not in CHANGE_COLUMNS and c not in GUARD_COLUMNS]
+    return projected(df.columns, keys, columns)
+
+
+def projected(names: Sequence[str], keys: Sequence[str], columns: Sequence[str] | None) -> list[str]:
+    """:func:`projection` over a batch's column names (a job that reads the batch in Arrow)."""
+    data = [c for c in names if c not in CHANGE_COLUMNS and c not in GUARD_COLUMNS]
     wanted = {c.lower() for c in (*keys, *(data if columns is None else columns))}
     return [c for c in data if c.lower() in wanted]

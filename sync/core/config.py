@@ -11,7 +11,7 @@ from whichever directory the CLI or Dagster is started.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -42,6 +42,7 @@ class Mode(StrEnum):
     MERGE = "merge"
     APPEND = "append"
     SNAPSHOT = "snapshot"
+    HISTORY = "history"  # a slowly changing dimension (type 2): every image of every key, with its validity
 
 
 class _Strict(BaseModel):
@@ -79,7 +80,7 @@ class SparkConfig(_Strict):
 
 
 class MergeStrategy(StrEnum):
-    """How merge mode applies a batch: see ``sharesync.pipelines.jobs.merge.apply_merge``."""
+    """How merge and history mode write a batch: see ``sharesync.pipelines.jobs.merge.apply_merge``."""
 
     AUTO = "auto"  # rewrite when the batch's net changes reach rewrite_threshold of the target's rows
     MERGE = "merge"  # always the MERGE statement
@@ -112,6 +113,9 @@ class TableConfig(_Strict):
     where: list[Predicate] = Field(default_factory=list)
     columns: list[str] | None = None
     soft_delete: bool = False
+    # History mode: a change to untracked columns only updates the current row in place.
+    track_history: list[str] | None = None
+    track_history_except: list[str] | None = None
     merge_strategy: MergeStrategy | None = None
     start: Start = "latest"
     max_versions_per_batch: int | None = Field(default=None, ge=1)
@@ -147,7 +151,7 @@ class TableConfig(_Strict):
                 raise ValueError(exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")) from None
         raise ValueError("must be 'latest', {version: N} or {timestamp: '2024-01-01T00:00:00Z'}")
 
-    @field_validator("keys", "columns")
+    @field_validator("keys", "columns", "track_history", "track_history_except")
     @classmethod
     def _no_duplicates(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and len(set(value)) != len(value):
@@ -160,9 +164,32 @@ class TableConfig(_Strict):
             raise ValueError("mode 'merge' needs 'keys' (the primary-key columns), or use mode 'append'/'snapshot'")
         if self.soft_delete and self.mode is not Mode.MERGE:
             raise ValueError("'soft_delete' only applies to mode 'merge'")
-        if self.merge_strategy is not None and self.mode is not Mode.MERGE:
-            raise ValueError("'merge_strategy' only applies to mode 'merge'")
+        if self.merge_strategy is not None and self.mode not in (Mode.MERGE, Mode.HISTORY):
+            raise ValueError("'merge_strategy' only applies to mode 'merge' or 'history'")
+        self._history_rules()
         return self
+
+    def _history_rules(self) -> None:
+        if self.mode is Mode.HISTORY and not self.keys:
+            raise ValueError("mode 'history' needs 'keys' (the primary-key columns whose history is kept)")
+        lists = {o: n for o, n in self.track_lists() if n is not None}
+        if lists and self.mode is not Mode.HISTORY:
+            raise ValueError(f"'{next(iter(lists))}' only applies to mode 'history'; remove it or set mode: history")
+        if len(lists) == 2:
+            raise ValueError("'track_history' and 'track_history_except' exclude each other; keep one of them")
+        keys = {k.lower() for k in self.keys}
+        kept = None if self.columns is None else {c.lower() for c in (*self.keys, *self.columns)}
+        for option, names in lists.items():
+            if own := [c for c in names if c.lower().startswith("_sharesync_")]:
+                raise ValueError(f"'{option}' names sharesync's own column(s) {own}; they are always kept, remove them")
+            if option == "track_history_except" and (listed := [c for c in names if c.lower() in keys]):
+                raise ValueError(f"'{option}' lists the key column(s) {listed}; keys are always tracked, remove them")
+            if kept is not None and (outside := [c for c in names if c.lower() not in kept]):
+                raise ValueError(f"'{option}' names {outside}, which 'columns' leaves out; add them or remove them")
+
+    def track_lists(self) -> tuple[tuple[str, list[str] | None], ...]:
+        """History mode's two column lists by option name (at most one is set)."""
+        return ("track_history", self.track_history), ("track_history_except", self.track_history_except)
 
     @property
     def share(self) -> str:
@@ -186,11 +213,20 @@ class SharesyncConfig(_Strict):
     tables: list[TableConfig] = Field(default_factory=list)
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
     sensor_interval_seconds: int = Field(default=30, ge=1)
+    # Dagster: what starts a sync when the provider commits (README "Dagster", "Sensor or declarative automation").
+    automation: Literal["sensor", "declarative"] = "sensor"
+    observe_schedule: str = Field(default="* * * * *", description="automation 'declarative': cron of source observations")
+    verify_check: bool = Field(default=False, description="Dagster: add the 'target_matches_snapshot' check (verify --full)")
     lease_ttl_seconds: float = Field(
         default=120.0,
         ge=1,
         description="how long a crashed sync keeps its tables locked; the holder renews every third of it",
     )
+
+    @field_validator("observe_schedule")
+    @classmethod
+    def _observe_cron(cls, value: str) -> str:
+        return _validate_cron(value) or value
 
     @model_validator(mode="after")
     def _unique_tables(self) -> SharesyncConfig:
@@ -225,11 +261,28 @@ class SharesyncConfig(_Strict):
         return table.download_concurrency or self.defaults.download_concurrency
 
     def rewrite_threshold(self, table: TableConfig) -> float | None:
-        """``apply_merge``'s threshold for ``table``: None = always MERGE, 0 = always rewrite."""
+        """``apply_merge``'s (and ``apply_history``'s) threshold: None = always MERGE, 0 = always rewrite."""
         strategy = table.merge_strategy or self.defaults.merge_strategy
         if strategy is MergeStrategy.MERGE:
             return None
         return 0.0 if strategy is MergeStrategy.REWRITE else self.defaults.rewrite_threshold
+
+
+def check_tracked_columns(table: TableConfig, column_names: Sequence[str], *, version: int | None = None) -> None:
+    """ConfigError naming each ``track_history``/``track_history_except`` column the shared table lacks.
+
+    Pure, for the run's one check of the config against the shared schema (next to ``keys`` and
+    ``columns``, before anything downloads): only that schema knows the table's columns.
+    """
+    present = {name.lower() for name in column_names}
+    at = f" at version {version}" if version is not None else ""
+    for option, names in table.track_lists():
+        missing = [n for n in names or () if n.lower() not in present]
+        if missing:
+            raise ConfigError(
+                f"tables[{table.name}].{option}: {missing} not in the shared table's columns{at} "
+                f"({', '.join(column_names)}); fix '{option}' in the config"
+            )
 
 
 def _validate_cron(value: str | None) -> str | None:

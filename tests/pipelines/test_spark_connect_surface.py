@@ -25,6 +25,7 @@ import pytest
 from support.jobs import StageFn, delete, ins, post, pre
 
 from sharesync.pipelines.jobs.append import apply_append
+from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
 from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 
@@ -110,6 +111,15 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     apply_snapshot(spark, stage(rows, wider), snap_t)
     apply_snapshot(spark, stage([]), snap_t)
     replace_target(spark, stage(rows), merge_t, keys=["id"])
+    for target, threshold in ((str(tmp_path / "h" / "it's"), None), (str(tmp_path / "hr" / "it's"), 0.0)):
+        bootstrap_history(spark, stage(rows), target, keys=["id"], version=1)  # creates the target
+        apply_history(
+            spark, stage(changes, wider), target, keys=["id"], track_history=["name"], replay_from=1,
+            rewrite_threshold=threshold,
+        )  # fmt: skip
+        again = stage([ins(3, id=0, name="c", score=0, extra="y")], wider)
+        bootstrap_history(spark, again, target, keys=["id"], version=3, rewrite_threshold=threshold)
+    bootstrap_history(spark, stage(rows), merge_t, keys=["id"], version=1, replace=True)
 
     messages = [m for plan in sent for m in _walk(plan)]
     by_type: dict[str, list[Any]] = {}
@@ -138,7 +148,8 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
         assert table.unparsed_identifier in registered
 
     merges = by_type["spark.connect.MergeIntoTableCommand"]
-    assert len(merges) == 1  # the creating batches are writes; one second batch merges, one rewrites
+    # The creating batches are writes; in merge and history mode one target merges, one rewrites.
+    assert len(merges) == 3
     assert all(m.target_table_name in registered for m in merges)
 
     functions = {f.function_name for f in by_type.get("spark.connect.Expression.UnresolvedFunction", [])}

@@ -1,0 +1,292 @@
+"""History mode: the target keeps every image of every key, with its validity (SCD type 2).
+
+A batch is planned in Arrow (:mod:`sharesync.sync.staging.history_plan`: no netting across
+versions; exactly once by each key's watermark) against the target's rows, read with deltalake
+(:mod:`sharesync.pipelines.jobs.history_target`), and the plan is written in one Delta commit
+(:mod:`sharesync.pipelines.jobs.history_write`): a MERGE, or a copy-on-write rewrite when the
+plan touches ``rewrite_threshold`` of the target's rows, as merge mode chooses. A re-applied
+batch plans nothing and writes nothing. The run's lease keeps other writers out between the
+read and the commit.
+
+The batch is staged per file, never netted (a netted batch lost the versions between its
+first and last, which history keeps): a ``netted.parquet`` batch is refused. ``row_filter`` is
+the user's filter as a predicate tree, evaluated in Arrow with the plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, VALID_FROM_VERSION, VERSION_COLUMN, projected
+from sharesync.pipelines.jobs.history_target import read_history, table_schema
+from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
+from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, version_after
+from sharesync.pipelines.jobs.session import session_of
+from sharesync.pipelines.jobs.staged import read_staged, staged_files
+from sharesync.pipelines.jobs.target import (
+    TargetState,
+    create_target,
+    inspect_target,
+    register_target,
+    require_columns,
+)
+from sharesync.pipelines.jobs.target_stats import row_count
+from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
+from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
+from sharesync.sync.staging.history_plan import HistoryPlan, SnapshotAt, plan_history
+from sharesync.sync.staging.netting import NETTED_FILE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sharesync.sync.predicates import Expr
+
+__all__ = ["HistoryStats", "apply_history", "bootstrap_history", "tracked_columns"]
+
+_PLAN_DIR = "_history_plan"  # inside the staged batch: staged_files() skips it, the run removes it
+
+
+@dataclass(frozen=True)
+class HistoryStats(ApplyStats):
+    """What a history job did. ``inserted``: rows opened; ``updated``: existing rows changed (closed,
+    reopened or updated in place); ``deleted``: rows removed (history a backfill rewrites, or the
+    rows a replacing bootstrap dropped). ``opened``/``closed``: history rows opened and closed —
+    a row opened and closed within the batch counts in both."""
+
+    opened: int = 0
+    closed: int = 0
+
+
+@dataclass(frozen=True)
+class _Job:
+    staged: Path
+    target: str
+    keys: Sequence[str]
+    columns: Sequence[str] | None
+    row_filter: Expr | None
+    track_history: Sequence[str] | None
+    track_history_except: Sequence[str] | None
+    replay_from: int | None
+    rewrite_threshold: float | None
+
+
+def apply_history(
+    spark: SparkSession | Callable[[], SparkSession],
+    staged: str | Path,
+    target: str,
+    *,
+    keys: Sequence[str],
+    columns: Sequence[str] | None = None,
+    row_filter: Expr | None = None,
+    track_history: Sequence[str] | None = None,
+    track_history_except: Sequence[str] | None = None,
+    replay_from: int | None = None,
+    rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
+) -> HistoryStats:
+    """Apply a batch of changes: every version that changes a key gives it a history row.
+
+    ``replay_from`` (a backfill): history from that version on is rewritten — rows opened at or
+    after it are removed and rows closed at or after it reopen — in the same commit as the batch.
+    Pass it to the batch that starts at that version only: on a later batch it would remove what
+    the earlier ones of the replay wrote. A missing target is created from the batch.
+    """
+    job = _Job(
+        Path(staged), target, keys, columns, row_filter, track_history, track_history_except, replay_from,
+        rewrite_threshold,
+    )  # fmt: skip
+    return _apply(spark, job, None, replace=False)
+
+
+def bootstrap_history(
+    spark: SparkSession | Callable[[], SparkSession],
+    staged: str | Path,
+    target: str,
+    *,
+    keys: Sequence[str],
+    version: int,
+    commit_timestamp: datetime | None = None,
+    columns: Sequence[str] | None = None,
+    row_filter: Expr | None = None,
+    replace: bool = False,
+    replay_from: int | None = None,
+    rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
+) -> HistoryStats:
+    """Bootstrap from the snapshot at ``version``, committed at ``commit_timestamp``.
+
+    The staged rows' own version wins (an empty snapshot has none); without ``commit_timestamp``
+    the newest file time among the rows stands in, as the run records it for a bootstrap.
+
+    ``replace`` (a first sync, or after ``sharesync reset``): the target becomes the snapshot's
+    rows, opened at ``version`` — any table sharesync wrote there before (any mode) is replaced.
+    Otherwise (a re-bootstrap: history gap, re-created source): every open row closes at
+    ``version`` and the snapshot's rows open; the history before stays. ``replay_from`` (a full
+    refresh from that version): history from it on is removed first.
+    """
+    job = _Job(Path(staged), target, keys, columns, row_filter, None, None, replay_from, rewrite_threshold)
+    return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
+
+
+def tracked_columns(
+    data_columns: Sequence[str],
+    keys: Sequence[str],
+    track_history: Sequence[str] | None,
+    track_history_except: Sequence[str] | None,
+) -> list[str] | None:
+    """The non-key columns whose change opens a new row, as the batch spells them; None: every change does."""
+    if track_history is None and track_history_except is None:
+        return None
+    key_names = {k.lower() for k in keys}
+    if track_history is not None:
+        wanted = {c.lower() for c in track_history}
+    else:
+        wanted = {c.lower() for c in data_columns} - {c.lower() for c in track_history_except or ()}
+    return [c for c in data_columns if c.lower() in wanted and c.lower() not in key_names]
+
+
+def _apply(
+    spark: SparkSession | Callable[[], SparkSession], job: _Job, snapshot: SnapshotAt | None, *, replace: bool
+) -> HistoryStats:
+    if not job.keys or isinstance(job.keys, str):
+        raise SyncError(f"target '{job.target}': history mode needs a list of key columns, got {job.keys!r}")
+    files = staged_files(job.staged)
+    if any(f.name == NETTED_FILE for f in files):
+        raise SyncError(
+            f"staged batch '{job.staged}' was netted per key, which drops the versions history mode keeps; "
+            "stage history-mode batches without net_keys"
+        )
+    state = inspect_target(job.target)
+    if not files and (not state.exists or (snapshot is None and job.replay_from is None)):
+        return HistoryStats()  # nothing to write, or no schema to create a table with
+    if state.exists and replace:
+        _check_replaceable(state)
+    elif state.exists:
+        require_columns(state, list(HISTORY_COLUMNS), "history")
+    changes = _read_changes(files, state)
+    keys = _batch_keys(changes, job.keys)
+    data_columns = projected(changes.column_names, keys, job.columns)
+    session = session_of(spark)
+    existing = state.exists and not replace
+    added = evolve_history(read_staged(session, job.staged, files), state, data_columns) if existing and files else ()
+    tracked = tracked_columns(data_columns, keys, job.track_history, job.track_history_except)
+    values = [c for c in data_columns if c not in keys] if tracked is not None else []
+    history = read_history(job.target, keys, values) if existing else None
+    if snapshot is not None:
+        snapshot = _snapshot_at(changes, snapshot)
+    plan = plan_history(
+        changes, history, keys, data_columns, tracked=tracked, kept=_kept(changes, job.row_filter),
+        replay_from=job.replay_from, snapshot=snapshot,
+    )  # fmt: skip
+    stats = HistoryStats(
+        changes.num_rows, plan.opened, plan.updated, plan.removed, state.version, added, plan.opened, plan.closed
+    )
+    if plan.is_empty and existing:
+        return stats  # a re-applied batch: already in the target
+    rewrite = history is not None and _rewrites(plan, history.num_rows, job.rewrite_threshold)
+    deleted = _write(session, job, state, plan, data_columns, keys, replace=replace, rewrite=rewrite)
+    after = version_after(state.version, commit_metrics(job.target, state.version))
+    return dataclasses.replace(stats, target_version=after, deleted=stats.deleted + deleted)
+
+
+def _write(
+    session: SparkSession,
+    job: _Job,
+    state: TargetState,
+    plan: HistoryPlan,
+    data_columns: Sequence[str],
+    keys: Sequence[str],
+    *,
+    replace: bool,
+    rewrite: bool,
+) -> int:
+    """Write the plan in one commit; returns the rows a replacing bootstrap removed."""
+    actions = _stage_plan(session, plan, job.staged)
+    if not state.exists:
+        create_target(written_columns(actions, data_columns), job.target, plan.opened)
+        return 0
+    if replace:
+        previous = row_count(job.target)
+        writer = written_columns(actions, data_columns).write.format("delta").mode("overwrite")
+        writer.option("overwriteSchema", "true").save(job.target)
+        return previous
+    if rewrite:
+        rewrite_plan(session, actions, job.target, keys, data_columns, plan.null_keys)
+    else:
+        merge_plan(actions, register_target(session, job.target), keys, data_columns, plan.null_keys)
+    return 0
+
+
+def _rewrites(plan: HistoryPlan, target_rows: int, threshold: float | None) -> bool:
+    return threshold is not None and plan.actions.num_rows >= threshold * target_rows
+
+
+def _stage_plan(session: SparkSession, plan: HistoryPlan, staged: Path) -> DataFrame:
+    """The plan as one parquet file next to the batch, read by the engine as the write's source."""
+    import pyarrow.parquet as pq
+
+    directory = staged / _PLAN_DIR
+    directory.mkdir(exist_ok=True)
+    path = directory / "plan.parquet"
+    pq.write_table(plan.actions, path, compression="lz4")
+    return session.read.parquet(str(path))
+
+
+def _read_changes(files: Sequence[Path], state: TargetState) -> pa.Table:
+    """The batch's change rows; with no file (a backfill's empty first batch), none in the target's columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if files:
+        return pa.concat_tables([pq.read_table(f) for f in files], promote_options="none")
+    fields = [f for f in table_schema(state.path) if f.name not in HISTORY_COLUMNS]
+    types = {CHANGE_TYPE: pa.string(), COMMIT_VERSION: pa.int64(), COMMIT_TIMESTAMP: pa.timestamp("us", tz="UTC")}
+    return pa.schema([*fields, *(pa.field(c, types[c]) for c in CHANGE_COLUMNS)]).empty_table()
+
+
+def _snapshot_at(changes: pa.Table, given: SnapshotAt) -> SnapshotAt:
+    """The staged rows' version (an empty snapshot has none: the given one); the given commit
+    time, else the newest file time among the rows, as the run records for a bootstrap."""
+    import pyarrow.compute as pc
+
+    version = int(changes[COMMIT_VERSION][0].as_py()) if changes.num_rows else given.version
+    newest = pc.max(changes[COMMIT_TIMESTAMP]).as_py() if changes.num_rows else None
+    return SnapshotAt(version, given.timestamp if given.timestamp is not None else newest)
+
+
+def _batch_keys(changes: pa.Table, keys: Sequence[str]) -> list[str]:
+    by_lower = {c.lower(): c for c in changes.column_names}
+    missing = [k for k in keys if k.lower() not in by_lower]
+    if missing:
+        raise SchemaIncompatible(
+            f"key column(s) {missing} are missing from the change files of this batch (columns: "
+            f"{', '.join(changes.column_names)}); run 'sharesync reset' for this table to bootstrap from the "
+            "current snapshot"
+        )
+    return [by_lower[k.lower()] for k in keys]
+
+
+def _kept(changes: pa.Table, row_filter: Expr | None) -> pa.ChunkedArray | None:
+    """The user's filter on every change row (NULL where unknown: the plan keeps only TRUE)."""
+    if row_filter is None:
+        return None
+    import pyarrow.dataset as ds
+
+    from sharesync.sync.predicates import to_arrow
+
+    return ds.dataset(changes).to_table(columns={"keep": to_arrow(row_filter, changes.schema)})["keep"]
+
+
+def _check_replaceable(state: TargetState) -> None:
+    """Replacing a table sharesync wrote (any mode) is the reset path; someone else's is refused."""
+    names = set(state.column_names)
+    if VALID_FROM_VERSION not in names and VERSION_COLUMN not in names and not set(CHANGE_COLUMNS) <= names:
+        raise TargetError(
+            f"target '{state.path}' is a Delta table that was not written by sharesync; sharesync will not "
+            "replace it. Point 'target' at a new path, or remove that table if its data may go"
+        )

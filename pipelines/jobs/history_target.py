@@ -1,0 +1,49 @@
+"""A history-mode target as its planning and its checks read it: with deltalake, outside Spark.
+
+Planning needs every row's keys and validity (a key's watermark counts its closed rows too),
+and, with a tracked-column list, the other values of the open rows only. These are narrow
+columnar reads of the table's files; the target must be reachable from this process, as for
+every job (:mod:`sharesync.pipelines.jobs.target`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.jobs.columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["current_rows", "read_history", "table_schema"]
+
+
+def read_history(path: str, keys: Sequence[str], values: Sequence[str] = ()) -> pa.Table:
+    """Keys, valid-from/to versions and the current flag of every row; ``values`` of the open rows."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    dataset = DeltaTable(path).to_pyarrow_dataset()
+    narrow = [*keys, VALID_FROM_VERSION, VALID_TO_VERSION, IS_CURRENT]
+    if not values:
+        return dataset.to_table(columns=narrow)
+    current = ds.field(IS_CURRENT)
+    open_rows = dataset.to_table(columns=[*narrow, *values], filter=current)
+    closed = dataset.to_table(columns=narrow, filter=~current)
+    return pa.concat_tables([open_rows, closed], promote_options="default")
+
+
+def table_schema(path: str) -> pa.Schema:
+    from deltalake import DeltaTable
+
+    return DeltaTable(path).to_pyarrow_dataset().schema
+
+
+def current_rows(path: str) -> int:
+    """Rows with ``_sharesync_is_current``: what the source's ``numRecords`` should equal."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(path).to_pyarrow_dataset().count_rows(filter=ds.field(IS_CURRENT)))

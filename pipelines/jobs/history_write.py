@@ -1,0 +1,129 @@
+"""Write a history plan to its target in one Delta commit: a MERGE, or a copy-on-write rewrite.
+
+The plan (:mod:`sharesync.sync.staging.history_plan`) names each target row it changes by its
+keys and ``_sharesync_valid_from_version`` (unique per key: one event per key and version), so
+one MERGE on that pair applies it — the classic SCD2 merge: rows to open carry a NULL match
+version, match nothing and are inserted; rows to close or update in place match their row;
+rows a backfill rewrites are deleted. When the plan touches a large share of the target, the
+rewrite writes the same table in one ``overwrite`` commit (see
+:mod:`sharesync.pipelines.jobs.rewrite` for why that is cheaper on Sail). Both use only the
+Spark Connect surface the other jobs use, and the target's reading side stays with the plan:
+nothing here decides what is already applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.jobs.columns import (
+    HISTORY_COLUMNS,
+    IS_CURRENT,
+    VALID_FROM_VERSION,
+    VALID_TO,
+    VALID_TO_VERSION,
+    col,
+    quote_identifier,
+)
+from sharesync.pipelines.jobs.target import TargetState, added_columns, inspect_target
+from sharesync.sync.core.errors import SchemaIncompatible
+from sharesync.sync.staging.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["evolve_history", "merge_plan", "rewrite_plan", "written_columns"]
+
+_VALIDITY = (VALID_TO_VERSION, VALID_TO, IS_CURRENT)  # what closing or reopening a row changes
+
+
+def written_columns(plan: DataFrame, data_columns: Sequence[str]) -> DataFrame:
+    """The plan's rows to open as target rows: a new table, or a bootstrap that replaces one."""
+    from pyspark.sql import functions as F
+
+    return plan.where(F.col(ACTION) == F.lit(Action.INSERT)).select(
+        *[col(c) for c in (*data_columns, *HISTORY_COLUMNS)]
+    )
+
+
+def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Sequence[str], null_keys: bool) -> None:
+    """One MERGE of the plan into the registered target ``name`` on (keys, valid-from version)."""
+    from pyspark.sql import functions as F
+
+    def s(c: str) -> Column:
+        return F.col(f"s.{quote_identifier(c)}")
+
+    def t(c: str) -> Column:
+        return F.col(f"{name}.{quote_identifier(c)}")
+
+    on = _keys_equal([t(k) for k in keys], [s(k) for k in keys], null_keys) & (
+        t(VALID_FROM_VERSION) == s(MATCH_VERSION)
+    )
+    action = s(ACTION)
+    validity = {quote_identifier(c): s(c) for c in _VALIDITY}
+    values = {quote_identifier(c): s(c) for c in data_columns if c not in keys}
+    row = {quote_identifier(c): s(c) for c in (*data_columns, *HISTORY_COLUMNS)}
+    writer = plan.alias("s").mergeInto(name, on)
+    writer = writer.whenMatched(action == F.lit(Action.DELETE)).delete()
+    if values:
+        writer = writer.whenMatched((action == F.lit(Action.UPDATE)) & s(SET_VALUES)).update({**values, **validity})
+    writer = writer.whenMatched(action == F.lit(Action.UPDATE)).update(validity)
+    writer.whenNotMatched(action == F.lit(Action.INSERT)).insert(row).merge()
+
+
+def rewrite_plan(
+    spark: SparkSession, plan: DataFrame, target: str, keys: Sequence[str], data_columns: Sequence[str], null_keys: bool
+) -> None:
+    """The target after the plan, written with one ``overwrite``: untouched rows, updated rows, new rows."""
+    from pyspark.sql import functions as F
+
+    table = spark.read.format("delta").load(target)
+    types = {f.name: f.dataType for f in table.schema.fields}
+    values = [c for c in data_columns if c not in keys]
+    alias = {c: f"__ss_c{i}" for i, c in enumerate([*keys, *values, *_VALIDITY, MATCH_VERSION, ACTION, SET_VALUES])}
+    acts = plan.select(*[col(c).alias(a) for c, a in alias.items()])
+    on = _keys_equal([table[quote_identifier(k)] for k in keys], [F.col(alias[k]) for k in keys], null_keys)
+    on = on & (table[quote_identifier(VALID_FROM_VERSION)] == F.col(alias[MATCH_VERSION]))
+    action = F.col(alias[ACTION])
+    untouched = table.join(acts.where(action.isin(Action.UPDATE, Action.DELETE)), on, "left_anti")
+    changed = table.join(acts.where(action == F.lit(Action.UPDATE)), on, "inner")
+
+    def after_update(c: str) -> Column:
+        if c in _VALIDITY:
+            return F.col(alias[c]).cast(types[c]).alias(c)
+        if c in values:
+            return F.when(F.col(alias[SET_VALUES]), F.col(alias[c]).cast(types[c])).otherwise(col(c)).alias(c)
+        return col(c)
+
+    inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
+    out = untouched.select(*[col(c) for c in table.columns])
+    out = out.unionByName(changed.select(*[after_update(c) for c in table.columns])).unionByName(inserted)
+    out.write.format("delta").mode("overwrite").save(target)
+
+
+def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
+    """Add the batch's new columns with an empty ``mergeSchema`` append, as merge mode does
+    (``sharesync.pipelines.jobs.merge._evolve`` says why not the MERGE's schema evolution)."""
+    added = added_columns(df, state, data_columns, exclude=HISTORY_COLUMNS)
+    if not added:
+        return added
+    cannot = (
+        f"could not add the new column(s) {sorted(added)} to target '{state.path}' (targets with NOT NULL columns "
+        "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
+    )
+    try:
+        writer = df.select(*[col(c) for c in added]).limit(0).write.format("delta").mode("append")
+        writer.option("mergeSchema", "true").save(state.path)
+    except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
+        raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
+    present = {c.lower() for c in inspect_target(state.path).column_names}
+    if any(c.lower() not in present for c in added):
+        raise SchemaIncompatible(cannot)
+    return added
+
+
+def _keys_equal(left: Sequence[Column], right: Sequence[Column], null_safe: bool) -> Column:
+    """Key equality; NULL-safe only when a key is NULL (plain ``=`` is cheaper, as in merge mode)."""
+    pairs = [a.eqNullSafe(b) if null_safe else a == b for a, b in zip(left, right, strict=True)]
+    return reduce(lambda a, b: a & b, pairs)
