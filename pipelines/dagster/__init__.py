@@ -1,0 +1,1 @@
+"""The thin Dagster layer over ``pipelines.run``: assets, observable sources, sensor, checks, resources, the component."""

@@ -1,0 +1,1 @@
+"""The Delta Sharing protocol client: wire models, transport, credentials, NDJSON streams, endpoints, downloads."""

@@ -1,0 +1,1 @@
+"""From downloaded provider files to a staged batch the engine reads: schema, file staging, netting, history planning."""
