@@ -2,15 +2,19 @@
 
 Builds sample provider tables, serves them on a local Delta Sharing server, writes a config,
 syncs (bootstrap), commits changes at the provider, syncs again (incremental), and prints
-the status and a few target rows. Everything lands in one directory the user can inspect;
-``--keep-serving`` keeps the provider up, so the config there can be used for more commands.
+the status and a few target rows. Everything lands in one directory the user can inspect,
+with a ``sharesync.yaml`` and a ``workspace.yaml`` that make it the place to run more commands
+(``sharesync status``, ``dagster dev``); ``--keep-serving`` keeps the provider up for them, and
+the printed "Try next" steps say how to serve it again otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import shlex
 import shutil
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +24,14 @@ import yaml
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+# `dagster dev` run in the demo's directory loads this (and the definitions read ./sharesync.yaml).
+WORKSPACE = """load_from:
+  - python_module:
+      module_name: sharesync.pipelines.dagster.definitions
+      location_name: sharesync
+"""
 
 
 @click.command("demo")
@@ -74,15 +86,48 @@ def demo(directory: str, keep_serving: bool) -> None:
                 )
         console.rule("[bold]6. A few target rows")
         _print_target_rows(console, config.tables[0].target)
-        console.print(
-            f"\nTry next:\n  sharesync --config {config_file} status\n"
-            f"  sharesync serve {provider} --port 8080 --profile-out {profile}   # keep a provider running\n"
-            f"  SHARESYNC_CONFIG={config_file} dagster dev -w workspace.yaml"
-        )
+        click.echo("\n" + "\n".join(next_steps(root, serving=keep_serving)))
         if keep_serving:
             console.print(f"\nServing {server.endpoint} until Ctrl-C …")
             with contextlib.suppress(KeyboardInterrupt):
                 threading.Event().wait()
+
+
+def next_steps(root: Path, *, serving: bool) -> list[str]:
+    """The "Try next" lines: each command works as printed, in order, pasted into a shell.
+
+    They run in the demo's directory (its ``sharesync.yaml`` is the default config, its
+    ``workspace.yaml`` the default of ``dagster dev``), so they stay short and unwrapped, after
+    activating this installation's venv when ``sharesync`` is not on PATH (README's
+    ``.venv/bin/sharesync demo``). Every one needs the provider, which stops with the demo unless
+    ``--keep-serving``: then the first step serves the same tables again (a new port, written
+    into the profile the config names) and the others go to a second terminal.
+    """
+    setup = [f"  {line}" for line in (*_activate(), f"cd {shlex.quote(str(root))}")]
+    commands = ("status", "sync", "discover", "preview demo.sales.orders --limit 5")
+    steps = [*(f"  sharesync {command}" for command in commands), "  dagster dev"]
+    if serving:
+        return ["Try next, in a second terminal (this one keeps the provider running):", *setup, *steps]
+    serve = "  sharesync serve provider --port 0 --profile-out provider.share"
+    return [
+        "Try next, in the demo's directory:",
+        *setup,
+        "The demo's provider has stopped; serve its tables again (Ctrl+C stops it):",
+        serve,
+        "Then, in a second terminal, after the same " + ("two lines" if len(setup) > 1 else "cd") + ":",
+        *steps,
+    ]
+
+
+def _activate() -> list[str]:
+    """How the user's shell finds this installation's commands: nothing when PATH already does
+    (an active venv or an installed tool), else the venv's activate script."""
+    scripts = Path(sys.executable).parent  # console scripts sit next to the interpreter
+    found = shutil.which("sharesync")
+    if found is not None and Path(found).resolve() == (scripts / "sharesync").resolve():
+        return []
+    activate = scripts / "activate"
+    return [f"source {shlex.quote(str(activate))}"] if activate.exists() else []
 
 
 def _write_config(root: Path, profile: Path) -> Path:
@@ -97,6 +142,7 @@ def _write_config(root: Path, profile: Path) -> Path:
     }
     path = root / "sharesync.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (root / "workspace.yaml").write_text(WORKSPACE, encoding="utf-8")
     return path
 
 

@@ -1,55 +1,77 @@
 """``sharesync discover``: every table the profile can read, with what a sync config needs.
 
 For each table: its current version, whether change data feed is on (the config's ``merge``
-and ``append`` modes need it) and its partition columns (useful ``where`` filters). Metadata
-is fetched concurrently, one request per table, so a provider with hundreds of tables answers
-in seconds. Any failure exits 2 with one line: discover is a setup command, so a bad profile,
-an expired token, an unreachable endpoint or an unknown table all mean "fix the setup".
+and ``append`` modes need it), its partition columns (useful ``where`` filters) and the Delta
+reader features it uses (deletion vectors, column mapping: tables a provider answers in the
+delta response format). Metadata is fetched concurrently, one request per table, so a provider
+with hundreds of tables answers in seconds.
+
+One table's failing metadata call (a reader feature sharesync cannot read, a provider error on
+that table) does not hide the others: every table is listed, each failing one with its
+redacted error (also on stderr), and the command exits 1. When nothing can be listed at all
+(a bad profile, an expired token, an unreachable endpoint) it exits 2 with one line: that is
+a setup problem.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 
 import click
 
+from sharesync.sync.cli.main import EXIT_TABLE_FAILED
 from sharesync.sync.core.config import load_config
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.redact import redact
+from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
 from sharesync.sync.protocol.profile import load_profile
 
 
 @dataclass(frozen=True)
 class DiscoveredTable:
+    """One row of the listing; a failing table has only its name and ``error``."""
+
     name: str
-    version: int
-    cdf_enabled: bool
-    partition_columns: list[str]
+    version: int | None
+    cdf_enabled: bool | None
+    partition_columns: list[str] = field(default_factory=list)
+    reader_features: list[str] = field(default_factory=list)  # empty for a plain (parquet-answered) table
+    error: str | None = None
 
     @classmethod
     def of(cls, meta: TableMetadata) -> DiscoveredTable:
-        return cls(str(meta.table), meta.version, meta.cdf_enabled, meta.partition_columns)
+        protocol = meta.protocol
+        features = table_reader_features(protocol.min_reader_version, protocol.reader_features)
+        return cls(str(meta.table), meta.version, meta.cdf_enabled, meta.partition_columns, sorted(features))
+
+    @classmethod
+    def failed(cls, ref: TableRef, exc: Exception) -> DiscoveredTable:
+        # SharesyncError messages are redacted already; anything else is redacted here.
+        message = str(exc) if isinstance(exc, SharesyncError) else redact(f"{type(exc).__name__}: {exc}")
+        return cls(str(ref), None, None, error=message)
+
+
+def _describe(client: SharingClient, ref: TableRef) -> DiscoveredTable:
+    try:
+        return DiscoveredTable.of(client.metadata(ref))
+    except Exception as exc:  # noqa: BLE001 - one table's failure is that table's row, never the listing's end
+        return DiscoveredTable.failed(ref, exc)
 
 
 def discover_tables(client: SharingClient, names: Sequence[str] = (), *, workers: int = 8) -> list[DiscoveredTable]:
-    """The named tables (default: every table of every share), sorted by name."""
+    """The named tables (default: every table of every share), sorted by name, failing ones included."""
     refs = [TableRef.of(n) for n in names] or [
         TableRef.of(table) for share in client.iter_shares() for table in client.list_all_tables(share.name)
     ]
     if not refs:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(refs))), thread_name_prefix="discover") as pool:
-        futures = [pool.submit(client.metadata, ref) for ref in refs]
-        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for future in pending:
-            future.cancel()
-        for future in futures:  # in input order, so the first failing table is the one reported
-            error = future.exception() if future in done else None
-            if error is not None:
-                raise error
-        tables = [DiscoveredTable.of(f.result()) for f in futures]
+        tables = list(pool.map(lambda ref: _describe(client, ref), refs))
     return sorted(tables, key=lambda t: t.name.lower())
 
 
@@ -64,12 +86,15 @@ def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, .
 
 @click.command()
 @click.argument("tables", nargs=-1, callback=_table_names, metavar="[SHARE.SCHEMA.TABLE]...")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"tables\": [...]}.")
-@click.option("--workers", type=click.IntRange(1, 64), default=8, show_default=True, help="Concurrent metadata requests.")
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"tables": [...]}.')
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=8, show_default=True, help="Concurrent metadata requests."
+)
 @click.pass_context
 def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int) -> None:
-    """List the shared tables (all, or the ones named) with version, CDF and partition columns."""
-    # Every failure here is a SharesyncError: the sharesync group (sharesync.sync.cli.main) prints it, exit 2.
+    """List the shared tables (all, or the ones named): version, CDF, partition columns, reader features."""
+    # A failure before any table is described is a SharesyncError: the sharesync group
+    # (sharesync.sync.cli.main) prints it, exit 2. A failing table exits 1 after the listing.
     config = load_config((ctx.obj or {}).get("config_file"))
     profile = load_profile(config.profile)
     with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
@@ -78,21 +103,36 @@ def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers
         click.echo(json.dumps({"tables": [asdict(t) for t in found]}, indent=2))
     else:
         _print_table(found)
+    failed = [t for t in found if t.error is not None]
+    for t in failed:
+        click.echo(f"error: {t.name}: {t.error}", err=True)
+    if failed:
+        sys.exit(EXIT_TABLE_FAILED)
 
 
 def _print_table(found: list[DiscoveredTable]) -> None:
+    from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     if not found:
         console.print("No tables are shared with this profile.")
         return
-    table = Table(title=f"{len(found)} shared table{'s' if len(found) != 1 else ''}")
-    table.add_column("table")
-    table.add_column("version", justify="right")
-    table.add_column("CDF")
+    failed = sum(t.error is not None for t in found)
+    title = f"{len(found)} shared table{'s' if len(found) != 1 else ''}" + (f", {failed} failed" if failed else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("table", no_wrap=True)
+    table.add_column("version", justify="right", no_wrap=True)
+    table.add_column("CDF", no_wrap=True)
     table.add_column("partition columns")
+    table.add_column("reader features")
     for t in found:
-        table.add_row(t.name, str(t.version), "yes" if t.cdf_enabled else "no", ", ".join(t.partition_columns) or "—")
+        if t.error is not None:  # the error itself follows on stderr, in full
+            table.add_row(escape(t.name), "[red]failed[/red]", "—", "—", "—")
+            continue
+        cdf = "yes" if t.cdf_enabled else "no"
+        partitions, features = ", ".join(t.partition_columns) or "—", ", ".join(t.reader_features) or "—"
+        table.add_row(escape(t.name), str(t.version), cdf, partitions, features)
     console.print(table)

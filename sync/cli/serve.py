@@ -35,6 +35,27 @@ from sharesync.sync.core.errors import ConfigError
 @click.option("--download-delay", "download_delay_seconds", default=0.0, help="Seconds to wait before each download.")
 @click.option("--file-size-delta", default=0, help="Serve files this many bytes longer (>0) or shorter (<0).")
 @click.option("--drop-file-connection", is_flag=True, help="Drop file downloads half way.")
+# Vacuumed history as a real provider shows it (reproduce what a provider's VACUUM does to a sync).
+@click.option(
+    "--unchecked-presign",
+    is_flag=True,
+    help="Presign without checking files exist (as the reference server does): vacuumed files answer 404 on download.",
+)
+@click.option(
+    "--gone-file",
+    "gone_files",
+    multiple=True,
+    metavar="FRAGMENT",
+    help="Downloads of files whose path contains FRAGMENT (e.g. _change_data/) answer --gone-status. Repeatable.",
+)
+@click.option("--gone-status", default=404, show_default=True, help="Status of --gone-file downloads: 404 or 410.")
+@click.option(
+    "--history-error",
+    default=None,
+    metavar="KIND",
+    help="Answer /changes with a reference server's history "
+    "error: table_files_missing, log_truncated, version_not_found or change_data_file_not_found.",
+)
 @click.option("--seed", default=0, help="Seed of the fault RNG.")
 def serve(
     root: Path, host: str, port: int, token: str | None, prefix: str, profile_out: Path | None, **fault_flags: Any
@@ -67,5 +88,7 @@ def serve(
 
     try:
         server.serve_forever(on_ready=ready)
+    except KeyboardInterrupt:  # Ctrl+C is how this command ends: not an abort
+        click.echo("Stopped.")
     except OSError as exc:
         raise ConfigError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from None

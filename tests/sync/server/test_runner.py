@@ -81,12 +81,55 @@ def test_cli_serve_writes_a_profile_and_serves(provider_root: Path, tmp_path: Pa
         process.communicate(timeout=10)
 
 
+def test_cli_serve_vacuumed_history_flags(provider_root: Path, tmp_path: Path) -> None:
+    """The flags a user reproduces a provider's VACUUM with: storage 404/410 and history errors."""
+    profile = tmp_path / "local.share"
+    flags = ["--unchecked-presign", "--gone-file", "/no-such-fragment/", "--gone-file", ".parquet"]
+    flags += ["--gone-status", "410", "--history-error", "log_truncated"]
+    process = subprocess.Popen(
+        _sharesync("serve", str(provider_root), "--port", "0", "--profile-out", str(profile), *flags),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        endpoint = process.stdout.readline().rsplit(" at ", 1)[1].strip()
+        assert process.stdout.readline().strip() == f"Profile written to {profile}"
+        headers = {"Authorization": f"Bearer {json.loads(profile.read_text())['bearerToken']}"}
+        table = f"{endpoint}/shares/samples/schemas/all_types/tables/partitioned"
+        changes = httpx.get(f"{table}/changes", params={"startingVersion": 1}, headers=headers, timeout=10)
+        assert changes.status_code == 400 and changes.json()["errorCode"] == "MALFORMED_REQUEST"
+        assert "the transaction log has been truncated" in changes.json()["message"]
+        query = httpx.post(f"{table}/query", json={}, headers=headers, timeout=10)
+        file = next(a for a in actions(query) if isinstance(a, File))
+        gone = httpx.get(file.url, timeout=10)
+        assert gone.status_code == 410 and "<Code>Gone</Code>" in gone.text
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=10)
+
+
+def test_cli_serve_help_names_every_history_error() -> None:
+    from sharesync.sync.server.faults import HISTORY_ERRORS
+
+    done = subprocess.run(_sharesync("serve", "--help"), capture_output=True, text=True, timeout=30)
+    help_text = " ".join(done.stdout.split())
+    named = help_text.split("history error:", 1)[1].split(".", 1)[0]
+    assert sorted(named.replace(" or ", ", ").replace(",", " ").split()) == sorted(HISTORY_ERRORS)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["serve", "/does/not/exist"], "error: serve: ROOT '/does/not/exist' is not a directory"),
         (["serve", ".", "--error-rate", "2"], "Invalid value for '--error-rate'"),
         (["serve", ".", "--url-ttl", "0"], "error: serve: url_ttl_seconds: Input should be greater than 0"),
+        (["serve", ".", "--gone-status", "403"], "error: serve: gone_status: Input should be 404 or 410"),
+        (
+            ["serve", ".", "--history-error", "oops"],
+            "error: serve: history_error: Input should be 'table_files_missing'",
+        ),
     ],
 )
 def test_cli_serve_usage_errors_exit_2(args: list[str], message: str) -> None:
