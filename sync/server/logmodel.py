@@ -220,7 +220,10 @@ def parse_commit(version: int, lines: list[str], fallback_timestamp: int) -> Com
     for line in lines:
         if not line.strip():
             continue
-        action = json.loads(line)
+        try:
+            action = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LogError(f"commit {version} of the Delta log is not valid JSON ({exc.msg})") from exc
         if "add" in action:
             adds.append(parse_entry(action["add"]))
         elif "remove" in action:
