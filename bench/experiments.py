@@ -1,6 +1,6 @@
 """What the incremental MERGE would cost done differently — the evidence behind the proposals.
 
-    .venv/bin/python -m bench.experiments --size M        # after 'bench.run' made the incremental seed
+    .venv/bin/python -m bench.experiments --shape M       # after 'bench.run' made the incremental seed
 
 Steps (each variant in its own child process, measured like ``bench.run``: wall and peak RSS):
 
@@ -157,7 +157,7 @@ def child(step: str, size: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", default="M")
+    parser.add_argument("--shape", "--size", dest="size", default="M", help="a shape bench.run measured last")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     args = parser.parse_args(argv)
@@ -181,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variants:
             m = run_child([PYTHON, "-m", "bench.experiments", "--size", args.size, "--child", variant],
                           log_to=logs / f"exp-{variant}.log")  # fmt: skip
-            log(f"{variant:<24} process {m.wall:6.2f} s  peak RSS {m.maxrss_mib:6.0f} MiB  cpu {m.cpu:5.1f} s  {m.output}")
+            log(
+                f"{variant:<24} process {m.wall:6.2f} s  peak RSS {m.maxrss_mib:6.0f} MiB  cpu {m.cpu:5.1f} s  {m.output}"
+            )
     finally:
         server.stop()
     return 0

@@ -1,23 +1,32 @@
-"""Where a ``sharesync sync`` process spends its wall time: the real CLI, with timers around its steps.
+"""Where a ``sharesync sync`` process spends its wall time, on any workload shape.
 
-``python -m bench.phases --config CFG`` runs ``sharesync --config CFG sync`` in this process
-after wrapping the engine's steps (module attributes, so nothing in the repo changes):
+    .venv/bin/python -m bench.phases --shape narrow                 # incremental, 3 runs, medians
+    .venv/bin/python -m bench.phases --shape small M --scenario bootstrap incremental
+    .venv/bin/python -m bench.phases --config CFG                   # one instrumented run, in this process
+
+With ``--shape``: builds (or reuses) the shape's workload (``bench.workload``), serves it with its
+own sharing server, prepares the scenario as ``bench.run`` does (a fresh target for
+``bootstrap``; the target and checkpoint at the start version, restored before every run, for
+``incremental``) and runs each instrumented pass as a fresh child measured like ``bench.run``
+(wall, peak RSS, CPU). Prints the median of every phase. ``bench.run --phases`` adds one such
+run per scenario to the benchmark's report.
+
+With ``--config`` (the child): runs ``sharesync --config CFG sync`` in this process after
+wrapping the engine's steps (module attributes, so nothing in the repo changes):
 
 * ``imports``            — importing the CLI and engine modules;
 * ``client.*``           — protocol calls (``table_version``, ``metadata``, ``changes``, ``query``);
 * ``store.*``            — state store (lease, runs, checkpoint CAS);
 * ``stage``              — download + staging of one batch (they overlap: staging runs per file
   in worker threads while other downloads continue); ``download`` is the downloader's call,
-  ``stage_file`` the per-file rewrite summed over the worker threads (wall, can exceed the
-  batch's wall) and its thread CPU time;
-* ``engine_start``       — first ``get_spark()`` (embedded Sail start + Connect session);
-* ``apply_*``            — the Spark job, split into ``inspect_target``, ``read_staged``,
-  ``count_rows``, ``evolve``, ``register_target``, ``merge`` (the MERGE action itself),
-  ``commit_metrics``, ``version_after`` (merge mode) or ``replace`` steps (bootstrap);
-* ``exit``               — from the CLI's return to process exit is measured by the caller.
+  ``stage_file``/``load_file`` the per-file work summed over the worker threads (wall, can
+  exceed the batch's wall) and its thread CPU time; ``write_netted`` the in-memory netting;
+* ``get_spark``          — first call: embedded Sail start + Connect session;
+* ``apply_merge.*`` / ``replace.*`` — the Spark job's steps (merge mode / bootstrap);
+* ``interpreter start + exit`` — the child's wall outside this module's ``main``.
 
-Prints the phases as one JSON line (seconds, call counts). Use with a restored incremental
-state, e.g. ``/tmp/sharesync-bench/M/ss-inc`` after ``bench.run`` (see bench/README.md).
+A step the product no longer has is skipped and listed under ``missing`` (the product moves;
+the breakdown should not break with it). Prints the phases as one JSON line.
 """
 
 from __future__ import annotations
@@ -25,15 +34,19 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import statistics
 import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
 
 _PROCESS_START = time.monotonic()
 _lock = threading.Lock()
 totals: dict[str, float] = defaultdict(float)
 counts: dict[str, int] = defaultdict(int)
+missing: list[str] = []
 
 
 def _record(name: str, seconds: float) -> None:
@@ -59,6 +72,9 @@ def timed(name: str, fn, *, cpu: bool = False):  # noqa: ANN001, ANN201
 
 
 def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None:
+    if not hasattr(owner, attribute):
+        missing.append(f"{getattr(owner, '__name__', owner)}.{attribute}")
+        return
     setattr(owner, attribute, timed(name, getattr(owner, attribute), cpu=cpu))
 
 
@@ -85,32 +101,28 @@ def instrument() -> None:
     wrap(merge, "apply_merge", "apply_merge (wall)")
     wrap(snapshot, "replace_target", "replace_target (wall)")
     for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
-                 "_evolve", "projection"):  # fmt: skip
+                 "_evolve", "projection", "net_staged_batch", "row_count"):  # fmt: skip
         wrap(merge, name, f"apply_merge.{name}")
+    wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",
                  "create_target"):  # fmt: skip
         wrap(snapshot, name, f"replace.{name}")
-    wrap(merge, "net_staged_batch", "apply_merge.net_staged_batch")
-    wrap(merge, "row_count", "apply_merge.row_count")
-    wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
-    original_writer = merge._merge_writer
+    if hasattr(merge, "_merge_writer"):
+        original_writer = merge._merge_writer
 
-    def merge_writer(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        writer = original_writer(*args, **kwargs)
+        def merge_writer(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            writer = original_writer(*args, **kwargs)
 
-        class Timed:
-            def merge(self) -> object:
-                return timed("apply_merge.MERGE (Spark action)", writer.merge)()
+            class Timed:
+                def merge(self) -> object:
+                    return timed("apply_merge.MERGE (Spark action)", writer.merge)()
 
-        return Timed()
+            return Timed()
 
-    merge._merge_writer = merge_writer
+        merge._merge_writer = merge_writer
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="phase timings of one 'sharesync sync'")
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args(argv)
+def child(config: str) -> None:
     began = time.monotonic()
     import sharesync.pipelines.run.engine  # noqa: F401
     import sharesync.sync.cli.main as cli
@@ -120,14 +132,88 @@ def main(argv: list[str] | None = None) -> int:
     instrument()
     began = time.monotonic()
     try:
-        cli.main(["--config", args.config, "sync"])
+        cli.main(["--config", config, "sync"])
     except SystemExit as exc:
         if exc.code not in (0, None):
             raise
     _record("cli.main (total)", time.monotonic() - began)
     phases = {k: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
-    print(json.dumps({"phases": phases, "calls": dict(counts), "in_process": time.monotonic() - _PROCESS_START}))
+    print(json.dumps({"phases": phases, "calls": dict(counts), "missing": missing,
+                      "in_process": time.monotonic() - _PROCESS_START}))  # fmt: skip
     sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- driver
+
+
+def instrumented(config: Path, prepare: Callable[[], None], log_to: Path, server_pid: int | None) -> dict:
+    """One instrumented ``sharesync sync`` as a fresh child: its phases, wall, peak RSS and CPU."""
+    from bench.run import PYTHON, run_child
+
+    prepare()
+    m = run_child([PYTHON, "-m", "bench.phases", "--config", str(config)], log_to=log_to, server_pid=server_pid)
+    phases = {**m.output.get("phases", {}), "process (wall)": m.wall}
+    phases["interpreter start + exit"] = m.wall - m.output.get("in_process", m.wall)
+    phases = dict(sorted(phases.items(), key=lambda kv: -kv[1]))
+    return {"phases": phases, "maxrss_mib": m.maxrss_mib, "cpu": m.cpu, "missing": m.output.get("missing", [])}
+
+
+def drive(labels: list[str], scenarios: list[str], runs: int, scale: float, seed: int, work: Path) -> None:
+    from bench import run as br
+    from bench import workload as wl
+
+    for label in labels:
+        w = wl.build(wl.SHAPES[label].scaled(scale), seed, log=br.log)
+        base = work / "phases" / label
+        server = br.Server(br.serving_root(base, "root", {w.name: w.table_path}), base, "main")
+        try:
+            for scenario in scenarios:
+                if scenario == "bootstrap":
+                    config, prepare = br.sharesync_bootstrap(base, server.profile, w.full_name)
+                else:
+                    state = br.start_state(base, w, server.profile, peer=False)
+                    config, prepare = state.config, state.restore_sharesync
+                done = [instrumented(config, prepare, base / "logs" / f"{scenario}-{i}.log", server.pid)
+                        for i in range(runs)]  # fmt: skip
+                report(f"{label}-{scenario} ({w.name}, scale {scale:g})", done)
+        finally:
+            server.stop()
+
+
+def report(title: str, done: list[dict]) -> None:
+    names = list(dict.fromkeys(name for run in done for name in run["phases"]))
+    median = {n: statistics.median(run["phases"].get(n, 0.0) for run in done) for n in names}
+    rss = statistics.median(run["maxrss_mib"] for run in done)
+    cpu = statistics.median(run["cpu"] for run in done)
+    print(f"\n{title}: median of {len(done)} run(s), peak RSS {rss:.0f} MiB, CPU {cpu:.1f} s\n")
+    print("| phase | wall s |\n|---|---:|")
+    for name in sorted(names, key=lambda n: -median[n]):
+        print(f"| {name} | {median[name]:.3f} |")
+    if done[0]["missing"]:
+        print(f"\nnot instrumented (no longer in the product): {', '.join(done[0]['missing'])}")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="phase timings of 'sharesync sync', per workload shape")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--config", help="one instrumented run of this config, in this process")
+    which.add_argument("--shape", nargs="+", help="workload shapes to break down (bench.workload.SHAPES, or all)")
+    parser.add_argument("--scenario", nargs="+", default=["incremental"], choices=["bootstrap", "incremental"])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--work", default="/tmp/sharesync-bench", help="scratch directory (under <work>/phases)")
+    args = parser.parse_args(argv)
+    if args.config:  # the child imports nothing of the bench's (numpy, pyarrow) before the CLI does
+        child(args.config)
+    else:
+        from bench.workload import SHAPES
+
+        labels = list(SHAPES) if "all" in args.shape else args.shape
+        if unknown := set(labels) - set(SHAPES):
+            parser.error(f"unknown shapes {sorted(unknown)}; choose from {[*SHAPES, 'all']}")
+        drive(labels, args.scenario, args.runs, args.scale, args.seed, Path(args.work).resolve())
     return 0
 
 

@@ -1,17 +1,18 @@
-"""The sharesync benchmark (issue 7): sharesync vs the peer pipeline vs the limit, same run.
+"""The sharesync benchmark (issues 7, 16): sharesync vs the peer pipeline vs the limit, per workload shape.
 
-    .venv/bin/python -m bench.run                 # M scenarios, 3 runs each
-    .venv/bin/python -m bench.run --quick         # smoke run: 100 k rows, 8 versions, 1 run
-    .venv/bin/python -m bench.run --size M L      # also L (5 M rows) for the RSS bound
+    .venv/bin/python -m bench.run                               # every shape, 3 runs each
+    .venv/bin/python -m bench.run --shape narrow small          # some shapes
+    .venv/bin/python -m bench.run --scale 0.05 --runs 1         # the harness end to end, small data
 
-One sharing server subprocess (``sharesync serve``, URL lifetime one day) serves every
-generated table over loopback. Every measured step is a fresh child process; the harness
-takes its wall time (monotonic clock around ``Popen`` … ``os.wait4``) and its peak RSS and CPU
-time from ``wait4``'s rusage (the child's own ``ru_maxrss``: sharesync's embedded Sail engine
-runs inside that process, so it is included). Runs are interleaved (the pipeline order
-rotates per run) so load from elsewhere hits all of them alike; medians are reported.
+Shapes (``bench.workload.SHAPES``): ``narrow``, ``wide-strings``, ``small``, ``M``, ``L``. One
+sharing server subprocess (``sharesync serve``, URL lifetime one day) serves every generated
+table over loopback. Every measured step is a fresh child process; the harness takes its wall
+time (monotonic clock around ``fork`` … ``os.wait4``) and its peak RSS and CPU time from
+``wait4``'s rusage (the child's own ``ru_maxrss``: sharesync's embedded Sail engine runs inside
+that process, so it is included). Runs are interleaved (the pipeline order rotates per run) so
+load from elsewhere hits all of them alike; medians are reported.
 
-Scenarios per size (``--size``):
+Scenarios per shape:
 
 * ``bootstrap``   — fresh target and state; sync the latest snapshot.
 * ``incremental`` — from a target and checkpoint at the version before the change versions:
@@ -20,9 +21,12 @@ Scenarios per size (``--size``):
 * ``noop``        — ``sharesync sync`` when nothing is new (process wall time), and the
   in-process ``SyncEngine.sync_all()`` call (``bench.probe noop``).
 * ``poll``        — ``SyncEngine.source_versions()`` over 1,000 configured tables
-  (``bench.probe poll``); measured once, not per size.
+  (``bench.probe poll``); measured once, not per shape.
 
-Results: a table on stdout, ``bench/results/<stamp>.json`` and ``.md`` (gitignored).
+After each scenario both targets must equal the provider's table at its latest version (every
+column, every row). ``--phases`` adds one instrumented sharesync run per scenario
+(``bench.phases``): where its time goes. Results: a table on stdout, the goals of issue 16 with
+PASS/MISS, and ``<results>/<stamp>.json`` / ``.md`` (default ``bench/results``, gitignored).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,8 +55,8 @@ PYTHON = sys.executable
 SHARESYNC = str(VENV_BIN / "sharesync")
 RESULTS = BENCH / "results"
 TOKEN = "bench-token"
-SIZES = {"M": 1_000_000, "L": 5_000_000}
 PIPELINES = ("sharesync", "peer", "limit")
+SCENARIOS = ("bootstrap", "incremental", "noop", "poll")
 RSS_LIMIT_KB = 16 * 2**20  # a child above this is killed and the run stops (--rss-limit-gib)
 
 
@@ -119,8 +124,14 @@ print(json.dumps({"wall": wall, "status": os.waitstatus_to_exitcode(status), "ma
 """
 
 
-def run_child(argv: list[str], *, log_to: Path, env: dict[str, str] | None = None, server_pid: int | None = None,
-              check: bool = True) -> Measure:
+def run_child(
+    argv: list[str],
+    *,
+    log_to: Path,
+    env: dict[str, str] | None = None,
+    server_pid: int | None = None,
+    check: bool = True,
+) -> Measure:
     """Run ``argv`` to completion; wall time, peak RSS and CPU from ``wait4`` (via the launcher)."""
     log_to.parent.mkdir(parents=True, exist_ok=True)
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("SHARESYNC_")}
@@ -145,8 +156,9 @@ def run_child(argv: list[str], *, log_to: Path, env: dict[str, str] | None = Non
                 break
             except json.JSONDecodeError:
                 continue
-    return Measure(usage["wall"], usage["maxrss_kb"] / 1024, usage["cpu"], _server_cpu(server_pid) - server_before,
-                   load, output)
+    return Measure(
+        usage["wall"], usage["maxrss_kb"] / 1024, usage["cpu"], _server_cpu(server_pid) - server_before, load, output
+    )
 
 
 def rss_floor(work: Path) -> float:
@@ -202,7 +214,7 @@ def serving_root(work: Path, name: str, tables: dict[str, Path], extra: dict[str
     return root
 
 
-# ---------------------------------------------------------------- pipelines
+# ---------------------------------------------------------------- pipelines and start states
 
 
 def write_config(directory: Path, profile: Path, tables: list[str], *, max_versions: int | None = None) -> Path:
@@ -238,15 +250,80 @@ def limit_argv(profile: Path, table: str, *args: str) -> list[str]:
     return [PYTHON, "-m", "bench.limit", "--profile", str(profile), "--table", table, *args]
 
 
-def target_rows(path: Path) -> int:
-    from deltalake import DeltaTable
-
-    return DeltaTable(str(path)).to_pyarrow_table(columns=["id"]).num_rows
-
-
 def restore(seed: Path, directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     shutil.copytree(seed, directory, symlinks=True)
+
+
+def remove(*paths: Path) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def sharesync_bootstrap(base: Path, profile: Path, table: str) -> tuple[Path, Callable[[], None]]:
+    """A bootstrap run directory: its config, and what makes it fresh before every run."""
+    directory = base / "ss-boot"
+    config = write_config(directory, profile, [table])
+    return config, lambda: remove(directory / "target", directory / "staging", directory / "state.db")
+
+
+@dataclass(frozen=True)
+class StartState:
+    """Run directories at the workload's start version, and their pristine copies (seeds)."""
+
+    config: Path  # sharesync's config (in ``sharesync``), profile: the measuring server
+    sharesync: Path
+    sharesync_seed: Path
+    peer: Path
+    peer_seed: Path
+
+    def restore_sharesync(self) -> None:
+        restore(self.sharesync_seed, self.sharesync)
+
+    def restore_peer(self) -> None:
+        restore(self.peer_seed, self.peer)
+
+
+def start_state(base: Path, w: wl.Workload, profile: Path, *, peer: bool = True,
+                max_versions: int | None = None) -> StartState:  # fmt: skip
+    """Sync sharesync (and the peer) to the start version through a server that stops there."""
+    state = StartState(write_config(base / "ss-inc", profile, [w.full_name], max_versions=max_versions),
+                       base / "ss-inc", base / "ss-inc-seed", base / "peer-inc", base / "peer-inc-seed")  # fmt: skip
+    remove(state.sharesync / "target", state.sharesync / "staging", state.sharesync / "state.db", state.peer)
+    at_start = serving_root(base, "root-start", {w.name: wl.start_root(w) / wl.SHARE / wl.SCHEMA / w.name})
+    server = Server(at_start, base, "start")
+    try:
+        run_child(sharesync_argv(state.config), log_to=base / "logs" / "setup-sharesync.log",
+                  env={"SHARESYNC_PROFILE": str(server.profile)})  # fmt: skip
+        if peer:
+            state.peer.mkdir(parents=True)
+            run_child(peer_argv(server.profile, w.full_name, state.peer / "target", "bootstrap"),
+                      log_to=base / "logs" / "setup-peer.log")  # fmt: skip
+    finally:
+        server.stop()
+    restore(state.sharesync, state.sharesync_seed)
+    if peer:
+        restore(state.peer, state.peer_seed)
+    return state
+
+
+def verify(w: wl.Workload, targets: dict[str, Path]) -> None:
+    """Every target equals the provider's table at its latest version: all columns, all rows."""
+    from deltalake import DeltaTable
+
+    expected = DeltaTable(str(w.table_path)).to_pyarrow_table().sort_by("id")
+    names = expected.column_names
+    for pipeline, path in targets.items():
+        got = DeltaTable(str(path)).to_pyarrow_table(columns=names).select(names).cast(expected.schema).sort_by("id")
+        if got.num_rows != expected.num_rows:
+            raise SystemExit(f"{pipeline} target {path}: {got.num_rows:,} rows, the provider has {expected.num_rows:,}")
+        differ = [n for n in names if not got.column(n).equals(expected.column(n))]
+        if differ:
+            raise SystemExit(f"{pipeline} target {path}: columns {differ} differ from the provider's")
+
+
+def _ratio(mine: dict | None, other: dict | None, field_: str) -> str:
+    return f"{mine[field_] / other[field_]:.2f}" if mine and other and other[field_] else "–"
 
 
 # ---------------------------------------------------------------- scenarios
@@ -258,47 +335,46 @@ class Bench:
         self.work = Path(args.work).resolve()
         self.runs = args.runs
         self.results: dict[str, dict] = {}
-        self.notes: list[str] = []
+        self.phases: dict[str, dict] = {}
 
-    def measure(self, scenario: str, pipeline: str, argv: list[str], *, before=None, env=None,  # noqa: ANN001
-                rows: int | None = None) -> None:
+    def measure(self, scenario: str, pipeline: str, argv: list[str], *, before: Callable[[], None] | None = None,
+                env: dict[str, str] | None = None, rows: int | None = None) -> None:  # fmt: skip
         key = f"{scenario}/{pipeline}"
         entry = self.results.setdefault(key, {"scenario": scenario, "pipeline": pipeline, "rows": rows, "runs": []})
         if before is not None:
             before()
         index = len(entry["runs"]) + 1
         m = run_child(argv, log_to=self.work / "logs" / f"{scenario}-{pipeline}-{index}.log", env=env,
-                      server_pid=self.server.pid)
+                      server_pid=self.server.pid)  # fmt: skip
         entry["runs"].append(asdict(m))
-        log(f"  {key:<32} run {index}: {m.wall:7.2f} s  {m.maxrss_mib:8.0f} MiB  cpu {m.cpu:6.1f} s"
-            f"  server cpu {m.server_cpu:5.1f} s  load {m.load:4.1f}")
+        log(f"  {key:<36} run {index}: {m.wall:7.2f} s  {m.maxrss_mib:8.0f} MiB  cpu {m.cpu:6.1f} s"
+            f"  server cpu {m.server_cpu:5.1f} s  load {m.load:4.1f}")  # fmt: skip
 
     def interleaved(self, scenario: str, jobs: dict[str, tuple]) -> None:
         """Each pipeline ``runs`` times, the order rotating per run."""
         names = [p for p in PIPELINES if p in jobs and p in self.args.pipelines]
         for run in range(self.runs):
-            order = names[run % len(names):] + names[: run % len(names)] if names else []
-            for name in order:
+            for name in names[run % len(names) :] + names[: run % len(names)]:
                 argv, before, rows = jobs[name]
                 self.measure(scenario, name, argv, before=before, rows=rows)
 
-    # -- per size
+    def breakdown(self, scenario: str, config: Path, prepare: Callable[[], None]) -> None:
+        """With ``--phases``: one instrumented sharesync run of the scenario (not in the medians)."""
+        if self.args.phases and "sharesync" in self.args.pipelines:
+            from bench import phases
 
-    def size(self, label: str, w: wl.Workload) -> None:
-        table = w.full_name
-        base = self.work / label
-        profile = self.server.profile
+            self.phases[scenario] = phases.instrumented(config, prepare, self.work / "logs" / f"{scenario}-phases.log",
+                                                        self.server.pid)  # fmt: skip
+
+    def shape(self, label: str, w: wl.Workload) -> None:
+        table, base, profile = w.full_name, self.work / label, self.server.profile
         if "bootstrap" in self.args.scenarios:
             log(f"{label}: bootstrap of {w.live_rows:,} rows (v{w.latest_version})")
-            ss_dir, peer_dir = base / "ss-boot", base / "peer-boot"
-            config = write_config(ss_dir, profile, [table])
-
-            def fresh_ss() -> None:
-                for p in (ss_dir / "target", ss_dir / "staging", ss_dir / "state.db"):
-                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            config, fresh_ss = sharesync_bootstrap(base, profile, table)
+            peer_dir = base / "peer-boot"
 
             def fresh_peer() -> None:
-                shutil.rmtree(peer_dir, ignore_errors=True)
+                remove(peer_dir)
                 peer_dir.mkdir(parents=True)
 
             self.interleaved(f"{label}-bootstrap", {
@@ -306,52 +382,33 @@ class Bench:
                 "peer": (peer_argv(profile, table, peer_dir / "target", "bootstrap"), fresh_peer, w.live_rows),
                 "limit": (limit_argv(profile, table, "snapshot"), None, w.live_rows),
             })  # fmt: skip
-            self._check(f"{label}-bootstrap", ss_dir / "target", peer_dir / "target", w.live_rows)
+            self.verify(f"{label}-bootstrap", w, config.parent / "target", peer_dir / "target")
+            self.breakdown(f"{label}-bootstrap", config, fresh_ss)
 
         if "incremental" in self.args.scenarios or "noop" in self.args.scenarios:
             log(f"{label}: incremental v{w.start_version + 1}..v{w.latest_version} "
-                f"({w.versions} versions, {w.change_file_rows:,} change rows); setting up the start state …")
-            ss_dir, ss_seed = base / "ss-inc", base / "ss-inc-seed"
-            peer_dir, peer_seed = base / "peer-inc", base / "peer-inc-seed"
-            start_server = Server(serving_root(self.work, f"root-start-{label}", {w.name: wl.start_root(w) / wl.SHARE / wl.SCHEMA / w.name}), self.work, f"start-{label}")
-            try:
-                shutil.rmtree(ss_dir, ignore_errors=True)
-                config = write_config(ss_dir, profile, [table], max_versions=self.args.max_versions)
-                run_child(sharesync_argv(config), log_to=self.work / "logs" / f"{label}-setup-sharesync.log",
-                          env={"SHARESYNC_PROFILE": str(start_server.profile)})
-                shutil.rmtree(peer_dir, ignore_errors=True)
-                peer_dir.mkdir(parents=True)
-                run_child(peer_argv(start_server.profile, table, peer_dir / "target", "bootstrap"),
-                          log_to=self.work / "logs" / f"{label}-setup-peer.log")
-            finally:
-                start_server.stop()
-            start_rows = target_rows(ss_dir / "target")
-            if start_rows != target_rows(peer_dir / "target"):
-                raise SystemExit(f"{label}: the start states differ ({start_rows} rows)")
-            restore(ss_dir, ss_seed)
-            restore(peer_dir, peer_seed)
+                f"({w.versions} versions, {w.change_file_rows:,} change rows); setting up the start state …")  # fmt: skip
+            state = start_state(
+                base, w, profile, peer="peer" in self.args.pipelines, max_versions=self.args.max_versions
+            )
             if "incremental" in self.args.scenarios:
+                changes = ("changes", "--from", str(w.start_version + 1), "--to", str(w.latest_version))
                 self.interleaved(f"{label}-incremental", {
-                    "sharesync": (sharesync_argv(config), lambda: restore(ss_seed, ss_dir), w.change_file_rows),
-                    "peer": (peer_argv(profile, table, peer_dir / "target", "incremental"),
-                             lambda: restore(peer_seed, peer_dir), w.change_file_rows),
-                    "limit": (limit_argv(profile, table, "changes", "--from", str(w.start_version + 1),
-                                         "--to", str(w.latest_version)), None, w.change_file_rows),
+                    "sharesync": (sharesync_argv(state.config), state.restore_sharesync, w.change_file_rows),
+                    "peer": (peer_argv(profile, table, state.peer / "target", "incremental"), state.restore_peer,
+                             w.change_file_rows),
+                    "limit": (limit_argv(profile, table, *changes), None, w.change_file_rows),
                 })  # fmt: skip
-                self._check(f"{label}-incremental", ss_dir / "target", peer_dir / "target", w.live_rows)
-            else:  # the no-op needs an up-to-date state
-                run_child(sharesync_argv(config), log_to=self.work / "logs" / f"{label}-setup-noop.log")
-            if "noop" in self.args.scenarios:
-                self.noop(label, config)
+                self.verify(f"{label}-incremental", w, state.sharesync / "target", state.peer / "target")
+                self.breakdown(f"{label}-incremental", state.config, state.restore_sharesync)
+            if "noop" in self.args.scenarios:  # needs an up-to-date state
+                run_child(sharesync_argv(state.config), log_to=self.work / "logs" / f"{label}-setup-noop.log")
+                self.noop(label, state.config)
 
-    def _check(self, scenario: str, ss_target: Path, peer_target: Path, expected: int) -> None:
+    def verify(self, scenario: str, w: wl.Workload, ss_target: Path, peer_target: Path) -> None:
         ran = {"sharesync": ss_target, "peer": peer_target}
-        got = {name: target_rows(path) if path.exists() else None
-               for name, path in ran.items() if name in self.args.pipelines}  # fmt: skip
-        bad = {k: v for k, v in got.items() if v is not None and v != expected}
-        if bad:
-            raise SystemExit(f"{scenario}: wrong row counts {bad}, expected {expected}")
-        log(f"  {scenario}: targets verified ({expected:,} rows)")
+        verify(w, {name: path for name, path in ran.items() if name in self.args.pipelines})
+        log(f"  {scenario}: targets verified (equal to the provider at v{w.latest_version}, {w.live_rows:,} rows)")
 
     def noop(self, label: str, config: Path) -> None:
         log(f"{label}: no-op sync (nothing new)")
@@ -360,24 +417,24 @@ class Bench:
         self.measure(f"{label}-noop", "probe", [PYTHON, "-m", "bench.probe", "noop", "--config", str(config)])
 
     def poll(self) -> None:
-        root = wl.build_poll_tables(self.args.poll_tables, log=log)
+        wl.build_poll_tables(self.args.poll_tables, log=log)
         names = [f"poll.s.{wl.poll_table(i)}" for i in range(self.args.poll_tables)]
         config = write_config(self.work / "poll", self.server.profile, names)
         log(f"polling {len(names)} tables' versions")
         for _ in range(self.runs):
-            self.measure("poll", "probe", [PYTHON, "-m", "bench.probe", "poll", "--config", str(config), "--repeat", "2"])
-        return root
+            self.measure(
+                "poll", "probe", [PYTHON, "-m", "bench.probe", "poll", "--config", str(config), "--repeat", "2"]
+            )
 
     # -- everything
 
     def run(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
-        params = dict(versions=self.args.versions, change_rows=self.args.change_rows, seed=self.args.seed)
-        workloads = {label: wl.build(rows=self.args.rows.get(label, SIZES.get(label)), **params, log=log)
-                     for label in self.args.size}  # fmt: skip
+        workloads = {label: wl.build(wl.SHAPES[label].scaled(self.args.scale), self.args.seed, log=log)
+                     for label in self.args.shape}  # fmt: skip
         poll_root = wl.build_poll_tables(self.args.poll_tables, log=log) if "poll" in self.args.scenarios else None
         root = serving_root(self.work, "root", {w.name: w.table_path for w in workloads.values()},
-                            {"poll": poll_root / "poll"} if poll_root else None)
+                            {"poll": poll_root / "poll"} if poll_root else None)  # fmt: skip
         self.server = Server(root, self.work, "main")
         log(f"sharing server pid {self.server.pid}: {json.loads(self.server.profile.read_text())['endpoint']}")
         self.floor = rss_floor(self.work)
@@ -385,7 +442,7 @@ class Bench:
         started = time.time()
         try:
             for label, w in workloads.items():
-                self.size(label, w)
+                self.shape(label, w)
             if "poll" in self.args.scenarios:
                 self.poll()
         finally:
@@ -416,128 +473,181 @@ class Bench:
 
     def report(self, workloads: dict[str, wl.Workload], seconds: float) -> None:
         summary = self.summary()
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip()
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "sync", "pipelines", "state"],
                                     capture_output=True, text=True, cwd=REPO).stdout.strip())  # fmt: skip
         machine = f"{os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB"
         header = {
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit + ("+dirty" if dirty else ""),
             "machine": machine, "python": platform.python_version(), "runs": self.runs, "seconds": round(seconds),
-            "rss_floor_mib": round(self.floor, 1), "load_avg_end": os.getloadavg(),
+            "scale": self.args.scale, "rss_floor_mib": round(self.floor, 1), "load_avg_end": os.getloadavg(),
             "workloads": {k: {**asdict(w), "root": str(w.root)} for k, w in workloads.items()},
         }  # fmt: skip
-        lines = self.table(summary, workloads)
-        targets = self.targets(summary, workloads)
-        quick = "QUICK SMOKE RUN (M = 100 k rows, L = 500 k, 8 versions of 5 k keys): not comparable with full runs\n" if self.args.quick else ""
+        goals = self.goals(summary, list(workloads))
+        reduced = (f"REDUCED SCALE (--scale {self.args.scale}): rows and changed keys × {self.args.scale}; "
+                   "the figures test the harness and are not comparable with full runs\n"
+                   if self.args.scale != 1 else "")  # fmt: skip
         text = "\n".join([
-            f"{quick}sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
+            f"{reduced}sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
             f"median of {self.runs} run(s), {round(seconds)} s; RSS floor {self.floor:.0f} MiB; "
-            f"1-min load average at the end {os.getloadavg()[0]:.1f}", "", *lines, "", "Targets:", *targets,
+            f"1-min load average at the end {os.getloadavg()[0]:.1f}", "",
+            *self.table(summary), "", *self.by_shape(summary, workloads), "", *self.notes(summary, workloads),
+            "", "Goals (issue 16):", *goals,
         ])  # fmt: skip
         print("\n" + text, flush=True)
-        RESULTS.mkdir(exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S") + ("-quick" if self.args.quick else "")
-        (RESULTS / f"{stamp}.json").write_text(json.dumps(
-            {**header, "summary": summary, "raw": self.results, "targets": targets}, indent=2, default=str))
-        (RESULTS / f"{stamp}.md").write_text(text + "\n")
-        log(f"results: {RESULTS / stamp}.json / .md")
+        results = Path(self.args.results)
+        results.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S") + (f"-scale{self.args.scale:g}" if self.args.scale != 1 else "")
+        (results / f"{stamp}.json").write_text(json.dumps(
+            {**header, "summary": summary, "raw": self.results, "phases": self.phases, "goals": goals},
+            indent=2, default=str))  # fmt: skip
+        (results / f"{stamp}.md").write_text(text + "\n")
+        log(f"results: {results / stamp}.json / .md")
 
-    def table(self, summary: dict, workloads: dict) -> list[str]:
+    @staticmethod
+    def table(summary: dict) -> list[str]:
         lines = ["| scenario | pipeline | wall s | peak RSS MiB | CPU s | server CPU s | rows/s | × peer wall | × peer RSS | × peer CPU | × limit wall |",
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for key, s in summary.items():
             scenario, pipeline = key.split("/")
-            peer = summary.get(f"{scenario}/peer")
-            limit = summary.get(f"{scenario}/limit")
-            ratio = lambda a, b: f"{a / b:.2f}" if b else "–"  # noqa: E731
-            is_ss = pipeline == "sharesync"
+            peer, limit = summary.get(f"{scenario}/peer"), summary.get(f"{scenario}/limit")
+            if pipeline != "sharesync":
+                peer = limit = None
             rate = f"{s['rows_per_s']:,.0f}" if s.get("rows_per_s") else "–"
             lines.append(
                 f"| {scenario} | {pipeline} | {s['wall']:.2f} | {s['maxrss_mib']:.0f} | {s['cpu']:.1f} | "
-                f"{s['server_cpu']:.1f} | {rate} | "
+                f"{s['server_cpu']:.1f} | {rate} | {_ratio(s, peer, 'wall')} | {_ratio(s, peer, 'maxrss_mib')} | "
+                f"{_ratio(s, peer, 'cpu')} | {_ratio(s, limit, 'wall')} |"
             )
-            lines[-1] += (
-                f"{ratio(s['wall'], peer['wall']) if is_ss and peer else '–'} | "
-                f"{ratio(s['maxrss_mib'], peer['maxrss_mib']) if is_ss and peer else '–'} | "
-                f"{ratio(s['cpu'], peer['cpu']) if is_ss and peer else '–'} | "
-                f"{ratio(s['wall'], limit['wall']) if is_ss and limit else '–'} |"
+        return lines
+
+    @staticmethod
+    def by_shape(summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
+        """One line per shape: sharesync's ratios, the figures the goals are about."""
+
+        def ratio(scenario: str, other: str, field_: str = "wall") -> str:
+            return _ratio(summary.get(f"{scenario}/sharesync"), summary.get(f"{scenario}/{other}"), field_)
+
+        def wall(key: str) -> str:
+            return f"{summary[key]['wall']:.2f}" if key in summary else "–"
+
+        lines = ["| shape | rows | bootstrap s | × peer wall | × peer RSS | incremental s | × peer wall | × peer RSS | × limit wall | no-op s |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for label, w in workloads.items():
+            boot, inc = f"{label}-bootstrap", f"{label}-incremental"
+            lines.append(
+                f"| {label} | {w.rows:,} | {wall(f'{boot}/sharesync')} | {ratio(boot, 'peer')} | "
+                f"{ratio(boot, 'peer', 'maxrss_mib')} | {wall(f'{inc}/sharesync')} | {ratio(inc, 'peer')} | "
+                f"{ratio(inc, 'peer', 'maxrss_mib')} | {ratio(inc, 'limit')} | {wall(f'{label}-noop/sharesync')} |"
             )
+        return lines
+
+    def notes(self, summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
         extra = []
         for key, s in summary.items():
-            if s.get("probe"):
-                p = s["probe"]
-                if key.endswith("noop/probe"):
-                    extra.append(f"- {key}: in-process `sync_all()` first call {s['first_call_seconds']:.3f} s, warm "
-                                 f"{s['warm_call_seconds']:.4f} s; engine imports {p['import_seconds']:.2f} s; "
-                                 f"outcomes {p['outcomes']}; Spark started: {p['engine_started']}, pysail imported: "
-                                 f"{p['pysail_imported']}")  # fmt: skip
-                else:
-                    extra.append(f"- {key}: `source_versions()` over {p['tables']} tables: first call "
-                                 f"{s['first_call_seconds']:.2f} s, warm {s['warm_call_seconds']:.2f} s, "
-                                 f"failed {p['failed']}; process {s['wall']:.2f} s")  # fmt: skip
+            p = s.get("probe")
+            if p and key.endswith("noop/probe"):
+                extra.append(f"- {key}: in-process `sync_all()` first call {s['first_call_seconds']:.3f} s, warm "
+                             f"{s['warm_call_seconds']:.4f} s; engine imports {p['import_seconds']:.2f} s; "
+                             f"outcomes {p['outcomes']}; Spark started: {p['engine_started']}, pysail imported: "
+                             f"{p['pysail_imported']}")  # fmt: skip
+            elif p:
+                extra.append(f"- {key}: `source_versions()` over {p['tables']} tables: first call "
+                             f"{s['first_call_seconds']:.2f} s, warm {s['warm_call_seconds']:.2f} s, "
+                             f"failed {p['failed']}; process {s['wall']:.2f} s")  # fmt: skip
             if s.get("timings"):
                 extra.append(f"- {key} phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["timings"].items()))
+        for scenario, run in self.phases.items():
+            top = [f"{k} {v:.2f} s" for k, v in run["phases"].items() if v >= 0.05][:12]
+            extra.append(f"- {scenario}/sharesync instrumented run ({run['maxrss_mib']:.0f} MiB): " + ", ".join(top))
+            if run["missing"]:
+                extra.append(f"  - not instrumented (no longer in the product): {', '.join(run['missing'])}")
         for label, w in workloads.items():
-            extra.append(f"- {label}: {w.rows:,} rows in {w.base_commits} commits, then {w.versions} versions "
-                         f"({', '.join(f'{w.kinds.count(k)} {k}' for k in wl.KINDS)}) of ~{w.change_rows:,} keys; "
-                         f"{w.live_rows:,} rows at v{w.latest_version}; {w.change_file_rows:,} change rows in "
-                         f"v{w.start_version + 1}..v{w.latest_version}")  # fmt: skip
-        return lines + [""] + extra
+            extra.append(f"- {label} ({w.name}): {w.rows:,} rows in {w.base_commits} commits, then {w.versions} "
+                         f"versions ({', '.join(f'{w.kinds.count(k)} {k}' for k in wl.KINDS)}) of "
+                         f"~{w.change_rows:,} keys; {w.live_rows:,} rows at v{w.latest_version}; "
+                         f"{w.change_file_rows:,} change rows in v{w.start_version + 1}..v{w.latest_version}")  # fmt: skip
+        return extra
 
-    def targets(self, summary: dict, workloads: dict) -> list[str]:
-        out = []
+    def goals(self, summary: dict, labels: list[str]) -> list[str]:
+        out: list[str] = []
 
         def get(key: str, field_: str = "wall") -> float | None:
             return summary.get(key, {}).get(field_)
 
-        def check(name: str, value: float | None, bound: float, unit: str = "×") -> None:
-            if value is None:
-                out.append(f"- {name}: not measured")
-            else:
-                out.append(f"- [{'PASS' if value <= bound else 'FAIL'}] {name}: {value:.2f}{unit} (≤ {bound}{unit})")
-
         def ratio(a: float | None, b: float | None) -> float | None:
             return a / b if a is not None and b else None
 
-        for label in workloads:
+        def check(name: str, value: float | None, bound: float, unit: str = "×") -> None:
+            if value is None:
+                out.append(f"- [----] {name}: not measured (goal ≤ {bound}{unit})")
+            elif value <= bound:
+                out.append(f"- [PASS] {name}: {value:.2f}{unit} (goal ≤ {bound}{unit})")
+            else:
+                out.append(f"- [MISS] {name}: {value:.2f}{unit} (goal ≤ {bound}{unit}; {value / bound - 1:.0%} over)")
+
+        def versus(scenario: str, other: str, field_: str = "wall") -> float | None:
+            return ratio(get(f"{scenario}/sharesync", field_), get(f"{scenario}/{other}", field_))
+
+        ran = set(self.args.scenarios)
+        for label in labels:
             inc, boot = f"{label}-incremental", f"{label}-bootstrap"
-            if label == "M" or self.args.quick:
-                check(f"{inc} wall vs peer", ratio(get(f"{inc}/sharesync"), get(f"{inc}/peer")), 0.5)
-                check(f"{inc} peak RSS vs peer", ratio(get(f"{inc}/sharesync", "maxrss_mib"), get(f"{inc}/peer", "maxrss_mib")), 0.5)
-                check(f"{boot} wall vs peer", ratio(get(f"{boot}/sharesync"), get(f"{boot}/peer")), 1.0)
-                check(f"{inc} wall vs limit", ratio(get(f"{inc}/sharesync"), get(f"{inc}/limit")), 2.0)
-            check(f"{label}-noop process wall", get(f"{label}-noop/sharesync"), 0.3, " s")
-        if "L" in workloads and "M" in workloads:
+            if "incremental" in ran:
+                check(f"{inc}: wall vs peer", versus(inc, "peer"), 0.5)
+                check(f"{inc}: peak RSS vs peer", versus(inc, "peer", "maxrss_mib"), 0.6)
+            if "bootstrap" in ran:
+                check(f"{boot}: wall vs peer", versus(boot, "peer"), 0.8)
+            if "noop" in ran:
+                check(f"{label}-noop: process wall", get(f"{label}-noop/sharesync"), 0.3, " s")
+        if "small" in labels and "incremental" in ran:
+            check(
+                "small-incremental: a pass with changes (process wall)", get("small-incremental/sharesync"), 1.0, " s"
+            )
+        if "M" in labels and "incremental" in ran:
+            check("M-incremental: wall vs limit", versus("M-incremental", "limit"), 2.5)
+        if "L" in labels and "M" in labels:
             for scenario in ("bootstrap", "incremental"):
-                check(f"peak RSS L/M ({scenario}, sharesync)",
-                      ratio(get(f"L-{scenario}/sharesync", "maxrss_mib"), get(f"M-{scenario}/sharesync", "maxrss_mib")), 1.3)
-        check("poll 1,000 table versions (in-process, first call)", summary.get("poll/probe", {}).get("first_call_seconds"), 2.0, " s")
+                if scenario in ran:
+                    check(f"peak RSS L/M ({scenario}, sharesync)",
+                          ratio(get(f"L-{scenario}/sharesync", "maxrss_mib"), get(f"M-{scenario}/sharesync", "maxrss_mib")),
+                          1.3)  # fmt: skip
+        if "poll" in ran:
+            check(
+                f"poll {self.args.poll_tables:,} table versions (in-process, first call)",
+                get("poll/probe", "first_call_seconds"),
+                2.0,
+                " s",
+            )
         return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="sharesync vs peer vs limit (issue 7)")
-    parser.add_argument("--size", nargs="+", default=["M"], choices=["M", "L"], help="table sizes (M=1M, L=5M rows)")
+    parser = argparse.ArgumentParser(description="sharesync vs peer vs limit, per workload shape (issues 7, 16)")
+    parser.add_argument("--shape", "--size", nargs="+", default=["all"], choices=[*wl.SHAPES, "all"],
+                        help="workload shapes (default: all)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="smoke run: M=100k rows, 8 versions of 5k, 1 run")
-    parser.add_argument("--scenarios", nargs="+", default=["bootstrap", "incremental", "noop", "poll"],
-                        choices=["bootstrap", "incremental", "noop", "poll"])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's rows and changed keys")
+    parser.add_argument("--quick", action="store_true", help="smoke run: --scale 0.1 and 1 run")
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
     parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
-    parser.add_argument("--versions", type=int, default=30)
-    parser.add_argument("--change-rows", type=int, default=50_000)
+    parser.add_argument("--phases", action="store_true", help="also one instrumented sharesync run per scenario")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--poll-tables", type=int, default=1000)
-    parser.add_argument("--max-versions", type=int, default=None, help="sharesync max_versions_per_batch (default: config default)")
+    parser.add_argument(
+        "--max-versions", type=int, default=None, help="sharesync max_versions_per_batch (default: config default)"
+    )
     parser.add_argument("--work", default=os.environ.get("SHARESYNC_BENCH_WORK", "/tmp/sharesync-bench"),
-                        help="scratch directory for targets, state and logs")
+                        help="scratch directory for targets, state and logs")  # fmt: skip
+    parser.add_argument("--results", default=str(RESULTS), help="where the .json/.md results go")
     parser.add_argument("--rss-limit-gib", type=float, default=16.0, help="kill a child whose RSS exceeds this")
     args = parser.parse_args(argv)
     global RSS_LIMIT_KB
     RSS_LIMIT_KB = int(args.rss_limit_gib * 2**20)
-    args.rows = {}
+    args.shape = list(wl.SHAPES) if "all" in args.shape else list(dict.fromkeys(args.shape))
     if args.quick:
-        args.rows = {"M": 100_000, "L": 500_000}
-        args.versions, args.change_rows = 8, 5_000
+        args.scale = 0.1
         if "--runs" not in (argv if argv is not None else sys.argv[1:]):
             args.runs = 1
     Bench(args).run()
