@@ -2,8 +2,15 @@
 
 start a run record → ask the provider for the batch's files → check the config against the
 batch's schema → download and stage → check the lease is still ours → apply with Spark →
-advance the checkpoint by compare-and-swap → finish the run record. A failure anywhere marks
-the run failed (redacted) and leaves the checkpoint where it was; the staged files go either way.
+advance the checkpoint by compare-and-swap, with the identity of the target state it now
+describes (:mod:`sharesync.pipelines.jobs.identity`) → finish the run record. A failure anywhere
+marks the run failed (redacted) and leaves the checkpoint where it was; the staged files go
+either way.
+
+Files the provider's storage no longer has (404/410: vacuumed after they were listed) mean, for a
+batch of changes, that the provider lost that history: :class:`HistoryUnavailable`, answered by
+a re-bootstrap like every other gap. A snapshot is listed again and staged once more; a second
+miss is a clear, transient error (the next pass lists it anew).
 """
 
 from __future__ import annotations
@@ -17,14 +24,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.jobs.metrics import ApplyStats
 from sharesync.pipelines.run.apply import Applied
+from sharesync.pipelines.run.commit_time import commit_time
 from sharesync.pipelines.run.context import TableContext, check_columns
-from sharesync.pipelines.run.failures import describe
+from sharesync.pipelines.run.failures import Attempt, describe
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import DownloadError, HistoryUnavailable, SharesyncError, SharingHTTPError
 from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.planning import VersionRange
 from sharesync.sync.protocol.changes import ChangeFile
@@ -34,6 +43,8 @@ from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.files import StageLayout
 
 log = logging.getLogger(__name__)
+
+GONE = (404, 410)  # what object storage answers for a file that was deleted
 
 
 @dataclass(frozen=True)
@@ -92,24 +103,36 @@ def fetch_changes(
     files, _ = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
     stamps = batches.commit_timestamps(result)
     start, end = stamps.get(batch.start), stamps.get(batch.end)
+    if end is not None:
+        end_commit: datetime | None = from_millis(end)
+    else:  # the last version has no file to read its commit time from: ask the provider
+        end_commit = _unfiled_commit_time(services, context.table.name, batch.end, stamps, previous_commit)
     return Fetched(
-        result,
-        files,
-        metadata,
-        batch.start,
-        batch.end,
-        from_millis(start) if start is not None else None,
-        from_millis(end) if end is not None else previous_commit,
+        result, files, metadata, batch.start, batch.end, from_millis(start) if start is not None else None, end_commit
     )
+
+
+def _unfiled_commit_time(
+    services: RunServices, name: str, version: int, stamps: dict[int, int], previous: datetime | None
+) -> datetime | None:
+    """The commit time of a version without files, searched from the newest earlier one known."""
+    earlier = [ms for v, ms in stamps.items() if v < version]
+    after = from_millis(max(earlier)) if earlier else previous
+    if after is None:
+        return None
+    return commit_time(services.client, name, version, after) or after
 
 
 class BatchRunner:
     """Runs the batches of one table's pass under its lease."""
 
-    def __init__(self, services: RunServices, context: TableContext, keeper: LeaseKeeper) -> None:
+    def __init__(
+        self, services: RunServices, context: TableContext, keeper: LeaseKeeper, attempt: Attempt | None = None
+    ) -> None:
         self.services = services
         self.context = context
         self.keeper = keeper
+        self.attempt = attempt or Attempt()
 
     def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
         table, store = self.context.table, self.services.store
@@ -119,7 +142,7 @@ class BatchRunner:
         try:
             fetched = step.fetch()
             check_columns(table, fetched.metadata.table_schema, version=fetched.end)
-            staged = self._stage(step, fetched, directory)
+            fetched, staged = self._stage_listed(step, fetched, directory)
             self.keeper.check()
             applied = step.apply(staged.path)
             # A bootstrap makes the target the snapshot at its version: the checkpoint may move back to it.
@@ -144,6 +167,38 @@ class BatchRunner:
         )
         return stored, result
 
+    def _stage_listed(self, step: BatchStep, fetched: Fetched, directory: Path) -> tuple[Fetched, batches.StagedBatch]:
+        """Stage the batch; a file gone from storage is lost history (changes) or a re-listing (snapshot)."""
+        name = self.context.table.name
+        try:
+            return fetched, self._stage(step, fetched, directory)
+        except SharingHTTPError as exc:
+            if exc.status not in GONE:
+                raise
+            if step.kind is BatchKind.CHANGES:
+                raise HistoryUnavailable(
+                    exc.status,
+                    exc.error_code,
+                    f"a change file of versions {fetched.start}..{fetched.end} is gone from the provider's "
+                    f"storage ({exc.server_message})",
+                    context=f"changes of {name}",
+                ) from None
+            log.warning(
+                "%s: a file of the snapshot at version %s is gone from storage; listing it again", name, fetched.end
+            )
+        again = step.fetch()
+        check_columns(self.context.table, again.metadata.table_schema, version=again.end)
+        try:
+            return again, self._stage(step, again, directory)
+        except SharingHTTPError as exc:
+            if exc.status not in GONE:
+                raise
+            raise DownloadError(
+                f"{name}: the provider's snapshot at version {again.end} lists files its storage no longer has, "
+                f"twice (HTTP {exc.status}: the provider may be vacuuming the table right now); the next sync "
+                "lists it anew — if this persists, ask the provider"
+            ) from None
+
     def _stage(self, step: BatchStep, fetched: Fetched, directory: Path) -> batches.StagedBatch:
         config, name = self.services.config, self.context.table.name
         schema = fetched.metadata.table_schema
@@ -165,6 +220,7 @@ class BatchRunner:
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
+        target = read_identity(table.target)  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.name,
             version=fetched.end,
@@ -173,6 +229,9 @@ class BatchRunner:
             target=table.target,
             mode=table.mode.value,
             version_timestamp=fetched.end_commit,
+            target_table_id=target.table_id if target is not None else None,
+            target_version=target.version if target is not None else None,
+            target_mode=table.mode.value if target is not None else None,
         )
         expected = checkpoint.version if checkpoint else None
         return self.services.store.advance_checkpoint(
@@ -182,6 +241,7 @@ class BatchRunner:
     def _fail_run(self, run_id: int, exc: BaseException) -> None:
         try:
             self.services.store.finish_run(run_id, RunStatus.FAILED, error=describe(exc))
+            self.attempt.recorded = True
         except SharesyncError:  # the store itself failed: the original error matters more
             log.exception("could not record the failure of run %s", run_id)
 

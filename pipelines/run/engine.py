@@ -1,7 +1,9 @@
 """The sync engine: one pass over the configured tables, each incrementally and exactly once.
 
 Per table: read the checkpoint and the provider's version (one cheap ``/version`` call; when
-nothing is new the pass ends there, without a lease, metadata or Spark). Otherwise take the
+nothing is new — and a glance at the target's ``_delta_log`` finds the commit the checkpoint
+recorded, :func:`~sharesync.pipelines.jobs.identity.glance` — the pass ends there, without a
+lease, metadata or Spark). Otherwise take the
 table's lease, plan (:func:`sharesync.sync.planning.plan_sync`), and execute the plan batch by batch:
 fetch → prune → download and stage → apply with Spark → advance the checkpoint by
 compare-and-swap. The checkpoint moves only after the target commit, and every job is
@@ -9,9 +11,9 @@ idempotent, so a crash anywhere repeats at most one batch and never skips or dou
 
 One table's pass under its lease lives in :mod:`sharesync.pipelines.run.table_run`. Whatever goes
 wrong inside it — ours or a library's — fails that table only (:mod:`~sharesync.pipelines.run.failures`
-says whether it is transient); when it left the Spark session unusable, the session is stopped and the
-next table starts a new one. The CLI and the Dagster assets both call :class:`SyncEngine`;
-neither re-implements a step.
+says whether it is transient) and is on record in the run history; when it left the Spark session
+unusable, the session is stopped and the next table starts a new one. The CLI and the Dagster assets
+both call :class:`SyncEngine`; neither re-implements a step.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
-from sharesync.pipelines.run.failures import describe, is_transient, session_gone
+from sharesync.pipelines.jobs.identity import Glance, glance
+from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
 from sharesync.state import Checkpoint
@@ -135,6 +138,7 @@ class SyncEngine:
             polled = versions[table.name]
             started = time.monotonic()
             if isinstance(polled, SharesyncError):
+                self._record_failure(table, polled, checkpoints.get(table.name), None)
                 results.append(self._failed(table, checkpoints.get(table.name), None, polled, started))
                 continue
             try:
@@ -153,38 +157,35 @@ class SyncEngine:
         source_version: int | None = None,
         checkpoint: Checkpoint | None = None,
     ) -> TableSyncResult:
-        """Sync one table; raises what failed it, after recording the failure of the batch it hit."""
+        """Sync one table; raises what failed it, after putting the failure on record."""
         table = self.config.table(name)
         started = time.monotonic()
-        if checkpoint is None:
-            checkpoint = self.store.get_checkpoint(table.name)
-        if source_version is None:
-            source_version = self.client.table_version(table.name).version
-        if (
-            backfill is None
-            and checkpoint is not None
-            and checkpoint.version == source_version
-            and checkpoint.target == table.target
-            and checkpoint.mode == table.mode.value
-        ):
-            return TableSyncResult(
-                table.name,
-                table.mode,
-                TableOutcome.UP_TO_DATE,
-                checkpoint.version,
-                source_version,
-                seconds=time.monotonic() - started,
-                checkpoint_timestamp=checkpoint.version_timestamp,
-            )
+        attempt = Attempt()
         try:
+            if checkpoint is None:
+                checkpoint = self.store.get_checkpoint(table.name)
+            if source_version is None:
+                source_version = self.client.table_version(table.name).version
+            if backfill is None and checkpoint is not None and _nothing_new(table, checkpoint, source_version):
+                return TableSyncResult(
+                    table.name,
+                    table.mode,
+                    TableOutcome.UP_TO_DATE,
+                    checkpoint.version,
+                    source_version,
+                    seconds=time.monotonic() - started,
+                    checkpoint_timestamp=checkpoint.version_timestamp,
+                )
             with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
                 # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
                 from sharesync.pipelines.run.table_run import TableRun
 
-                return TableRun(self._services(), table, keeper).run(backfill, started)
+                return TableRun(self._services(), table, keeper, attempt).run(backfill, started)
         except Exception as exc:
             if session_gone(exc):
                 self._drop_spark(exc)
+            if not attempt.recorded:  # failed before (or between) its batches: on record all the same
+                self._record_failure(table, exc, checkpoint, source_version)
             raise
 
     def reset(self, name: str) -> Checkpoint | None:
@@ -215,6 +216,17 @@ class SyncEngine:
             return list(self.config.tables)
         wanted = list(names)
         return [self.config.table(n) for n in wanted] if wanted else list(self.config.tables)
+
+    def _record_failure(
+        self, table: TableConfig, exc: Exception, checkpoint: Checkpoint | None, source_version: int | None
+    ) -> None:
+        try:
+            store = self.store
+        except SharesyncError as error:  # the store is what failed: the result still reports the failure
+            log.warning("could not record the failure of %s: %s", table.name, error)
+            return
+        version = checkpoint.version if checkpoint else None
+        record_failure(store, table.name, exc, checkpoint=version, source=source_version)
 
     def _checkpoint_after_failure(self, table: TableConfig) -> Checkpoint | None:
         """Where the failed table stands now (batches before the failure may have advanced it)."""
@@ -248,6 +260,19 @@ class SyncEngine:
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
         )
+
+
+def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int) -> bool:
+    """The checkpoint is at the provider's version, for this target, and the target still ends
+    with the commit it recorded (a remote target is not looked at here; a checkpoint written
+    before sharesync recorded its target, until its next batch, neither)."""
+    if checkpoint.version != source_version or checkpoint.target != table.target:
+        return False
+    if checkpoint.mode != table.mode.value:
+        return False
+    if checkpoint.target_version is None:
+        return True
+    return glance(table.target, checkpoint.target_version, checkpoint.updated_at) in (Glance.SAME, Glance.UNKNOWN)
 
 
 __all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]

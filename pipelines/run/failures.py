@@ -5,11 +5,18 @@ the others may pass on a later attempt. Anything else was raised by a library. F
 Connect client (gRPC) or the operating system (a reset socket, a full disk) it is transient:
 the engine, the network or the disk may recover by the next pass. Anything else is a bug, and
 permanent: the same input meets it again.
+
+Every failed attempt is on record, so ``status``, the run history and Dagster show the last
+outcome: a batch's run records its own failure; a failure before the first batch (a config that
+does not fit the shared table, a failed metadata or version call, a lease held elsewhere) is
+recorded as one finished failed run by :func:`record_failure`.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sharesync.sync.core.errors import Permanent, SharesyncError
@@ -17,6 +24,10 @@ from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
     from pyspark.errors.exceptions.connect import SparkConnectException
+
+    from sharesync.state import StateStore
+
+log = logging.getLogger(__name__)
 
 # Spark Connect error classes that say the session cannot be used again: closed on the client
 # (NO_ACTIVE_SESSION), or unknown to the server, e.g. after a restart (INVALID_HANDLE.*).
@@ -56,3 +67,21 @@ def _spark_connect_error(exc: BaseException) -> SparkConnectException | None:
     from pyspark.errors.exceptions.connect import SparkConnectException
 
     return exc if isinstance(exc, SparkConnectException) else None
+
+
+@dataclass
+class Attempt:
+    """One attempt at a table: whether a run record already holds its failure."""
+
+    recorded: bool = False
+
+
+def record_failure(
+    store: StateStore, name: str, exc: BaseException, *, checkpoint: int | None, source: int | None
+) -> None:
+    """Put a failure that no run recorded on record; a store that fails too is only logged."""
+    start = checkpoint + 1 if checkpoint is not None and source is not None and checkpoint < source else None
+    try:
+        store.record_failed_run(name, describe(exc), start_version=start, end_version=source)
+    except SharesyncError:
+        log.exception("could not record the failure of %s", name)

@@ -6,6 +6,12 @@ check the config against the shared schema (:mod:`~sharesync.pipelines.run.conte
 (:func:`sharesync.sync.planning.plan_sync`, pure), then run each batch through the one skeleton
 of :mod:`~sharesync.pipelines.run.batch_run`. A history gap found on the way re-plans once, as a
 re-bootstrap.
+
+Before planning, the target is compared with the identity its checkpoint recorded
+(:mod:`~sharesync.pipelines.run.target_check`): a lost or replaced target is rebuilt from a
+snapshot, a rolled-back one replays the changes from its own high-water mark, a foreign table is
+refused. What such a pass has to say — and a lease taken over from a dead process — goes to the
+result's warnings and to the record of the next batch that succeeds.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import time
 from datetime import datetime, timedelta
 from functools import partial
 
+from sharesync.pipelines.jobs.identity import Glance, glance, high_water_mark, read_identity
 from sharesync.pipelines.run.apply import apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.context import TableContext, table_context
+from sharesync.pipelines.run.failures import Attempt
 from sharesync.pipelines.run.results import (
     BackfillRequest,
     BatchKind,
@@ -27,7 +35,18 @@ from sharesync.pipelines.run.results import (
     TableSyncResult,
 )
 from sharesync.pipelines.run.services import RunServices
-from sharesync.state import Checkpoint, LeaseKeeper
+from sharesync.pipelines.run.target_check import (
+    REBUILT,
+    Finding,
+    TargetCheck,
+    high_water_column,
+    judge,
+    rebuild_warning,
+    refusal,
+    replay_checkpoint,
+    replay_warning,
+)
+from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import HistoryUnavailable, SharingHTTPError
 from sharesync.sync.planning import (
@@ -49,18 +68,26 @@ log = logging.getLogger(__name__)
 class TableRun:
     """One table's pass under its lease: plan, then batches until the plan is done."""
 
-    def __init__(self, services: RunServices, table: TableConfig, keeper: LeaseKeeper) -> None:
+    def __init__(
+        self, services: RunServices, table: TableConfig, keeper: LeaseKeeper, attempt: Attempt | None = None
+    ) -> None:
         self.services = services
         self.table = table
         self.keeper = keeper
+        self.attempt = attempt or Attempt()
         self.batches: list[BatchResult] = []
         self.warnings: list[str] = []
+        self._notes: list[str] = []  # for the record of the next batch that succeeds
+        if keeper.takeover is not None:
+            self._notice(str(keeper.takeover))
 
     def run(self, backfill: BackfillRequest | None, started: float) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
+        check = self._check_target(checkpoint)
+        checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
         # A full refresh (or a replay from version 0) is planned like a first sync: bootstrap from
         # the snapshot at the resolved version, then the changes after it.
@@ -70,18 +97,26 @@ class TableRun:
         source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
         history_gap = False
         while True:
-            view = None if fresh_start and not self.batches else _view(checkpoint, table)
+            rebuilding = rebuild if not self.batches else None
+            view = (
+                None if fresh_start and not self.batches else _view(checkpoint, table, rebuild=rebuilding is not None)
+            )
             try:
                 options = self._options(backfill, replay_from, history_gap, first_sync=view is None)
-                checkpoint = self._execute(plan_sync(view, source, options), context, checkpoint)
+                plan = plan_sync(view, source, options)
+                if rebuilding is not None and isinstance(plan, Bootstrap):
+                    plan = dataclasses.replace(plan, warning=rebuild_warning(rebuilding, table.mode, plan.version))
+                checkpoint = self._execute(plan, context, checkpoint)
             except HistoryUnavailable as exc:
                 if history_gap:
                     raise
                 log.warning("%s: %s; re-bootstrapping", table.name, exc.server_message)
-                history_gap = True
+                history_gap, self.attempt.recorded = True, False
                 checkpoint = store.get_checkpoint(table.name)
                 continue
             break
+        if not self.batches:
+            checkpoint = self._settle(checkpoint, check)
         return TableSyncResult(
             table.name,
             table.mode,
@@ -93,6 +128,72 @@ class TableRun:
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
         )
+
+    # ------------------------------------------------------------ the target against its checkpoint
+
+    def _check_target(self, checkpoint: Checkpoint | None) -> TargetCheck | None:
+        """The target compared with its checkpoint's record; None when it is what the record says."""
+        table = self.table
+        if checkpoint is None or checkpoint.target_version is None or not _targets_match(checkpoint, table):
+            return None  # nothing recorded for this target: the planner decides as before
+        if glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME:
+            return None
+        check = judge(checkpoint, read_identity(table.target, since=checkpoint.target_version))
+        if check.finding is Finding.FOREIGN:
+            raise refusal(check, table.name)
+        log.info("%s: %s", table.name, check.describe())
+        return check
+
+    def _answer(
+        self, check: TargetCheck | None, checkpoint: Checkpoint | None
+    ) -> tuple[Checkpoint | None, TargetCheck | None]:
+        """The checkpoint to plan from, and the finding that calls for a rebuild (None: no rebuild)."""
+        if check is None or checkpoint is None or check.finding not in (*REBUILT, Finding.ROLLED_BACK):
+            return checkpoint, None
+        mode = self.table.mode
+        if check.finding in REBUILT or mode is Mode.SNAPSHOT:
+            return checkpoint, check
+        high = high_water_mark(self.table.target, high_water_column(mode))
+        if high is None:
+            return checkpoint, check  # no rows to replay from: rebuild
+        after = replay_checkpoint(mode, high, checkpoint.version)
+        if after < checkpoint.version:  # else its rows reach the checkpoint: nothing to replay
+            self._notice(replay_warning(check, after + 1, high))
+        # Back to before the replay, and on record, before anything is written (as a backfill does).
+        return self._record_target(checkpoint, check, version=after), None
+
+    def _record_target(self, checkpoint: Checkpoint, check: TargetCheck, *, version: int) -> Checkpoint:
+        current = check.current
+        assert current is not None
+        moved = dataclasses.replace(
+            checkpoint,
+            version=version,
+            version_timestamp=checkpoint.version_timestamp if version == checkpoint.version else None,
+            updated_at=None,
+            target_table_id=current.table_id,
+            target_version=current.version,
+            target_mode=self.table.mode.value,
+        )
+        return self.services.store.advance_checkpoint(
+            moved, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
+        )
+
+    def _settle(self, checkpoint: Checkpoint | None, check: TargetCheck | None) -> Checkpoint | None:
+        """A pass without batches: record the target's identity as it is now, and say what it had to say."""
+        if checkpoint is not None and check is not None and check.finding is Finding.INTACT:
+            # Recorded anew (with its write time), so the next pass's glance finds it again.
+            checkpoint = self._record_target(checkpoint, check, version=checkpoint.version)
+        if self._notes:  # e.g. a lease taken over, with nothing left to sync
+            store, version = self.services.store, checkpoint.version if checkpoint else None
+            run_id = store.start_run(self.table.name, start_version=version, end_version=version)
+            store.finish_run(run_id, RunStatus.SUCCEEDED, RunStats(), note="; ".join(self._notes))
+            self._notes.clear()
+        return checkpoint
+
+    def _notice(self, warning: str) -> None:
+        self.warnings.append(warning)
+        self._notes.append(warning)
+        log.warning("%s: %s", self.table.name, warning)
 
     # ------------------------------------------------------------ planning inputs
 
@@ -160,7 +261,7 @@ class TableRun:
     # ------------------------------------------------------------ execution
 
     def _execute(self, plan: SyncPlan, context: TableContext, checkpoint: Checkpoint | None) -> Checkpoint | None:
-        runner = BatchRunner(self.services, context, self.keeper)
+        runner = BatchRunner(self.services, context, self.keeper, self.attempt)
         match plan:
             case UpToDate():
                 return checkpoint
@@ -181,7 +282,9 @@ class TableRun:
         raise AssertionError(f"unknown plan {plan!r}")  # pragma: no cover
 
     def _run(self, runner: BatchRunner, step: BatchStep, checkpoint: Checkpoint | None) -> Checkpoint:
-        stored, result = runner.run(step, checkpoint)
+        note = "; ".join([*self._notes, *([step.note] if step.note else [])]) or None
+        stored, result = runner.run(dataclasses.replace(step, note=note), checkpoint)
+        self._notes.clear()  # said by this batch's record
         self.batches.append(result)
         return stored
 
@@ -221,8 +324,13 @@ class TableRun:
         )
 
 
-def _view(checkpoint: Checkpoint | None, table: TableConfig) -> CheckpointView | None:
+def _targets_match(checkpoint: Checkpoint, table: TableConfig) -> bool:
+    return checkpoint.target == table.target and checkpoint.mode == table.mode.value
+
+
+def _view(checkpoint: Checkpoint | None, table: TableConfig, *, rebuild: bool = False) -> CheckpointView | None:
+    """What the planner sees; ``rebuild``: the target must be rebuilt, as for a target new to the config."""
     if checkpoint is None:
         return None
-    matches = checkpoint.target == table.target and checkpoint.mode == table.mode.value
+    matches = _targets_match(checkpoint, table) and not rebuild
     return CheckpointView(checkpoint.version, checkpoint.table_id, target_matches=matches)

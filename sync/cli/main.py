@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "status": "sharesync.sync.cli.syncing:status_command",
     "backfill": "sharesync.sync.cli.syncing:backfill_command",
     "reset": "sharesync.sync.cli.syncing:reset_command",
+    "verify": "sharesync.sync.cli.verify:verify_command",
     "preview": "sharesync.sync.cli.preview:preview",
     "demo": "sharesync.sync.cli.demo:demo",
 }

@@ -3,13 +3,16 @@
 httpx exceptions (whose texts may carry presigned URLs) are translated with their text redacted
 and their chain cut (``from None``); error statuses are mapped by
 :func:`sharesync.sync.core.errors.http_error_for` with the server's ``errorCode``/``message``,
-except that a 400 saying the asked-for versions are gone becomes ``HistoryUnavailable`` (answered
-by re-bootstrapping, not by failing).
+except that an answer saying the asked-for versions are gone becomes ``HistoryUnavailable``
+(answered by re-bootstrapping, not by failing): recognised by its shape — the error code a
+reference server sends with a message pattern of that error, or a Delta error condition
+(``[DELTA_…]``) that means lost history — and by a list of known wordings.
 """
 
 from __future__ import annotations
 
 import email.utils
+import re
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +25,7 @@ from sharesync.sync.core.errors import (
     BadRequest,
     ConfigError,
     HistoryUnavailable,
+    NotFound,
     ProtocolViolation,
     SharesyncError,
     SharingHTTPError,
@@ -125,7 +129,50 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
 
 
-def looks_like_history_unavailable(message: str) -> bool:
+# Delta error conditions that mean "the history asked for is gone" (in an errorCode, or as
+# "[CONDITION]" in a message): vacuumed change-data or data files, a cleaned-up log.
+HISTORY_CONDITIONS = frozenset(
+    {
+        "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+        "DELTA_TRUNCATED_TRANSACTION_LOG",
+        "DELTA_MISSING_CHANGE_DATA",
+        "DELTA_MISSING_FILES_UNEXPECTED_VERSION",
+        "DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION",
+        "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION",
+        "DELTA_VERSIONS_NOT_CONTIGUOUS",
+    }
+)
+_CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]+)(?:\.[A-Z0-9_]+)*\]")
+
+# The reference servers' history errors: errorCode → what its message then says.
+# (delta-io/delta-sharing: FileNotFoundException of vacuumed files; on Delta Kernel a cleaned-up
+# log; on Delta Standalone a version the log no longer reaches.)
+_HISTORY_SHAPES: dict[str, re.Pattern[str]] = {
+    "RESOURCE_DOES_NOT_EXIST": re.compile(r"\btable files missing\b|\bhas been (?:cleaned up|vacuumed)\b", re.I),
+    "MALFORMED_REQUEST": re.compile(
+        r"transaction log has been truncated|earliest available version is \d+|\bhas been cleaned up\b", re.I
+    ),
+    "INVALID_PARAMETER_VALUE": re.compile(
+        r"cannot time travel delta table to version \d+|available versions: \[\d+, *\d+\]"
+        r"|is before the earliest version available|\bhas been (?:cleaned up|vacuumed)\b",
+        re.I,
+    ),
+}
+
+
+def has_history_error_shape(message: str, error_code: str | None) -> bool:
+    """Whether an error's code and message have the shape of a lost-history error."""
+    code = (error_code or "").upper()
+    if code in HISTORY_CONDITIONS or any(m.group(1) in HISTORY_CONDITIONS for m in _CONDITION.finditer(message)):
+        return True
+    shape = _HISTORY_SHAPES.get(code)
+    return shape is not None and shape.search(message) is not None
+
+
+def looks_like_history_unavailable(message: str, error_code: str | None = None) -> bool:
+    """Whether an error answer says the versions asked for are no longer served."""
+    if has_history_error_shape(message, error_code):
+        return True
     lowered = message.lower()
     return any(phrase in lowered for phrase in HISTORY_UNAVAILABLE_PHRASES)
 
@@ -158,7 +205,9 @@ def error_from_parts(
     if hint:
         message = f"{message} ({hint})"
     retry_after = parse_retry_after(headers.get("Retry-After"))
-    if status == BadRequest.status and looks_like_history_unavailable(message):
+    if status == BadRequest.status and looks_like_history_unavailable(message, error_code):
+        return HistoryUnavailable(status, error_code, message, context=context)
+    if status == NotFound.status and has_history_error_shape(message, error_code):  # e.g. RESOURCE_DOES_NOT_EXIST
         return HistoryUnavailable(status, error_code, message, context=context)
     return http_error_for(status, error_code, message, context=context, retry_after=retry_after)
 

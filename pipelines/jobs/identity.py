@@ -1,0 +1,151 @@
+"""Which Delta table a target is, and how far it got: its table id, version and high-water mark.
+
+A checkpoint records the target state it was written for (table id, the target version of the
+commit that applied its batch, mode), so a target that was deleted, replaced or restored to an
+older state is told apart from the one the checkpoint describes (:mod:`sharesync.pipelines.run.target_check`).
+
+:func:`glance` is the check of a sync with nothing new, so it must stay cheap: for a local target
+it stats four paths and imports nothing. The recorded commit is the newest one when
+``<version>.json`` exists, ``<version + 1>.json`` does not, and neither it nor the target
+directory nor its ``_delta_log`` changed (``ctime``) after the checkpoint was written: a table
+copied, moved or re-created in its place — even one with as many commits — has newer ones.
+Anything else that touched them (a ``chmod``, another writer) only costs one closer look, after
+which the checkpoint is written anew. For a remote (URI)
+target it cannot tell without a storage client, so it answers :attr:`Glance.UNKNOWN` and the
+no-op sync trusts the checkpoint; the full check runs before every batch all the same.
+Everything else reads the Delta log with ``deltalake`` (no Spark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from sharesync.pipelines.jobs.columns import VERSION_COLUMN
+from sharesync.sync.core.changefeed import CHANGE_COLUMNS
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+__all__ = ["Glance", "TargetIdentity", "glance", "high_water_mark", "read_identity"]
+
+RESTORE = "RESTORE"  # commitInfo.operation of Delta's RESTORE (delta-rs, Delta Lake, Databricks)
+
+
+class Glance(StrEnum):
+    SAME = "same"  # the recorded commit is still the newest
+    MISSING = "missing"  # no Delta log at the target
+    CHANGED = "changed"  # something else: look closer with read_identity
+    UNKNOWN = "unknown"  # a remote target: not without a storage client
+
+
+@dataclass(frozen=True)
+class TargetIdentity:
+    """The Delta table at a target as its log describes it."""
+
+    table_id: str  # metaData.id
+    version: int
+    columns: tuple[str, ...]
+    # The version the newest RESTORE after the asked-for version went back to (-1: by timestamp,
+    # not known); None when there was no such RESTORE.
+    restored_to: int | None = None
+
+    @property
+    def written_by_sharesync(self) -> bool:
+        """Whether the table has sharesync's columns (the rule the jobs refuse foreign tables by)."""
+        return VERSION_COLUMN in self.columns or set(CHANGE_COLUMNS) <= set(self.columns)
+
+
+def local_path(target: str) -> Path | None:
+    """The local directory of ``target``; None for an object-store URI."""
+    parsed = urlparse(target)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    return None if "://" in target else Path(target)
+
+
+def glance(target: str, version: int, checkpoint_written: datetime | None) -> Glance:
+    """Whether the target still ends with the commit ``version`` the checkpoint recorded."""
+    local = local_path(target)
+    if local is None:
+        return Glance.UNKNOWN
+    log = local / "_delta_log"
+    if not log.is_dir():
+        return Glance.MISSING
+    try:
+        # A change of the directory, of its log or of the commit after the checkpoint was written
+        # means someone else was here: a table copied, moved or re-created in its place.
+        changed = max(p.stat().st_ctime for p in (local, log, log / f"{version:020d}.json"))
+    except OSError:
+        return Glance.CHANGED
+    if (log / f"{version + 1:020d}.json").exists():
+        return Glance.CHANGED
+    if checkpoint_written is not None and changed > checkpoint_written.timestamp():
+        return Glance.CHANGED
+    return Glance.SAME
+
+
+def read_identity(target: str, *, since: int | None = None) -> TargetIdentity | None:
+    """The identity of the Delta table at ``target``; None when there is none.
+
+    ``since``: also look for a RESTORE among the commits after that version.
+    """
+    table = _open(target)
+    if table is None:
+        return None
+    version = table.version()
+    return TargetIdentity(
+        table_id=str(table.metadata().id),
+        version=version,
+        columns=tuple(f.name for f in table.schema().fields),
+        restored_to=_restored_to(table, version, since) if since is not None and version > since else None,
+    )
+
+
+def high_water_mark(target: str, column: str) -> int | None:
+    """``max(column)`` over the target: the newest source version its rows carry (None: no rows).
+
+    Read from the files' statistics in the log when every file has them, else from the column.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = _open(target)
+    if table is None or column not in {f.name for f in table.schema().fields}:
+        return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    stat = f"max.{column}"
+    if stat in actions.column_names and actions.column(stat).null_count == 0:
+        values = actions.column(stat)
+    else:  # some file has no statistics for it: read the column
+        values = table.to_pyarrow_table(columns=[column]).column(column)
+    newest = pc.max(values).as_py()
+    return None if newest is None else int(newest)
+
+
+def _open(target: str) -> DeltaTable | None:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    local = local_path(target)
+    if local is not None and not (local / "_delta_log").is_dir():
+        return None
+    try:
+        return DeltaTable(target)
+    except TableNotFoundError:
+        return None  # a log without a commit: no table yet
+
+
+def _restored_to(table: DeltaTable, version: int, since: int) -> int | None:
+    for commit in table.history(version - since):  # newest first
+        if int(commit["version"]) > since and commit.get("operation") == RESTORE:
+            restored = (commit.get("operationParameters") or {}).get("version")
+            try:
+                return int(str(restored))
+            except (TypeError, ValueError):
+                return -1  # restored by timestamp: to some older state
+    return None

@@ -1,0 +1,56 @@
+"""The commit time of a source version that has no files to read it from.
+
+A change file carries its commit's timestamp, so a batch usually knows when its last version was
+committed. A version without files — a metadata change, an empty commit, a compaction (whose
+files are no data change) — does not, and the protocol has no "timestamp of version N" call. It
+does answer "the first version committed at or after moment t" (``/version?startingTimestamp``),
+which is at most N exactly while t is at most N's commit time: a binary search over the
+milliseconds since an earlier commit finds that time in about log2(elapsed ms) calls (~30 for a
+week). That is paid only for such a batch, and a failed call costs no more than the old answer:
+the previous commit time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+from sharesync.sync.core.errors import BadRequest, HistoryUnavailable, SharesyncError
+from sharesync.sync.core.timestamps import from_millis, to_millis
+from sharesync.sync.protocol.client import SharingClient
+
+log = logging.getLogger(__name__)
+
+
+def commit_time(client: SharingClient, table: str, version: int, after: datetime) -> datetime | None:
+    """When ``version`` was committed, given the commit time ``after`` of an earlier version.
+
+    None when the provider cannot say (a call failed, or its clock is ahead of ours).
+    """
+    low, high = to_millis(after), int(time.time() * 1000)  # committed in (low, high]
+    try:
+        if low >= high or _at_most(client, table, version, high):
+            return None
+        # Invariant: the version's commit time is >= low and < high.
+        while high - low > 1:
+            middle = (low + high) // 2
+            if _at_most(client, table, version, middle):
+                low = middle
+            else:
+                high = middle
+    except SharesyncError as exc:
+        log.info("%s: could not read the commit time of version %s: %s", table, version, exc)
+        return None
+    return from_millis(low)
+
+
+def _at_most(client: SharingClient, table: str, version: int, moment_ms: int) -> bool:
+    """Whether the first version committed at or after the moment is ``version`` or older."""
+    try:
+        found = client.table_version(table, starting_timestamp=from_millis(moment_ms)).version
+    except HistoryUnavailable:
+        raise
+    except BadRequest:
+        return False  # the moment is after the latest commit
+    return found <= version

@@ -1,0 +1,144 @@
+"""Is the target still the table its checkpoint was written for? The decision, without I/O.
+
+A checkpoint says "source version N is applied" — to one Delta table, in one state: the table id
+and target version recorded with it. Before a batch is applied the target is compared with that
+record (:func:`judge`), and each finding has one answer:
+
+* intact — the recorded table at the recorded version, or newer by commits that left its rows
+  (sharesync's own in the crash window before a checkpoint write, a compaction): go on;
+* lost — no table there: rebuild it from the provider's snapshot, with a warning;
+* replaced — another table sharesync wrote (it has sharesync's columns): rebuild, with a warning;
+* foreign — a table sharesync did not write: refuse, never overwrite it;
+* rolled back — the recorded table at an older state (a RESTORE, a restored backup, an older
+  ``_delta_log`` copied back): replay the changes from the target's own high-water mark, or
+  rebuild in snapshot mode (or when the provider no longer has that history), with a warning;
+* unrecorded — a checkpoint written before sharesync recorded the target: as before, until its
+  next batch records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sharesync.pipelines.jobs.columns import VERSION_COLUMN
+from sharesync.pipelines.jobs.identity import TargetIdentity
+from sharesync.state import Checkpoint
+from sharesync.sync.core.changefeed import COMMIT_VERSION
+from sharesync.sync.core.config import Mode
+from sharesync.sync.core.errors import TargetError
+
+
+class Finding(StrEnum):
+    INTACT = "intact"
+    UNRECORDED = "unrecorded"
+    LOST = "lost"
+    REPLACED = "replaced"
+    FOREIGN = "foreign"
+    ROLLED_BACK = "rolled back"
+
+
+REBUILT = (Finding.LOST, Finding.REPLACED)
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """The target compared with the identity its checkpoint recorded."""
+
+    finding: Finding
+    target: str
+    recorded_id: str | None
+    recorded_version: int | None
+    current: TargetIdentity | None
+
+    def describe(self) -> str:
+        """One sentence for ``sharesync verify`` and the logs."""
+        current, target = self.current, self.target
+        match self.finding:
+            case Finding.INTACT if current is not None:
+                return f"target {target} is the table the checkpoint describes (table id {current.table_id}, version {current.version})"
+            case Finding.UNRECORDED:
+                return f"the checkpoint predates target identities; the next batch records the one of {target}"
+            case Finding.LOST:
+                return f"target {target} is gone (no Delta table there)"
+            case Finding.REPLACED if current is not None:
+                return (
+                    f"target {target} was replaced by another Delta table written by sharesync "
+                    f"(table id {self.recorded_id} → {current.table_id})"
+                )
+            case Finding.FOREIGN if current is not None:
+                return (
+                    f"target {target} is now a Delta table that sharesync did not write (table id "
+                    f"{current.table_id}; the checkpoint was written for table id {self.recorded_id})"
+                )
+            case Finding.ROLLED_BACK if current is not None:
+                return f"target {target} was rolled back to an older state ({self._how()})"
+        raise AssertionError(self)  # pragma: no cover
+
+    def _how(self) -> str:
+        assert self.current is not None
+        restored = self.current.restored_to
+        if restored is not None and self.current.version >= (self.recorded_version or 0):
+            to = f"version {restored}" if restored >= 0 else "an older timestamp"
+            return f"RESTORE to {to} after the recorded version {self.recorded_version}"
+        return f"version {self.current.version} is below the recorded {self.recorded_version}"
+
+
+def judge(checkpoint: Checkpoint, current: TargetIdentity | None) -> TargetCheck:
+    """Compare the target (``current``; None: no table) with what ``checkpoint`` recorded."""
+    recorded_id, recorded_version = checkpoint.target_table_id, checkpoint.target_version
+
+    def found(finding: Finding) -> TargetCheck:
+        return TargetCheck(finding, checkpoint.target, recorded_id, recorded_version, current)
+
+    if recorded_id is None or recorded_version is None:
+        return found(Finding.UNRECORDED)
+    if current is None:
+        return found(Finding.LOST)
+    if current.table_id != recorded_id:
+        return found(Finding.REPLACED if current.written_by_sharesync else Finding.FOREIGN)
+    if current.version < recorded_version:
+        return found(Finding.ROLLED_BACK)
+    if current.restored_to is not None and current.restored_to < recorded_version:
+        return found(Finding.ROLLED_BACK)
+    return found(Finding.INTACT)
+
+
+def high_water_column(mode: Mode) -> str:
+    """The column whose maximum is the newest source version a target's rows carry."""
+    return COMMIT_VERSION if mode is Mode.APPEND else VERSION_COLUMN
+
+
+def replay_checkpoint(mode: Mode, high_water: int, checkpoint_version: int) -> int:
+    """The checkpoint version to replay a rolled-back target's changes from.
+
+    Append: after its newest rows (every batch is one commit: the log up to them is whole).
+    Merge: from its newest rows' version itself — re-applying a version is a no-op per key
+    (the guards), and a state restored between two commits of one batch is then completed.
+    """
+    after = high_water if mode is Mode.APPEND else max(high_water - 1, 0)
+    return min(after, checkpoint_version)
+
+
+def rebuild_warning(check: TargetCheck, mode: Mode, version: int) -> str:
+    """What the run record, the CLI and Dagster say when the target is rebuilt from a snapshot."""
+    lost = "was lost" if check.finding is Finding.LOST else check.describe().removeprefix(f"target {check.target} ")
+    said = f"target {check.target} {lost}; rebuilt from the provider's snapshot at version {version}"
+    if mode not in (Mode.MERGE, Mode.SNAPSHOT):
+        said += f" (its change history before version {version} is gone)"
+    return said
+
+
+def replay_warning(check: TargetCheck, start: int, high_water: int) -> str:
+    return (
+        f"{check.describe()}; its rows reach source version {high_water}, so the provider's changes are "
+        f"replayed from version {start}"
+    )
+
+
+def refusal(check: TargetCheck, name: str) -> TargetError:
+    """The error for a foreign table at the target: named, with what to do, and nothing written."""
+    return TargetError(
+        f"{check.describe()}; sharesync will not overwrite it. Move that table elsewhere (the next sync of "
+        f"{name} then rebuilds the target from the provider's snapshot), or point 'target' at a new path"
+    )

@@ -1,0 +1,222 @@
+"""Does a target hold what its checkpoint claims? ``sharesync verify`` and the Dagster check ask here.
+
+Two depths, neither changing anything:
+
+* the identity check (:mod:`~sharesync.pipelines.run.target_check`): the target is the Delta
+  table the checkpoint was written for, at the recorded state or newer by commits that kept it;
+* ``full``: the target's rows against the provider's snapshot at the checkpoint version — the key
+  set and row count in merge mode, the row count in snapshot mode. The snapshot's files are
+  downloaded (presigned URLs serve whole files) and only its key and filter columns are kept, as
+  the sync stages them; the target is read with ``deltalake``. An append target is a change log,
+  not a copy of a snapshot, so only its identity is checked.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.jobs.columns import DELETED_COLUMN
+from sharesync.pipelines.jobs.identity import read_identity
+from sharesync.pipelines.run.context import TableContext, table_context
+from sharesync.pipelines.run.target_check import Finding, judge
+from sharesync.state import Checkpoint
+from sharesync.sync.core.config import Mode, TableConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.sync.protocol.client import QueryResult
+
+EXAMPLES = 5  # keys shown per kind of difference
+
+Key = tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class SnapshotComparison:
+    """The target against the provider's snapshot at ``version``."""
+
+    version: int
+    source_rows: int
+    target_rows: int
+    missing_keys: int = 0  # keys of the snapshot the target lacks (merge mode)
+    extra_keys: int = 0  # keys in the target the snapshot lacks (merge mode)
+    examples: tuple[str, ...] = ()
+
+    @property
+    def matches(self) -> bool:
+        return self.source_rows == self.target_rows and not self.missing_keys and not self.extra_keys
+
+    def describe(self) -> str:
+        rows = f"{self.target_rows} rows in the target, {self.source_rows} in the provider's snapshot at version {self.version}"
+        if self.matches:
+            return f"the target matches the provider's snapshot at version {self.version} ({rows})"
+        keys = (
+            f"; {self.missing_keys} keys missing, {self.extra_keys} keys extra"
+            if self.missing_keys or self.extra_keys
+            else ""
+        )
+        shown = f" (e.g. {', '.join(self.examples)})" if self.examples else ""
+        return f"the target differs from the provider's snapshot: {rows}{keys}{shown}"
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What ``sharesync verify`` found for one table."""
+
+    name: str
+    target: str
+    mode: Mode
+    checkpoint_version: int | None
+    intact: bool  # the identity check passed
+    identity: str  # what it found, in one sentence
+    comparison: SnapshotComparison | None = None  # with ``full``, when the target could be compared
+    note: str | None = None  # why ``full`` compared nothing
+
+    @property
+    def ok(self) -> bool:
+        return self.intact and (self.comparison is None or self.comparison.matches)
+
+    def lines(self) -> list[str]:
+        said = [self.identity]
+        if self.comparison is not None:
+            said.append(self.comparison.describe())
+        if self.note:
+            said.append(self.note)
+        return said
+
+
+def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verification:
+    """Check ``name``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
+    table = engine.config.table(name)
+    checkpoint = engine.store.get_checkpoint(table.name)
+
+    def found(
+        intact: bool, identity: str, comparison: SnapshotComparison | None = None, note: str | None = None
+    ) -> Verification:
+        version = checkpoint.version if checkpoint else None
+        return Verification(table.name, table.target, table.mode, version, intact, identity, comparison, note)
+
+    if checkpoint is None:
+        return found(False, f"{table.name} has no checkpoint: nothing synced to verify yet (run 'sharesync sync')")
+    if checkpoint.target != table.target or checkpoint.mode != table.mode.value:
+        return found(
+            False,
+            f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
+            f"{table.target} in mode {table.mode.value} (the next sync bootstraps it)",
+        )
+    current = read_identity(table.target, since=checkpoint.target_version)
+    check = judge(checkpoint, current)
+    if current is None:
+        return found(False, f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
+    if check.finding not in (Finding.INTACT, Finding.UNRECORDED):
+        return found(False, check.describe())
+    identity = (
+        check.describe()
+        if check.finding is Finding.INTACT
+        else f"target {table.target} is a Delta table ({check.describe()})"
+    )
+    if not full:
+        return found(True, identity)
+    if table.mode is Mode.APPEND:
+        return found(
+            True,
+            identity,
+            note="an append target is a change log, not a copy of a snapshot: only its identity is checked",
+        )
+    return found(True, identity, comparison=compare_with_snapshot(engine, table, checkpoint))
+
+
+def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
+    """Keys and rows of the target against the provider's snapshot at the checkpoint version."""
+    context = table_context(table, engine.client.metadata(table.name))
+    keys = list(table.keys) if table.mode is Mode.MERGE else []
+    source = _snapshot_keys(engine, context, checkpoint.version, keys)
+    target = _target_keys(table, keys)
+    if not keys:
+        return SnapshotComparison(checkpoint.version, source.num_rows, target.num_rows)
+    wanted, held = _key_set(source), _key_set(target)
+    missing, extra = wanted - held, held - wanted
+    examples = [f"missing {k}" for k in sorted(missing, key=repr)[:EXAMPLES]]
+    examples += [f"extra {k}" for k in sorted(extra, key=repr)[:EXAMPLES]]
+    return SnapshotComparison(
+        checkpoint.version, source.num_rows, target.num_rows, len(missing), len(extra), tuple(examples)
+    )
+
+
+def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys: list[str]) -> pa.Table:
+    """The snapshot's key columns (none in snapshot mode), filtered as configured: one row per row."""
+    import pyarrow.dataset as ds
+
+    from sharesync.pipelines.jobs.staged import staged_files
+    from sharesync.sync.predicates import columns_referenced, to_arrow
+    from sharesync.sync.staging import batch as batches
+    from sharesync.sync.staging.files import StageLayout
+
+    config, name, expr = engine.config, context.table.name, context.expr
+    result = _query(engine, context, version)
+    schema = result.metadata.table_schema
+    files, _ = batches.prune(batches.snapshot_change_files(result), expr, schema)
+    layout = StageLayout.build(
+        schema, result.metadata.partition_columns, [*keys, *(columns_referenced(expr) if expr else ())]
+    )
+    directory = batches.batch_dir(config.staging_dir, name, f"verify-{version}")
+    try:
+        staged = batches.stage(
+            engine.client,
+            result,
+            files,
+            layout,
+            directory,
+            concurrency=config.concurrency(context.table),
+            ca_bundle=config.ca_bundle,
+            snapshot=True,
+        )
+        dataset = ds.dataset([str(f) for f in staged_files(staged.path)], format="parquet")
+        keep = to_arrow(expr, dataset.schema) if expr is not None else None
+        return dataset.to_table(columns=_spelled(layout.columns, keys), filter=keep)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResult:
+    """The snapshot at ``version``: the latest one when that is still the provider's version."""
+    name, hints = context.table.name, context.hints
+    if version >= context.metadata.version:
+        result = engine.client.query(
+            name, predicate_hints=hints.predicate_hints, json_predicate_hints=hints.json_predicate_hints
+        )
+        if result.version == version:
+            return result
+    return engine.client.query(
+        name, version=version, predicate_hints=hints.predicate_hints, json_predicate_hints=hints.json_predicate_hints
+    )
+
+
+def _target_keys(table: TableConfig, keys: list[str]) -> pa.Table:
+    """The target's key columns (none in snapshot mode) of its live rows (soft-deleted ones left out)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    target = DeltaTable(table.target)
+    names = [f.name for f in target.schema().fields]
+    wanted = _spelled(names, keys)
+    flagged = table.soft_delete and DELETED_COLUMN in names
+    rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([DELETED_COLUMN] if flagged else [])])
+    if flagged:
+        rows = rows.filter(pc.invert(pc.fill_null(rows.column(DELETED_COLUMN), False)))
+    return rows.select(wanted)
+
+
+def _spelled(names: tuple[str, ...] | list[str], keys: list[str]) -> list[str]:
+    """``keys`` as ``names`` spell them (names match in any case)."""
+    by_lower = {n.lower(): n for n in names}
+    return [by_lower[k.lower()] for k in keys]
+
+
+def _key_set(rows: pa.Table) -> set[Key]:
+    """The key tuples of ``rows``, whose columns are the keys in their configured order."""
+    return set(zip(*(column.to_pylist() for column in rows.columns), strict=True))
