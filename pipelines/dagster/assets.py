@@ -16,7 +16,9 @@ import dagster as dg
 from pydantic import Field
 
 from sharesync.pipelines.dagster import naming
+from sharesync.pipelines.dagster.automation import table_condition
 from sharesync.pipelines.dagster.failures import describe, raise_for
+from sharesync.pipelines.dagster.freshness import freshness_bound, freshness_policy
 from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri
 from sharesync.pipelines.dagster.provider_facts import commit_timestamp
 from sharesync.pipelines.dagster.resources import SharesyncResource
@@ -74,19 +76,21 @@ class SyncRunConfig(dg.Config):
         return BackfillRequest(start, end, self.full_refresh)
 
 
-def build_sync_asset_specs(config: SharesyncConfig) -> list[dg.AssetSpec]:
+def build_sync_asset_specs(config: SharesyncConfig, names: naming.Names = naming.DEFAULT_NAMES) -> list[dg.AssetSpec]:
     """The asset specs of every configured table; pure and offline."""
-    return [_spec(table) for table in config.tables]
+    return [_spec(config, table, names) for table in config.tables]
 
 
-def _spec(table: TableConfig) -> dg.AssetSpec:
+def _spec(config: SharesyncConfig, table: TableConfig, names: naming.Names) -> dg.AssetSpec:
     return dg.AssetSpec(
-        key=naming.asset_key(table),
-        deps=[naming.source_key(table)],
+        key=names.asset_key(table),
+        deps=[names.source_key(table)],
         description=describe_table(table),
-        group_name=naming.group_name(table),
+        group_name=names.group_name(table),
         kinds=KINDS,
         code_version=naming.code_version(table),
+        freshness_policy=freshness_policy(freshness_bound(config, table)),
+        automation_condition=table_condition() if config.automation == "declarative" else None,
         metadata={
             "shared_table": table.name,
             "mode": table.mode.value,
@@ -103,7 +107,7 @@ def describe_table(table: TableConfig) -> str:
         Mode.MERGE: f"merged on {', '.join(table.keys)}" + (" with soft deletes" if table.soft_delete else ""),
         Mode.APPEND: "as an append-only change log",
         Mode.SNAPSHOT: "as a full snapshot per version",
-    }[table.mode]
+    }.get(table.mode, f"as the history of every {', '.join(table.keys)}: one row per image, with its validity")
     parts = [f"Delta Sharing table `{table.name}`, kept in sync with the Delta table at `{table.target}` {how}."]
     if table.where:
         parts.append("Rows are filtered by the configured `where`.")
@@ -113,20 +117,26 @@ def describe_table(table: TableConfig) -> str:
 
 
 def build_table_assets(
-    config: SharesyncConfig, *, retry_policy: dg.RetryPolicy = DEFAULT_RETRY_POLICY
+    config: SharesyncConfig,
+    *,
+    retry_policy: dg.RetryPolicy = DEFAULT_RETRY_POLICY,
+    names: naming.Names = naming.DEFAULT_NAMES,
 ) -> list[dg.AssetsDefinition]:
     """One op-backed asset per table (see the module docstring)."""
-    specs = build_sync_asset_specs(config)
-    return [_table_asset(table, spec, retry_policy) for table, spec in zip(config.tables, specs, strict=True)]
+    specs = build_sync_asset_specs(config, names)
+    return [
+        _table_asset(table, spec, retry_policy, names.pool(table))
+        for table, spec in zip(config.tables, specs, strict=True)
+    ]
 
 
-def _table_asset(table: TableConfig, spec: dg.AssetSpec, policy: dg.RetryPolicy) -> dg.AssetsDefinition:
+def _table_asset(table: TableConfig, spec: dg.AssetSpec, policy: dg.RetryPolicy, pool: str) -> dg.AssetsDefinition:
     name = table.name
 
     @dg.multi_asset(
         specs=[spec],
         name=naming.op_name(table),
-        pool=naming.pool(table),
+        pool=pool,
         retry_policy=policy,
         op_tags={naming.TABLE_TAG: name},
     )

@@ -1,11 +1,13 @@
-"""Asset checks of each table: the copy is complete, fresh, and its credentials will keep working.
+"""Asset checks of each table: the copy is complete, unique, shaped like the source, fresh, and reachable.
 
 * ``row_count_matches_source``: the target's live rows equal the source's ``numRecords`` at
   the checkpoint version (summed from the file stats of a snapshot query). Skipped — passed,
   saying so — where the two are not comparable: append mode (a change log), a ``where``
   filter, or a provider that sends no stats.
+* ``keys_unique`` (merge and history mode; blocking) and ``schema_matches_source``:
+  :mod:`~sharesync.pipelines.dagster.target_checks`.
 * ``freshness`` (only when ``freshness_minutes`` is configured): the oldest source commit
-  not yet applied is younger than the bound; a copy at the provider's version has lag 0.
+  not yet applied is younger than the bound (:mod:`~sharesync.pipelines.dagster.freshness`).
 * ``profile_token_expiry``: warns when the profile's token expires within 7 days, fails
   when it has expired.
 
@@ -25,8 +27,18 @@ import dagster as dg
 
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.failures import describe
-from sharesync.pipelines.dagster.provider_facts import commit_timestamp, snapshot_num_records
+from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_bound, freshness_check
+from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
 from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.target_checks import (
+    FULL_VERIFY,
+    KEYS_UNIQUE,
+    SCHEMA_DRIFT,
+    full_verify_check,
+    keyed,
+    keys_unique_check,
+    schema_check,
+)
 from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
@@ -34,57 +46,85 @@ from sharesync.sync.core.errors import SharesyncError
 
 if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
     from sharesync.pipelines.run.engine import SyncEngine
-    from sharesync.state import Checkpoint
 
 ROW_COUNT = "row_count_matches_source"
-FRESHNESS = "freshness"
 TOKEN_EXPIRY = "profile_token_expiry"
 
 WARN = dg.AssetCheckSeverity.WARN
 ERROR = dg.AssetCheckSeverity.ERROR
 
-
-def freshness_bound(config: SharesyncConfig, table: TableConfig) -> float | None:
-    return table.freshness_minutes or config.defaults.freshness_minutes
+Gather = Callable[["SyncEngine", TableConfig], dg.AssetCheckResult]
 
 
-def build_check_specs(config: SharesyncConfig, table: TableConfig) -> list[dg.AssetCheckSpec]:
-    key = naming.asset_key(table)
-    specs = [
-        dg.AssetCheckSpec(
-            ROW_COUNT, asset=key, description="The target's live rows equal the source's numRecords at the checkpoint."
-        ),
-        dg.AssetCheckSpec(TOKEN_EXPIRY, asset=key, description=f"The profile's token is valid for {TOKEN_WARNING_DAYS}+ days."),
-    ]
-    bound = freshness_bound(config, table)
-    if bound is not None:
+def build_check_specs(
+    config: SharesyncConfig, table: TableConfig, names: naming.Names = naming.DEFAULT_NAMES
+) -> list[dg.AssetCheckSpec]:
+    """Every check of ``table``: the routine ones and, when enabled, the full verification."""
+    specs = _routine_specs(config, table, names)
+    if config.verify_check and table.mode is not Mode.APPEND:
         specs.append(
             dg.AssetCheckSpec(
-                FRESHNESS, asset=key, description=f"No source commit older than {bound:g} minutes is missing."
+                FULL_VERIFY,
+                asset=names.asset_key(table),
+                description="The target's keys and rows equal the provider's snapshot at the checkpoint (verify --full).",
             )
         )
     return specs
 
 
-def build_table_checks(config: SharesyncConfig) -> list[dg.AssetChecksDefinition]:
-    return [_table_checks(config, table) for table in config.tables]
+def routine_check_keys(
+    config: SharesyncConfig, table: TableConfig, names: naming.Names = naming.DEFAULT_NAMES
+) -> list[dg.AssetCheckKey]:
+    """The checks a sync run includes: all but the full verification, which downloads a snapshot."""
+    return [spec.key for spec in _routine_specs(config, table, names)]
 
 
-def _table_checks(config: SharesyncConfig, table: TableConfig) -> dg.AssetChecksDefinition:
+def _routine_specs(config: SharesyncConfig, table: TableConfig, names: naming.Names) -> list[dg.AssetCheckSpec]:
+    """With declarative automation, they run after each sync (a sensor's run request names them)."""
+    key = names.asset_key(table)
+    after_sync = dg.AutomationCondition.eager() if config.automation == "declarative" else None
+    described = {
+        ROW_COUNT: "The target's live rows equal the source's numRecords at the checkpoint.",
+        SCHEMA_DRIFT: "The target's columns and types equal the provider's current schema.",
+        TOKEN_EXPIRY: f"The profile's token is valid for {TOKEN_WARNING_DAYS}+ days.",
+    }
+    if keyed(table):
+        described[KEYS_UNIQUE] = f"No ({', '.join(table.keys)}) appears twice among the current rows."
+    bound = freshness_bound(config, table)
+    if bound is not None:
+        described[FRESHNESS] = f"No source commit older than {bound:g} minutes is missing."
+    return [
+        dg.AssetCheckSpec(
+            name, asset=key, description=text, blocking=name == KEYS_UNIQUE, automation_condition=after_sync
+        )
+        for name, text in described.items()
+    ]
+
+
+def build_table_checks(
+    config: SharesyncConfig, names: naming.Names = naming.DEFAULT_NAMES
+) -> list[dg.AssetChecksDefinition]:
+    return [_table_checks(config, table, names) for table in config.tables]
+
+
+def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Names) -> dg.AssetChecksDefinition:
     name = table.name
 
     @dg.multi_asset_check(
-        specs=build_check_specs(config, table),
+        specs=build_check_specs(config, table, names),
         can_subset=True,
         name=naming.checks_op_name(table),
-        pool=naming.pool(table),
+        pool=names.pool(table),
     )
     def checks(context: dg.AssetCheckExecutionContext, sharesync: SharesyncResource) -> Iterator[dg.AssetCheckResult]:
         selected = {k.name for k in context.selected_asset_check_keys}
-        gatherers: dict[str, Callable[[SyncEngine, TableConfig], dg.AssetCheckResult]] = {
+        gatherers: dict[str, Gather] = {
             ROW_COUNT: row_count_check,
+            KEYS_UNIQUE: keys_unique_check,
+            SCHEMA_DRIFT: schema_check,
             FRESHNESS: freshness_check,
             TOKEN_EXPIRY: token_expiry_check,
+            FULL_VERIFY: full_verify_check,
         }
         with sharesync.engine() as engine:
             for check_name, gather in gatherers.items():
@@ -126,17 +166,6 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     return row_count_verdict(checkpoint.version, None if target is None else target.rows, source_rows)
 
 
-def freshness_check(engine: "SyncEngine", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
-    bound = freshness_bound(engine.config, table)
-    assert bound is not None, "the freshness check exists only with a bound"
-    checkpoint = engine.store.get_checkpoint(table.name)
-    source = engine.client.table_version(table.name).version
-    oldest = None
-    if checkpoint is not None and checkpoint.version < source:
-        oldest = commit_timestamp(engine.client, table.name, checkpoint.version + 1)
-    return freshness_verdict(bound, checkpoint, source, oldest, now or datetime.now(UTC))
-
-
 def token_expiry_check(engine: "SyncEngine", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
     from sharesync.sync.protocol.profile import load_profile
 
@@ -162,53 +191,19 @@ def row_count_verdict(checkpoint_version: int, target_rows: int | None, source_r
     }
     if target_rows is None:
         return dg.AssetCheckResult(
-            check_name=ROW_COUNT, passed=False, metadata=metadata,
+            check_name=ROW_COUNT,
+            passed=False,
+            metadata=metadata,
             description=f"the target is missing, yet the checkpoint is at version {checkpoint_version}",
         )
     metadata |= {"target_rows": target_rows, "difference": target_rows - source_rows}
     passed = target_rows == source_rows
     said = "equals" if passed else "differs from"
     return dg.AssetCheckResult(
-        check_name=ROW_COUNT, passed=passed, metadata=metadata,
+        check_name=ROW_COUNT,
+        passed=passed,
+        metadata=metadata,
         description=f"target rows {target_rows} {said} the source's {source_rows} at version {checkpoint_version}",
-    )
-
-
-def freshness_verdict(
-    bound_minutes: float,
-    checkpoint: "Checkpoint | None",
-    source_version: int,
-    oldest_unapplied_commit: datetime | None,
-    now: datetime,
-) -> dg.AssetCheckResult:
-    """Lag = age of the oldest source commit the target lacks (0 when at the provider's version).
-
-    When that commit's time is unknown, the checkpoint's own commit time (or, failing that,
-    the last sync) bounds it from above: the missing commit cannot be older.
-    """
-    bound = bound_minutes * 60
-    metadata: dict[str, dg.RawMetadataValue] = {"bound_seconds": bound, "source_version": source_version}
-    if checkpoint is None:
-        return dg.AssetCheckResult(check_name=FRESHNESS, passed=False, metadata=metadata, description="never synced")
-    metadata |= {"checkpoint_version": checkpoint.version, "versions_behind": max(0, source_version - checkpoint.version)}
-    if checkpoint.version == source_version:
-        metadata["lag_seconds"] = 0.0
-        return dg.AssetCheckResult(
-            check_name=FRESHNESS, passed=True, metadata=metadata, description="at the provider's version"
-        )
-    since = oldest_unapplied_commit or checkpoint.version_timestamp or checkpoint.updated_at
-    if since is None:
-        return dg.AssetCheckResult(
-            check_name=FRESHNESS, passed=False, severity=WARN, metadata=metadata,
-            description=f"behind (version {checkpoint.version} of {source_version}); commit times unknown",
-        )
-    lag = max(0.0, (now - since).total_seconds())
-    metadata["lag_seconds"] = round(lag, 3)
-    passed = lag <= bound
-    return dg.AssetCheckResult(
-        check_name=FRESHNESS, passed=passed, metadata=metadata,
-        description=f"lag {lag / 60:.1f} min {'within' if passed else 'over'} the bound of {bound_minutes:g} min "
-        f"(version {checkpoint.version} of {source_version})",
     )
 
 
@@ -222,12 +217,18 @@ def token_expiry_verdict(expires_at: datetime | None, now: datetime) -> dg.Asset
     }
     if days <= 0:
         return dg.AssetCheckResult(
-            check_name=TOKEN_EXPIRY, passed=False, severity=ERROR, metadata=metadata,
+            check_name=TOKEN_EXPIRY,
+            passed=False,
+            severity=ERROR,
+            metadata=metadata,
             description=f"the token expired at {expires_at.isoformat()}; ask the provider for a new profile",
         )
     if days <= TOKEN_WARNING_DAYS:
         return dg.AssetCheckResult(
-            check_name=TOKEN_EXPIRY, passed=False, severity=WARN, metadata=metadata,
+            check_name=TOKEN_EXPIRY,
+            passed=False,
+            severity=WARN,
+            metadata=metadata,
             description=f"the token expires at {expires_at.isoformat()} (in {days:.1f} days); ask the provider for a new profile",
         )
     return dg.AssetCheckResult(

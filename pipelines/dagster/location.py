@@ -12,7 +12,9 @@ from pathlib import Path
 import dagster as dg
 
 from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY, build_table_assets
+from sharesync.pipelines.dagster.automation import build_automation_sensor
 from sharesync.pipelines.dagster.checks import build_table_checks
+from sharesync.pipelines.dagster.naming import DEFAULT_NAMES, Names
 from sharesync.pipelines.dagster.resources import RESOURCE_KEY, SharesyncResource
 from sharesync.pipelines.dagster.sensors import build_schedules, build_source_sensor
 from sharesync.pipelines.dagster.sources import build_source_observer
@@ -24,21 +26,32 @@ def build_definitions(
     config: SharesyncConfig,
     resource: SharesyncResource,
     *,
+    names: Names = DEFAULT_NAMES,
     retry_policy: dg.RetryPolicy = DEFAULT_RETRY_POLICY,
     sensor_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
     schedule_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING,
 ) -> dg.Definitions:
-    """Assets, checks, the source observer, sensor and schedules of ``config``; pure and offline."""
+    """Assets, checks, the source observer, what starts syncs (the source sensor, or the
+    declarative automation sensor) and schedules of ``config``; pure and offline."""
     install_log_redaction()  # engine and library log records reach Dagster's event log redacted
-    observer = build_source_observer(config)
-    sensor = build_source_sensor(config, default_status=sensor_status)
+    observer = build_source_observer(config, names)
     return dg.Definitions(
-        assets=[*build_table_assets(config, retry_policy=retry_policy), *([observer] if observer else [])],
-        asset_checks=build_table_checks(config),
-        sensors=[sensor] if sensor else [],
-        schedules=build_schedules(config, default_status=schedule_status),
+        assets=[*build_table_assets(config, retry_policy=retry_policy, names=names), *([observer] if observer else [])],
+        asset_checks=build_table_checks(config, names),
+        sensors=_sensors(config, names, sensor_status),
+        schedules=build_schedules(config, names=names, default_status=schedule_status),
         resources={RESOURCE_KEY: resource},
     )
+
+
+def _sensors(config: SharesyncConfig, names: Names, status: dg.DefaultSensorStatus) -> list[dg.SensorDefinition]:
+    if not config.tables:
+        return []
+    if config.automation == "declarative":
+        keys = [key for t in config.tables for key in (names.asset_key(t), names.source_key(t))]
+        return [build_automation_sensor(keys, interval_seconds=config.sensor_interval_seconds, default_status=status)]
+    sensor = build_source_sensor(config, names=names, default_status=status)
+    return [sensor] if sensor else []
 
 
 def load_definitions(path: str | Path | None = None) -> dg.Definitions:
@@ -46,4 +59,3 @@ def load_definitions(path: str | Path | None = None) -> dg.Definitions:
     file = config_path(path).resolve()
     config = load_config(file)
     return build_definitions(config, SharesyncResource(config_path=str(file)))
-

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -27,14 +28,39 @@ _DATA_FIELDS = ("name", "target", "keys", "mode", "where", "columns", "soft_dele
 _INVALID = re.compile(r"[^A-Za-z0-9_]")
 
 
+@dataclass(frozen=True)
+class Names:
+    """How one code location names its tables' definitions: the defaults, or a component's overrides."""
+
+    asset_prefix: tuple[str, ...] = (ASSET_PREFIX,)
+    source_prefix: tuple[str, ...] = (SOURCE_PREFIX,)
+    group: str | None = None  # one group for every table instead of one per share
+    shared_pool: str | None = None  # one concurrency pool for every table instead of one per table
+
+    def asset_key(self, table: TableConfig) -> dg.AssetKey:
+        return dg.AssetKey([*self.asset_prefix, table.share, table.schema_name, table.table])
+
+    def source_key(self, table: TableConfig) -> dg.AssetKey:
+        return dg.AssetKey([*self.source_prefix, table.share, table.schema_name, table.table])
+
+    def group_name(self, table: TableConfig) -> str:
+        return self.group or group_name(table)
+
+    def pool(self, table: TableConfig) -> str:
+        return self.shared_pool or pool(table)
+
+
+DEFAULT_NAMES = Names()
+
+
 def asset_key(table: TableConfig) -> dg.AssetKey:
     """``["sharesync", share, schema, table]``: the user's copy."""
-    return dg.AssetKey([ASSET_PREFIX, table.share, table.schema_name, table.table])
+    return DEFAULT_NAMES.asset_key(table)
 
 
 def source_key(table: TableConfig) -> dg.AssetKey:
     """``["delta_sharing", share, schema, table]``: the provider's shared table."""
-    return dg.AssetKey([SOURCE_PREFIX, table.share, table.schema_name, table.table])
+    return DEFAULT_NAMES.source_key(table)
 
 
 def dagster_name(text: str) -> str:

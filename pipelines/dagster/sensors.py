@@ -8,6 +8,10 @@ observed, so a tick without changes requests nothing and records nothing. As wit
 a version is requested once: a run that failed for good is not requested again until the
 provider moves on (fix the cause, then materialize from the UI). Each run carries the tag
 ``sharesync/table`` (for per-table run limits) and selects one table with its checks.
+A table with ``freshness_minutes`` that sits at its checkpoint also gets a confirming run
+(a no-op sync) once its last materialization is a third of the bound old, so that Dagster's
+freshness policy, which counts time since the last materialization, stays green while the
+provider is quiet (:func:`~sharesync.pipelines.dagster.freshness.confirmation_due`).
 
 The decision is :func:`plan_tick`, pure; the sensor only gathers versions and checkpoints.
 """
@@ -15,6 +19,7 @@ The decision is :func:`plan_tick`, pure; the sensor only gathers versions and ch
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,8 +27,9 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.dagster import naming
-from sharesync.pipelines.dagster.checks import build_check_specs
+from sharesync.pipelines.dagster.checks import routine_check_keys
 from sharesync.pipelines.dagster.failures import describe
+from sharesync.pipelines.dagster.freshness import confirmation_due, freshness_bound
 from sharesync.pipelines.dagster.resources import SharesyncResource
 from sharesync.pipelines.dagster.sources import observation
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
@@ -37,10 +43,12 @@ SENSOR_NAME = "sharesync_source_versions"
 
 @dataclass
 class SensorCursor:
-    """Per table: the last version observed and the last version a run was requested for."""
+    """Per table: the last version observed, the last version a run was requested for, and when
+    a confirming run was last requested (epoch seconds)."""
 
     observed: dict[str, int] = field(default_factory=dict)
     requested: dict[str, int] = field(default_factory=dict)
+    confirmed: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str | None) -> SensorCursor:
@@ -51,12 +59,14 @@ class SensorCursor:
             return cls(
                 {str(k): int(v) for k, v in raw.get("observed", {}).items()},
                 {str(k): int(v) for k, v in raw.get("requested", {}).items()},
+                {str(k): float(v) for k, v in raw.get("confirmed", {}).items()},
             )
         except (ValueError, TypeError, AttributeError):
             return cls()  # an unreadable cursor costs one round of repeated observations, nothing more
 
     def dumps(self) -> str:
-        return json.dumps({"observed": self.observed, "requested": self.requested}, sort_keys=True)
+        fields = {"observed": self.observed, "requested": self.requested}
+        return json.dumps(fields | ({"confirmed": self.confirmed} if self.confirmed else {}), sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -75,9 +85,14 @@ def plan_tick(
     versions: Mapping[str, int | SharesyncError],
     checkpoints: Mapping[str, Checkpoint],
     cursor: SensorCursor,
+    *,
+    names: naming.Names = naming.DEFAULT_NAMES,
+    now: float = 0.0,
+    materialized_at: Mapping[str, float] | None = None,
 ) -> Tick:
-    """Requests for tables whose source version differs from their checkpoint, once per version."""
-    new = SensorCursor(dict(cursor.observed), dict(cursor.requested))
+    """Requests for tables whose source version differs from their checkpoint, once per version;
+    confirming runs for bounded tables at their checkpoint (``materialized_at``: epoch seconds)."""
+    new = SensorCursor(dict(cursor.observed), dict(cursor.requested), dict(cursor.confirmed))
     requests: list[dg.RunRequest] = []
     observations: list[dg.AssetObservation] = []
     errors: list[str] = []
@@ -89,40 +104,57 @@ def plan_tick(
             errors.append(f"{table.name}: cannot read the provider's version: {describe(polled)}")
             continue
         if new.observed.get(table.name) != polled:
-            observations.append(observation(table, polled))
+            observations.append(observation(table, polled, names))
             new.observed[table.name] = polled
         checkpoint = checkpoints.get(table.name)
         # Behind, or not synced yet. A version *below* the checkpoint means the provider
         # re-created the table: the engine re-bootstraps, so that is a request too.
         if checkpoint is not None and checkpoint.version == polled:
+            bound = freshness_bound(config, table)
+            last = (materialized_at or {}).get(table.name)
+            if bound is not None and confirmation_due(bound, last, new.confirmed.get(table.name), now):
+                requests.append(run_request(config, table, polled, names, confirming_at=now))
+                new.confirmed[table.name] = now
             continue
         if new.requested.get(table.name) == polled:
             continue
-        requests.append(run_request(config, table, polled))
+        requests.append(run_request(config, table, polled, names))
         new.requested[table.name] = polled
     return Tick(requests, observations, new, errors)
 
 
-def run_request(config: SharesyncConfig, table: TableConfig, version: int) -> dg.RunRequest:
+def run_request(
+    config: SharesyncConfig,
+    table: TableConfig,
+    version: int,
+    names: naming.Names = naming.DEFAULT_NAMES,
+    *,
+    confirming_at: float | None = None,
+) -> dg.RunRequest:
+    key = naming.run_key(table, version)
     return dg.RunRequest(
-        run_key=naming.run_key(table, version),
-        asset_selection=[naming.asset_key(table)],
-        asset_check_keys=[spec.key for spec in build_check_specs(config, table)],
+        run_key=key if confirming_at is None else f"{key}/confirm@{int(confirming_at)}",
+        asset_selection=[names.asset_key(table)],
+        asset_check_keys=routine_check_keys(config, table, names),
         tags={naming.TABLE_TAG: table.name},
     )
 
 
 def build_source_sensor(
-    config: SharesyncConfig, *, default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING
+    config: SharesyncConfig,
+    *,
+    names: naming.Names = naming.DEFAULT_NAMES,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
 ) -> dg.SensorDefinition | None:
     if not config.tables:
         return None
     tables = list(config.tables)
+    bounded = [t for t in tables if freshness_bound(config, t) is not None]
 
     @dg.sensor(
         name=SENSOR_NAME,
         minimum_interval_seconds=config.sensor_interval_seconds,
-        target=dg.AssetSelection.assets(*[naming.asset_key(t) for t in tables]),
+        target=dg.AssetSelection.assets(*[names.asset_key(t) for t in tables]),
         default_status=default_status,
         description="Requests a sync of each table whose provider version moved past its checkpoint.",
     )
@@ -134,7 +166,10 @@ def build_source_sensor(
                 checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
             except SharesyncError as exc:  # profile or state store: nothing can be decided this tick
                 raise dg.Failure(description=describe(exc)) from None
-        tick = plan_tick(config, tables, versions, checkpoints, cursor)
+        materialized = _materialized_at(context, bounded, names)
+        tick = plan_tick(
+            config, tables, versions, checkpoints, cursor, names=names, now=time.time(), materialized_at=materialized
+        )
         for error in tick.errors:
             context.log.warning(error)
         if tick.run_requests:
@@ -147,8 +182,19 @@ def build_source_sensor(
     return sharesync_source_versions
 
 
+def _materialized_at(
+    context: dg.SensorEvaluationContext, tables: Sequence[TableConfig], names: naming.Names
+) -> dict[str, float]:
+    """When each table with a freshness bound last materialized (one event-log query each)."""
+    found = {t.name: context.instance.get_latest_materialization_event(names.asset_key(t)) for t in tables}
+    return {name: event.timestamp for name, event in found.items() if event is not None}
+
+
 def build_schedules(
-    config: SharesyncConfig, *, default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING
+    config: SharesyncConfig,
+    *,
+    names: naming.Names = naming.DEFAULT_NAMES,
+    default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING,
 ) -> list[dg.ScheduleDefinition]:
     """One schedule per table with a ``schedule`` (its own, else ``defaults.schedule``), in UTC."""
     schedules = []
@@ -161,7 +207,7 @@ def build_schedules(
                 name=naming.schedule_name(table),
                 cron_schedule=cron,
                 execution_timezone="UTC",
-                target=dg.AssetSelection.assets(naming.asset_key(table)),
+                target=dg.AssetSelection.assets(names.asset_key(table)),
                 tags={naming.TABLE_TAG: table.name},
                 default_status=default_status,
                 description=f"Sync {table.name} on '{cron}' (UTC).",

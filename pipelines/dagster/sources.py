@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 import dagster as dg
 
 from sharesync.pipelines.dagster import naming
+from sharesync.pipelines.dagster.automation import source_condition
 from sharesync.pipelines.dagster.failures import describe
 from sharesync.pipelines.dagster.resources import SharesyncResource
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
@@ -31,14 +32,17 @@ DATA_VERSION_TAG = "dagster/data_version"  # what ObserveResult(data_version=…
 OBSERVE_OP = "observe_shared_tables"
 
 
-def build_source_specs(config: SharesyncConfig) -> list[dg.AssetSpec]:
+def build_source_specs(config: SharesyncConfig, names: naming.Names = naming.DEFAULT_NAMES) -> list[dg.AssetSpec]:
+    """With declarative automation, each source is observed on ``observe_schedule``."""
+    observe = source_condition(config.observe_schedule) if config.automation == "declarative" else None
     return [
         dg.AssetSpec(
-            key=naming.source_key(table),
+            key=names.source_key(table),
             description=f"The provider's Delta Sharing table `{table.name}`; its data version is the table version.",
-            group_name=naming.group_name(table),
+            group_name=names.group_name(table),
             kinds={"deltasharing"},
             metadata={"shared_table": table.name},
+            automation_condition=observe,
         )
         for table in config.tables
     ]
@@ -71,16 +75,18 @@ def described_observation_metadata(answer: "TableMetadata") -> dict[str, dg.Meta
     return entries
 
 
-def observation(table: TableConfig, version: int) -> dg.AssetObservation:
+def observation(table: TableConfig, version: int, names: naming.Names = naming.DEFAULT_NAMES) -> dg.AssetObservation:
     """The event the sensor records: the source's data version, from one ``/version`` call."""
     return dg.AssetObservation(
-        asset_key=naming.source_key(table),
+        asset_key=names.source_key(table),
         metadata=observation_metadata(version),
         tags={DATA_VERSION_TAG: str(version)},
     )
 
 
-def build_source_observer(config: SharesyncConfig) -> dg.AssetsDefinition | None:
+def build_source_observer(
+    config: SharesyncConfig, names: naming.Names = naming.DEFAULT_NAMES
+) -> dg.AssetsDefinition | None:
     """One observe op for every shared table (None without tables).
 
     Observing asks for each table's metadata (concurrently), so besides the version it records
@@ -88,7 +94,7 @@ def build_source_observer(config: SharesyncConfig) -> dg.AssetsDefinition | None
     """
     if not config.tables:
         return None
-    tables = {naming.source_key(t): t.name for t in config.tables}
+    tables = {names.source_key(t): t.name for t in config.tables}
 
     def observe(context: dg.AssetExecutionContext, sharesync: SharesyncResource) -> Iterator[dg.ObserveResult]:
         keys = [k for k in tables if k in context.selected_asset_keys]
@@ -121,6 +127,6 @@ def build_source_observer(config: SharesyncConfig) -> dg.AssetsDefinition | None
         # single-asset decorator builds the deprecated SourceAsset) and observes all at once.
         warnings.simplefilter("ignore", dg.BetaWarning)
         decorate = dg.multi_observable_source_asset(
-            specs=build_source_specs(config), can_subset=True, name=OBSERVE_OP
+            specs=build_source_specs(config, names), can_subset=True, name=OBSERVE_OP
         )
         return cast(dg.AssetsDefinition, decorate(observe))

@@ -10,14 +10,9 @@ import pytest
 from deltalake import DeltaTable
 from support.dagster_site import APPEND_TABLE, MERGE_TABLE, Site, check_results, materialize
 
-from sharesync.pipelines.dagster.checks import (
-    FRESHNESS,
-    ROW_COUNT,
-    TOKEN_EXPIRY,
-    freshness_verdict,
-    row_count_verdict,
-    token_expiry_verdict,
-)
+from sharesync.pipelines.dagster.checks import ROW_COUNT, TOKEN_EXPIRY, row_count_verdict, token_expiry_verdict
+from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_verdict
+from sharesync.pipelines.dagster.target_checks import KEYS_UNIQUE, SCHEMA_DRIFT
 from sharesync.state import Checkpoint
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -49,7 +44,9 @@ def test_row_count_verdicts() -> None:
         (_checkpoint(5, NOW - timedelta(minutes=30)), 7, None, True, 1800.0),  # unknown: the checkpoint bounds it
     ],
 )
-def test_freshness_verdicts(checkpoint: Checkpoint, source: int, oldest: datetime | None, passed: bool, lag: float) -> None:
+def test_freshness_verdicts(
+    checkpoint: Checkpoint, source: int, oldest: datetime | None, passed: bool, lag: float
+) -> None:
     result = freshness_verdict(60, checkpoint, source, oldest, NOW)
     assert result.passed is passed
     assert result.metadata["lag_seconds"].value == lag
@@ -85,7 +82,13 @@ def test_checks_pass_on_a_synced_table_and_fail_once_the_target_is_tampered_with
     key = site.key(MERGE_TABLE)
     synced = check_results(materialize(defs, dg.AssetSelection.assets(key, site.key(APPEND_TABLE))))
     orders = "sharesync/dg/sales/orders"
-    assert {name for (asset, name) in synced if asset == orders} == {ROW_COUNT, FRESHNESS, TOKEN_EXPIRY}
+    assert {name for (asset, name) in synced if asset == orders} == {
+        ROW_COUNT,
+        FRESHNESS,
+        TOKEN_EXPIRY,
+        KEYS_UNIQUE,
+        SCHEMA_DRIFT,
+    }
     assert all(evaluation.passed for evaluation in synced.values()), synced
     assert synced[("sharesync/dg/sales/events", ROW_COUNT)].description.startswith("skipped")  # type: ignore[union-attr]
 

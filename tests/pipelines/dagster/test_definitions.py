@@ -25,7 +25,9 @@ def _config(**table: Any) -> Any:
 
 
 def _write(tmp_path: Path, endpoint: str) -> Path:
-    (tmp_path / "p.share").write_text(json.dumps({"shareCredentialsVersion": 1, "endpoint": endpoint, "bearerToken": "tok-123456"}))
+    (tmp_path / "p.share").write_text(
+        json.dumps({"shareCredentialsVersion": 1, "endpoint": endpoint, "bearerToken": "tok-123456"})
+    )
     config = {
         "profile": "p.share",
         "state_store": "postgresql+psycopg://sharesync:pw@db.invalid:5432/sharesync",  # never opened at load
@@ -87,12 +89,20 @@ def test_loading_is_offline_even_with_an_unreachable_provider_and_state_store(
     assert sync_op.retry_policy == DEFAULT_RETRY_POLICY
     assert set(sync_op.config_schema.config_type.fields) == {"starting_timestamp", "ending_timestamp", "full_refresh"}  # type: ignore[union-attr]
     checks = {k.name for k in repo.asset_graph.asset_check_keys if k.asset_key.path[-1] == "orders"}
-    assert checks == {"row_count_matches_source", "freshness", "profile_token_expiry"}
+    assert checks == {
+        "row_count_matches_source",
+        "freshness",
+        "profile_token_expiry",
+        "keys_unique",
+        "schema_matches_source",
+    }
 
 
 def test_a_bad_config_fails_at_load_naming_the_field(tmp_path: Path) -> None:
     path = tmp_path / "sharesync.yaml"
-    path.write_text(yaml.safe_dump({"profile": "p.share", "tables": [{"name": "a.b.c", "target": "t", "mode": "merge"}]}))
+    path.write_text(
+        yaml.safe_dump({"profile": "p.share", "tables": [{"name": "a.b.c", "target": "t", "mode": "merge"}]})
+    )
 
     with pytest.raises(ConfigError, match=r"tables\[0\].*keys"):
         load_definitions(path)

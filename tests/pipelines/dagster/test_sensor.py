@@ -36,7 +36,12 @@ def test_sensor_requests_only_tables_whose_version_advanced(site: Site) -> None:
     request = requested[f"{orders}@{v_orders}"]
     assert request.asset_selection == [site.key(MERGE_TABLE)]
     assert request.tags["sharesync/table"] == orders
-    assert {k.name for k in request.asset_check_keys or []} == {"row_count_matches_source", "profile_token_expiry"}
+    assert {k.name for k in request.asset_check_keys or []} == {
+        "row_count_matches_source",
+        "profile_token_expiry",
+        "keys_unique",
+        "schema_matches_source",
+    }
     assert _observed(first) == {MERGE_TABLE: str(v_orders), APPEND_TABLE: str(v_events)}
 
     second = _tick(defs, first.cursor)  # no change, runs not done yet: nothing twice
@@ -75,8 +80,10 @@ def test_cursor_round_trips_and_tolerates_garbage() -> None:
 
 def test_sensor_interval_and_schedules_come_from_the_config(site: Site) -> None:
     site.write_config(
-        site.merge_spec(schedule="*/10 * * * *"), site.append_spec(),
-        defaults={"schedule": "0 * * * *"}, sensor_interval_seconds=45,
+        site.merge_spec(schedule="*/10 * * * *"),
+        site.append_spec(),
+        defaults={"schedule": "0 * * * *"},
+        sensor_interval_seconds=45,
     )
     defs = site.definitions()
 
@@ -102,7 +109,10 @@ def test_observing_the_sources_records_their_versions_as_data_versions(site: Sit
         if e.event_type == dg.DagsterEventType.ASSET_OBSERVATION
     }
     observed = {name: o.tags[DATA_VERSION_TAG] for name, o in observations.items()}
-    assert observed == {MERGE_TABLE: str(site.source_version(MERGE_TABLE)), APPEND_TABLE: str(site.source_version(APPEND_TABLE))}
+    assert observed == {
+        MERGE_TABLE: str(site.source_version(MERGE_TABLE)),
+        APPEND_TABLE: str(site.source_version(APPEND_TABLE)),
+    }
     orders = observations[MERGE_TABLE].metadata
     assert orders["change_data_feed"].value is True and orders["partition_columns"].value == "region"
     assert [c.name for c in orders["dagster/column_schema"].value.columns][:2] == ["id", "region"]
