@@ -38,3 +38,16 @@ def test_mypy_strict_is_clean(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout[-4000:]
+
+
+def test_code_cites_no_file_outside_the_repository() -> None:
+    """A reader of an installed package has no ``shared/`` folder: cite the spec section instead."""
+    outside = ("shared/spec", "ENGINE-NOTES", "STYLE.md")
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for folder in FOLDERS
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if any(name in line for name in outside)
+    ]
+    assert offenders == []

@@ -1,6 +1,6 @@
 """The user-facing filter format: a list of ``{col, op, val}`` predicates, ANDed.
 
-Spec: ``shared/spec/predicates-col-op-val.txt``. The operator set is closed; values are
+The format: a list of ``{col, op, val}`` objects. The operator set is closed; values are
 checked for shape here (scalar, non-empty list, or absent) and for type against the table
 schema later, when the schema is known (:func:`sharesync.sync.predicates.bind`).
 """

@@ -2,7 +2,7 @@
 
 It is the definition the engines are tested against (Spark and Arrow filtering must select
 exactly the rows for which this returns True) and pruning uses it on exact partition values.
-Semantics, per ``shared/spec/parquet-predicate-pushdown.txt`` ("Null Handling"): any
+Semantics, per SQL three-valued logic as Parquet predicate pushdown applies it: any
 comparison, IN or LIKE with a null operand is unknown, so ``neq`` never matches a null;
 NOT keeps unknown unknown; AND/OR are Kleene's. Floats follow Spark (checked on Sail too):
 NaN equals NaN and is greater than every other value; ``-0.0 = 0.0``.

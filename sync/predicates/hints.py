@@ -1,6 +1,6 @@
 """Filter hints for the sharing server: ``jsonPredicateHints`` and ``predicateHints``.
 
-Spec: ``shared/spec/delta-sharing-filtering.txt``. Hints are best effort: the server may
+Spec: the Delta Sharing protocol's "Filtering" section (``predicateHints``, ``jsonPredicateHints``). Hints are best effort: the server may
 ignore them and may return extra files, and we filter every row ourselves anyway. The one
 thing a hint must never do is make the server drop a file that holds a matching row, so a
 hint is always implied by the filter (it may be *wider*, never narrower):

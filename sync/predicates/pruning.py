@@ -14,11 +14,11 @@ null rows make leaves neither. Each column is summarised once (:class:`_Column`)
 * otherwise stats give ``nullCount``/``numRecords`` (all null? any null?) and min/max, which
   are used only as bounds: ``lo <= every non-null, non-NaN value <= hi``.
 
-Statistics rules (``shared/spec/delta-sharing-protocol.txt``, "Per-file Statistics"):
+Statistics rules (Delta Sharing protocol, "Per-file Statistics"):
 
 * Missing stats, a missing column or a bound that does not parse as the column type never
   prune; neither do inconsistent ones (``min > max``, ``nullCount > numRecords``).
-* float/double: non-finite bounds are dropped (``shared/spec/parquet-predicate-pushdown.txt``
+* float/double: non-finite bounds are dropped (Parquet predicate pushdown
   treats NaN bounds as no bound). NaN rows may hide behind finite bounds too, because
   Parquet-style writers leave NaN out of min/max; since Spark orders NaN above all values,
   ``>``, ``>=`` and ``<>`` can be TRUE on them and are never pruned on float stats.

@@ -1,7 +1,7 @@
 """The filter as a Spark ``Column``, applied by the sync engine to every batch it reads.
 
-Server-side filtering is best effort (``shared/spec/delta-sharing-filtering.txt``: "Clients
-must always apply predicates"), so this is where the filter becomes exact. Only functions
+Server-side filtering is best effort (Delta Sharing protocol, "Filtering": clients
+must always apply predicates), so this is where the filter becomes exact. Only functions
 that work over Spark Connect on both Sail and Apache Spark are used: ``col``, comparisons,
 ``isin``, ``isNull``/``isNotNull``, ``like``/``ilike`` and ``& | ~``; Spark's own 3VL and NaN
 ordering then agree with :func:`sharesync.sync.predicates.evaluate` (checked against Sail in tests).

@@ -2,7 +2,7 @@
 
 Every function over the tree (binding, hints, evaluation, pruning) branches on the *kind*
 of a column, never on raw type strings, so the type vocabulary of the schema
-(``shared/spec/delta-sharing-protocol.txt``, "Primitive Types") is interpreted here only.
+(Delta Sharing protocol, "Primitive Types") is interpreted here only.
 """
 
 from __future__ import annotations
