@@ -57,3 +57,17 @@ def test_every_module_imports_on_its_own_in_a_fresh_interpreter() -> None:
     # imported with a config by the Dagster suites, so here only its own "config not found" is accepted.
     failures = [(m, err) for m, err in failures if not (m.endswith(".definitions") and "ConfigError" in err)]
     assert failures == []
+
+
+def test_the_architecture_doc_names_every_module() -> None:
+    """docs/architecture.md is the newcomer's map: a module it does not name is a module nobody finds."""
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    missing = []
+    for folder in FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = path.relative_to(REPO).parts
+            if path.name == "__init__.py" or "migrations" in parts:
+                continue
+            if f"`{path.name}`" not in doc and f"`{path.relative_to(REPO).as_posix()}`" not in doc:
+                missing.append(path.relative_to(REPO).as_posix())
+    assert missing == []
