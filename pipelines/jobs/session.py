@@ -26,8 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = ["get_spark", "session_of", "stop_spark"]
 
-# Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC.
-_FIXED_CONF = {"spark.sql.session.timeZone": "UTC"}
+# Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
+# the session creates get no deletion vectors, whatever the platform's default (Databricks turns
+# them on): targets must stay MERGE-updatable (pipelines/jobs/target.py refuses targets with them).
+_FIXED_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
+}
 
 _lock = threading.Lock()
 _server: Any = None  # pysail.spark.SparkConnectServer, started at most once per process

@@ -60,6 +60,10 @@ class TargetState:
         return [field["name"] for field in (self.schema or {}).get("fields", [])]
 
 
+# sharesync writes its targets without deletion vectors (Sail cannot MERGE-update a table with
+# them, and the checks here read targets with deltalake, which cannot read them at all).
+DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
+
 # Sail 0.7 percent-encodes other characters when it writes a Delta table (the log lands in
 # "a%20b", the data files in "a%2520b"), so such a target would silently end up elsewhere.
 _SAFE_PATH = re.compile(r"[A-Za-z0-9/._\-!$&'()+,;=:@]*")
@@ -84,7 +88,19 @@ def inspect_target(path: str) -> TargetState:
         return TargetState(path, None, None)
     except Exception as exc:
         raise TargetError(f"target '{path}' cannot be read as a Delta table: {exc}") from exc
+    _refuse_deletion_vectors(path, table.metadata().configuration, table.protocol().reader_features)
     return TargetState(path, table.version(), json.loads(table.schema().to_json()))
+
+
+def _refuse_deletion_vectors(path: str, configuration: dict[str, str], reader_features: list[str] | None) -> None:
+    enabled = configuration.get(DELETION_VECTORS_PROPERTY, "false").lower() == "true"
+    if enabled or "deletionVectors" in (reader_features or ()):
+        state = f"sets {DELETION_VECTORS_PROPERTY}=true" if enabled else "holds deletion vectors"
+        raise TargetError(
+            f"target '{path}' {state}; sharesync keeps its targets free of deletion vectors (the engine cannot "
+            f"MERGE-update such a table). Set {DELETION_VECTORS_PROPERTY}=false and purge them (REORG TABLE … APPLY "
+            "(PURGE)) with the engine that wrote it, or point 'target' at a new path"
+        )
 
 
 def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> None:
@@ -107,8 +123,12 @@ def added_columns(
 
 
 def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:
-    """The first write creates the table; the default save mode fails if one appeared meanwhile."""
-    out.write.format("delta").save(target)
+    """The first write creates the table; the default save mode fails if one appeared meanwhile.
+
+    Deletion vectors are turned off explicitly: a Spark whose defaults turn them on for new
+    tables (Databricks does) would otherwise create a target the next MERGE cannot update.
+    """
+    out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false").save(target)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
 

@@ -6,6 +6,12 @@ and drops never rewrite data. Readers resolve file columns by physical name (``n
 parquet field id (``id``), and partition values and stats by physical name in both modes; the
 logical (display) names are what the target gets. Nested struct fields are mapped too, including
 structs inside arrays and maps.
+
+A rename at the provider keeps the physical name and changes the logical one, so files written
+before it read under the new name. For a sharesync target that is a schema change like any
+other (``pipelines/jobs/schema_evolution.py``): the old name disappears, which is breaking — the
+batch is refused with ``SchemaIncompatible`` and nothing is written; ``sharesync reset`` rebuilds
+the target under the new names — while a column that only appears is additive. A drop is breaking.
 """
 
 from __future__ import annotations
@@ -13,34 +19,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 
 from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.delta.properties import ColumnMappingMode, column_mapping_mode
 
-ColumnMappingMode = Literal["none", "name", "id"]
+__all__ = ["ColumnMapping", "ColumnMappingMode", "MappedField", "Shape", "column_mapping_mode"]
+
 ArrowData = TypeVar("ArrowData", pa.Table, pa.RecordBatch)
 
-_MODE_KEY = "delta.columnMapping.mode"
 _PHYSICAL_KEY = "delta.columnMapping.physicalName"
 _ID_KEY = "delta.columnMapping.id"
 _PARQUET_FIELD_ID = b"PARQUET:field_id"
 _STATS_BY_COLUMN = ("minValues", "maxValues", "nullCount")
-_MODES: dict[str, ColumnMappingMode] = {"none": "none", "name": "name", "id": "id"}
 # Change data files carry the change type under this name in every mapping mode.
 _CHANGE_TYPE = "_change_type"
-
-
-def column_mapping_mode(configuration: Mapping[str, str], reader_features: frozenset[str]) -> ColumnMappingMode:
-    """The mode to read with: the table property counts only if the protocol has ``columnMapping``."""
-    if "columnMapping" not in reader_features:
-        return "none"
-    value = configuration.get(_MODE_KEY, "none")
-    mode = _MODES.get(value)
-    if mode is None:
-        raise ProtocolViolation(f"table property {_MODE_KEY} is {value!r}; expected 'none', 'name' or 'id'")
-    return mode
 
 
 @dataclass(frozen=True)

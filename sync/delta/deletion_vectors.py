@@ -13,65 +13,22 @@ from __future__ import annotations
 
 import uuid
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal, TypeGuard
+from typing import Literal
 
 from pyroaring import BitMap, FrozenBitMap64
 
 from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.delta.properties import DeletionVectorDescriptor, StorageType
 from sharesync.sync.delta.row_positions import RowPositions
 from sharesync.sync.delta.z85 import z85_decode
 
-StorageType = Literal["u", "p", "i"]
+__all__ = ["DeletionVectorDescriptor", "StorageType", "decode_deletion_vector", "relative_dv_path"]
 
 _FILE_FORMAT_VERSION = 1
 _MAGIC = 1681511377  # RoaringBitmapArray in the portable 64-bit layout, little-endian
 _MAGIC_NATIVE = 1681511376  # Delta's earlier "native" RoaringBitmapArray layout
 _UUID_CHARS = 20  # a UUID's 16 bytes in Z85
 _KEY_LIMIT = 1 << 63  # every 32-bit key has its top bit clear (Java reads keys signed)
-
-
-@dataclass(frozen=True)
-class DeletionVectorDescriptor:
-    """The ``deletionVector`` struct of an ``add`` or ``remove`` action."""
-
-    storage_type: StorageType
-    path_or_inline_dv: str
-    size_in_bytes: int
-    cardinality: int
-    offset: int | None = None
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, object]) -> DeletionVectorDescriptor:
-        """Validate the JSON object as Delta writes it (camelCase keys)."""
-        storage_type = raw.get("storageType")
-        if storage_type not in ("u", "p", "i"):
-            raise ProtocolViolation(f"deletion vector has storageType {storage_type!r}; expected 'u', 'p' or 'i'")
-        path = raw.get("pathOrInlineDv")
-        if not isinstance(path, str) or not path:
-            raise ProtocolViolation("deletion vector has no pathOrInlineDv")
-        offset = raw.get("offset")
-        if offset is not None and not _is_count(offset):
-            raise ProtocolViolation(f"deletion vector has offset {offset!r}; expected a byte position")
-        size, cardinality = raw.get("sizeInBytes"), raw.get("cardinality")
-        if not _is_count(size) or not _is_count(cardinality):
-            raise ProtocolViolation(
-                f"deletion vector has sizeInBytes {size!r} and cardinality {cardinality!r}; expected counts"
-            )
-        return cls(
-            storage_type=storage_type,
-            path_or_inline_dv=path,
-            size_in_bytes=size,
-            cardinality=cardinality,
-            offset=offset if _is_count(offset) else None,
-        )
-
-    @property
-    def unique_id(self) -> str:
-        """Tells two DVs of one data file apart (Delta's derived ``uniqueId``)."""
-        base = f"{self.storage_type}{self.path_or_inline_dv}"
-        return base if self.offset is None else f"{base}@{self.offset}"
 
 
 def relative_dv_path(dv: DeletionVectorDescriptor) -> str:
@@ -221,7 +178,3 @@ def _describe(dv: DeletionVectorDescriptor) -> str:
     if dv.storage_type == "u":
         return repr(dv.path_or_inline_dv)
     return repr(dv.path_or_inline_dv.split("?", 1)[0])
-
-
-def _is_count(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,7 +1,7 @@
 """The Delta Sharing protocol client: one method per endpoint, typed results.
 
-Listings follow ``nextPageToken``; query/changes/metadata are streamed NDJSON
-(:mod:`sharesync.sync.protocol.ndjson`), collected into a :class:`QueryResult` /
+Listings follow ``nextPageToken``; query/changes/metadata are streamed NDJSON in the parquet or
+delta response format (:mod:`sharesync.sync.protocol.streams`), collected into a :class:`QueryResult` /
 :class:`ChangesResult` (``iter_query`` hands out a snapshot's files as they arrive).
 Requests are built from keyword options by :mod:`sharesync.sync.protocol.options`; transport,
 retries and error mapping live in :mod:`sharesync.sync.protocol.transport`; the profile's
@@ -21,7 +21,7 @@ import httpx
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.protocol.auth import auth_for
-from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, FileStream, PageCursor, StreamCall
+from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, PageCursor
 from sharesync.sync.protocol.options import (
     ChangesOptions,
     QueryOptions,
@@ -40,6 +40,7 @@ from sharesync.sync.protocol.results import (
     TableVersion,
 )
 from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.streams import FileStream, StreamCall
 from sharesync.sync.protocol.transport import SharingHttp, Timeouts, build_http_client, table_version_header
 from sharesync.sync.protocol.wire import (
     ChangesRequest,
@@ -166,7 +167,7 @@ class SharingClient:
         if timestamp is not None:
             params["timestamp"] = to_wire(timestamp)
         call = StreamCall(
-            "GET", self._table_url(ref, "metadata"), f"metadata of {ref}", lambda _token: (params, None), ()
+            "GET", self._table_url(ref, "metadata"), f"metadata of {ref}", lambda _token: (params, None), (), str(ref)
         )
         with FileStream(self._http, call) as stream:
             for _ in stream:  # no files are allowed; reading to the end checks the ending
@@ -224,8 +225,9 @@ class SharingClient:
             return None, body.to_wire()
 
         what = "snapshot" if request.is_latest_snapshot else describe_query(request)
-        call = StreamCall("POST", self._table_url(ref, "query"), f"query {ref} ({what})", page_request, ANY_FILES)
-        return FileStream(self._http, call)
+        url, context = self._table_url(ref, "query"), f"query {ref} ({what})"
+        changes = request.starting_version is not None
+        return FileStream(self._http, StreamCall("POST", url, context, page_request, ANY_FILES, str(ref), changes))
 
     def _changes_stream(self, ref: TableRef, request: ChangesRequest) -> FileStream:
         def page_request(token: str | None) -> tuple[dict[str, str | int], None]:
@@ -235,7 +237,7 @@ class SharingClient:
         start = request.starting_version if request.starting_version is not None else request.starting_timestamp
         end = request.ending_version if request.ending_version is not None else request.ending_timestamp
         context = f"changes of {ref} ({start}..{'latest' if end is None else end})"
-        call = StreamCall("GET", self._table_url(ref, "changes"), context, page_request, CHANGE_FILES)
+        call = StreamCall("GET", self._table_url(ref, "changes"), context, page_request, CHANGE_FILES, str(ref), True)
         return FileStream(self._http, call)
 
 
@@ -246,6 +248,8 @@ def _summary(ref: TableRef, stream: FileStream) -> dict[str, Any]:
         "protocol": stream.protocol,
         "metadata": stream.metadata,
         "historical_metadata": tuple(stream.historical_metadata),
+        "historical_protocols": tuple(stream.historical_protocols),
+        "response_format": stream.response_format,
         "end_stream_action": stream.end_stream_action,
         "refresh_token": stream.refresh_token,
         "min_url_expiration_timestamp": stream.min_url_expiration_timestamp,

@@ -5,6 +5,8 @@ in chunks, check the byte count against the declared ``size`` (stopping early pa
 renamed into place only when complete, so a crash never leaves a half file looking whole. A URL
 about to expire, or one the storage refuses (403), is renewed through the
 :class:`~sharesync.sync.protocol.refresh.UrlBook`. Transient failures are retried like API calls.
+Deletion-vector files download the same way; their size is unknown (one may hold DVs of files
+this answer does not list), so a body is only checked to reach the last DV the answer reads.
 """
 
 from __future__ import annotations
@@ -23,15 +25,24 @@ import httpx
 
 from sharesync.sync.core.errors import DownloadError, SharesyncError, UrlExpired
 from sharesync.sync.core.redact import install_log_redaction
+from sharesync.sync.protocol.dvfiles import DeletionVectorFile, Downloadable
 from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
 from sharesync.sync.protocol.refresh import UrlBook, UrlRefresher
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.tls import ssl_context
 from sharesync.sync.protocol.transport import USER_AGENT, Timeouts
-from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
+from sharesync.sync.protocol.wire import AddFile, CdfFile, File, RemoveFile
 
 CHUNK_SIZE = 1024 * 1024
-_KIND: dict[type[DataFile], str] = {File: "file", AddFile: "add", CdfFile: "cdf", RemoveFile: "remove"}
+# A body of unknown size (a DV file) larger than this is not a DV file.
+MAX_UNSIZED_BYTES = 256 * 1024 * 1024
+_KIND: dict[type[Downloadable], str] = {
+    File: "file",
+    AddFile: "add",
+    CdfFile: "cdf",
+    RemoveFile: "remove",
+    DeletionVectorFile: "dv",
+}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -40,7 +51,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 @dataclass(frozen=True)
 class DownloadedFile:
-    file: DataFile
+    file: Downloadable
     path: Path
 
 
@@ -73,7 +84,7 @@ ProgressCallback = Callable[[ProgressUpdate], None]
 FileHook = Callable[[DownloadedFile], None]
 
 
-def staged_name(file: DataFile) -> str:
+def staged_name(file: Downloadable) -> str:
     """A file name for ``file`` that cannot leave its directory, unique per action.
 
     The id comes from the server: only ``[A-Za-z0-9_-]`` of it is kept (no dots, so no ``..``;
@@ -92,7 +103,7 @@ def staged_name(file: DataFile) -> str:
 
 @dataclass
 class _Job:
-    file: DataFile
+    file: Downloadable
     path: Path
     context: str
     inputs: list[int] = field(default_factory=list)
@@ -135,7 +146,7 @@ class Downloader:
 
     def download(
         self,
-        files: Sequence[DataFile],
+        files: Sequence[Downloadable],
         *,
         refresher: UrlRefresher | None = None,
         progress: ProgressCallback | None = None,
@@ -146,7 +157,7 @@ class Downloader:
 
     async def download_async(
         self,
-        files: Sequence[DataFile],
+        files: Sequence[Downloadable],
         *,
         refresher: UrlRefresher | None = None,
         progress: ProgressCallback | None = None,
@@ -187,7 +198,7 @@ class Downloader:
                 results[index] = DownloadedFile(files[index], job.path)
         return DownloadResult([r for r in results if r is not None], stats)
 
-    def _jobs(self, files: Sequence[DataFile]) -> list[_Job]:
+    def _jobs(self, files: Sequence[Downloadable]) -> list[_Job]:
         root = self.staging_dir.resolve()
         jobs: dict[str, _Job] = {}
         for index, file in enumerate(files):
@@ -195,7 +206,8 @@ class Downloader:
             path = root / name
             if path.parent != root:  # pragma: no cover - staged_name cannot produce separators
                 raise DownloadError(f"file id {file.id!r} would leave the staging directory")
-            job = jobs.setdefault(name, _Job(file, path, f"download file {file.id} ({file.size} bytes)"))
+            what = f"file {file.id} ({file.size} bytes)" if file.size is not None else f"deletion vector file {file.id}"
+            job = jobs.setdefault(name, _Job(file, path, f"download {what}"))
             job.inputs.append(index)
         return list(jobs.values())
 
@@ -249,6 +261,7 @@ class _Run:
 
     async def _fetch(self, http: httpx.AsyncClient, url: str, job: _Job) -> None:
         size = job.file.size
+        limit = size if size is not None else MAX_UNSIZED_BYTES
         part = job.path.with_name(job.path.name + ".part")
         written = 0
         try:
@@ -260,19 +273,18 @@ class _Run:
                     with open(part, "wb") as out:  # noqa: ASYNC230
                         async for chunk in response.aiter_bytes(self.d.chunk_size):
                             written += len(chunk)
-                            if written > size:  # a size cap: never store more than was declared
+                            if written > limit:  # a size cap: never store more than was declared
                                 raise DownloadError(
                                     f"{job.context}: the body is longer than the declared size; stopped"
                                 )
                             out.write(chunk)
                             self._report(job, len(chunk))
-            if written != size:
-                raise DownloadError(f"{job.context}: received {written} bytes, the server declared {size}")
+            _check_length(job, written)
             os.replace(part, job.path)
         except BaseException:
             part.unlink(missing_ok=True)
             if written:
-                self._report(job, -min(written, size))
+                self._report(job, -min(written, limit))
             raise
         self.stats.files += 1
         self.stats.bytes += written
@@ -281,6 +293,16 @@ class _Run:
     def _report(self, job: _Job, advance: int) -> None:
         if self.progress is not None:
             self.progress(ProgressUpdate(job.file.id, advance, self.stats.files, self.total))
+
+
+def _check_length(job: _Job, written: int) -> None:
+    file = job.file
+    if file.size is not None and written != file.size:
+        raise DownloadError(f"{job.context}: received {written} bytes, the server declared {file.size}")
+    if isinstance(file, DeletionVectorFile) and written < file.min_size:
+        raise DownloadError(
+            f"{job.context}: received {written} bytes, but its deletion vectors reach byte {file.min_size}"
+        )
 
 
 def _refused(error: SharesyncError) -> SharesyncError:

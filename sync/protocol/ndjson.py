@@ -1,33 +1,23 @@
-"""Streamed NDJSON responses: lines → actions → pages → one stream of files.
+"""Streamed NDJSON responses: lines → actions → one page.
 
-Query, changes and metadata answer with one JSON action per line (Delta Sharing protocol, "API
-Response Format in Parquet"). Nothing here holds a whole body: bytes are split into lines as they arrive,
-each line is validated by :func:`sharesync.sync.protocol.wire.parse_action`, and a :class:`Page` enforces the
-grammar — ``protocol`` and ``metaData`` first, then files, ``endStreamAction`` last. A
-:class:`FileStream` follows ``nextPageToken`` from page to page (one loop does the I/O) and,
-when a page breaks off (truncated, connection reset), asks for the same page again and skips
-the files it already handed out, so a consumer sees each file once.
+Query, changes and metadata answer with one JSON action per line, in the parquet or the delta
+response format (Delta Sharing protocol, "API Response Actions in Parquet/Delta Format"). Nothing
+here holds a whole body: bytes are split into lines as they arrive, each line is validated by
+:func:`sharesync.sync.protocol.wire.parse_action` (parquet) or
+:func:`sharesync.sync.protocol.deltaformat.parse_delta_action` (delta), and a :class:`Page`
+enforces the grammar — ``protocol`` and ``metaData`` first, then files, ``endStreamAction`` last
+— and refuses a table whose Delta reader features sharesync cannot read before any of its files
+is handed out. :mod:`sharesync.sync.protocol.streams` strings pages together.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Generator, Iterable, Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from collections.abc import Callable, Iterable, Iterator
 
-from sharesync.sync.core.errors import ProtocolViolation, SharesyncError, StreamError, TruncatedStream
-from sharesync.sync.protocol.http_errors import translate_httpx_errors
-from sharesync.sync.protocol.retry import RetryBudget
-from sharesync.sync.protocol.transport import (
-    CAPABILITIES_HEADER,
-    SharingHttp,
-    parse_capabilities,
-    table_version_header,
-)
+from sharesync.sync.core.errors import ProtocolViolation, StreamError, TruncatedStream, UnsupportedTableFeature
+from sharesync.sync.delta.features import check_reader_features, table_reader_features
 from sharesync.sync.protocol.wire import (
     Action,
     AddFile,
@@ -45,8 +35,11 @@ logger = logging.getLogger(__name__)
 
 # One line holds one action; even a wide schema string is far below this.
 MAX_LINE_BYTES = 64 * 1024 * 1024
-# The reader protocol version this client implements (spec "Protocol": currently always 1).
+# The reader protocol version of parquet answers (spec "Protocol": currently always 1).
 READER_VERSION = 1
+PARQUET, DELTA = "parquet", "delta"
+
+LineParser = Callable[[bytes], Action | None]
 
 SNAPSHOT_FILES: tuple[type[DataFile], ...] = (File,)
 CHANGE_FILES: tuple[type[DataFile], ...] = (AddFile, CdfFile, RemoveFile)
@@ -98,7 +91,7 @@ def split_lines(
         yield bytes(buffer), False
 
 
-def parse_lines(chunks: Iterable[bytes], *, context: str) -> Iterator[Action]:
+def parse_lines(chunks: Iterable[bytes], *, context: str, parse: LineParser = parse_action) -> Iterator[Action]:
     """Actions from raw body chunks; an unparsable unterminated last line means the body was cut.
 
     A line holding only actions this client does not know is skipped (forward compatibility).
@@ -108,7 +101,7 @@ def parse_lines(chunks: Iterable[bytes], *, context: str) -> Iterator[Action]:
         if not line:
             continue
         try:
-            action = parse_action(line)
+            action = parse(line)
         except ProtocolViolation as exc:
             if not terminated:
                 raise TruncatedStream(f"{context}: the response stopped in the middle of a line") from None
@@ -130,11 +123,15 @@ class Page:
         context: str,
         end_expected: bool,
         allowed: tuple[type[DataFile], ...],
+        response_format: str = PARQUET,
+        table: str = "",
     ) -> None:
         self._actions = actions
         self.context = context
         self.end_expected = end_expected
         self.allowed = allowed
+        self.response_format = response_format
+        self.table = table or context
         self.end: EndStreamAction | None = None
         self.protocol, self.metadata = self._read_header()
 
@@ -156,15 +153,32 @@ class Page:
                 raise ProtocolViolation(
                     f"{self.context}: expected protocol and metaData first, got {_KIND.get(type(action), 'another')} line"
                 )
-        if protocol.min_reader_version > READER_VERSION:
+        if self.response_format == DELTA:
+            self.check_protocol(protocol, metadata)
+        elif protocol.min_reader_version > READER_VERSION:
             raise ProtocolViolation(
                 f"{self.context}: the table needs reader version {protocol.min_reader_version}; this sharesync reads "
                 f"version {READER_VERSION}: upgrade sharesync"
             )
         return protocol, metadata
 
-    def body(self) -> Iterator[DataFile | Metadata]:
-        """Files (and, in change feeds, historical metaData) in server order; checks the ending."""
+    def check_protocol(self, protocol: Protocol, metadata: Metadata | None = None) -> None:
+        """A delta-format protocol: every reader feature it demands must be one sharesync reads."""
+        try:
+            check_reader_features(protocol.min_reader_version, protocol.reader_features, table=self.table)
+        except UnsupportedTableFeature as exc:
+            if protocol.version is None:
+                raise
+            raise UnsupportedTableFeature(f"{exc.message} (from version {protocol.version})") from None
+        features = table_reader_features(protocol.min_reader_version, protocol.reader_features)
+        if metadata is not None and metadata.column_mapping_mode != "none" and "columnMapping" not in features:
+            raise ProtocolViolation(
+                f"{self.context}: the table sets delta.columnMapping.mode={metadata.column_mapping_mode} "
+                "but its protocol does not list the columnMapping reader feature"
+            )
+
+    def body(self) -> Iterator[DataFile | Metadata | Protocol]:
+        """Files (and, in change feeds, historical metaData and protocols) in server order; checks the ending."""
         for action in self._actions:
             if self.end is not None:
                 raise ProtocolViolation(f"{self.context}: a line followed the endStreamAction")
@@ -173,6 +187,9 @@ class Page:
                 self.end = action
             elif isinstance(action, Metadata):
                 yield action  # includeHistoricalMetadata / startingVersion: schema as of a version
+            elif isinstance(action, Protocol) and self.response_format == DELTA:
+                self.check_protocol(action)  # includeHistoricalProtocol: a feature enabled mid-range
+                yield action
             elif isinstance(action, self.allowed):
                 yield action
             else:
@@ -187,193 +204,3 @@ class Page:
         # endStreamAction.errorMessage: "the client must fail the query when present".
         if end.error_message:
             raise StreamError(f"{self.context}: the server failed while streaming: {end.error_message}")
-
-
-@dataclass(frozen=True)
-class StreamCall:
-    """How to ask for one page of a query/changes/metadata response."""
-
-    method: str
-    url: str
-    context: str
-    request: Callable[[str | None], tuple[dict[str, str | int] | None, dict[str, Any] | None]]
-    allowed: tuple[type[DataFile], ...]
-
-
-class _OpenPage:
-    def __init__(self, stack: ExitStack, version: int, page: Page) -> None:
-        self.stack, self.version, self.page = stack, version, page
-
-    def close(self) -> None:
-        self.stack.close()
-
-
-def open_page(http: SharingHttp, call: StreamCall, token: str | None) -> _OpenPage:
-    """One attempt at one page: send, check the headers, read the protocol/metaData lines."""
-    params, body = call.request(token)
-    stack = ExitStack()
-    try:
-        response = stack.enter_context(
-            http.open(call.method, call.url, params=params, body=body, context=call.context, capabilities=True)
-        )
-        capabilities = parse_capabilities(response.headers.get(CAPABILITIES_HEADER))
-        # Spec: "requests parquet format and the response is in delta format, the client must throw".
-        if capabilities.get("responseformat", "parquet") != "parquet":
-            raise ProtocolViolation(
-                f"{call.context}: asked for responseformat=parquet, got {capabilities['responseformat']!r}"
-            )
-        version = table_version_header(response.headers, call.context)
-
-        def chunks() -> Iterator[bytes]:
-            with translate_httpx_errors(call.context):
-                yield from response.iter_bytes()
-
-        page = Page(
-            parse_lines(chunks(), context=call.context),
-            context=call.context,
-            end_expected=capabilities.get("includeendstreamaction") == "true",
-            allowed=call.allowed,
-        )
-    except BaseException:
-        stack.close()
-        raise
-    return _OpenPage(stack, version, page)
-
-
-class FileStream:
-    """The files of a query or change feed, page after page, as they stream in.
-
-    The first page is opened on construction, so ``version``, ``protocol`` and ``metadata`` are
-    known before the first file. After exhaustion, ``end_stream_action``, ``refresh_token`` and
-    ``min_url_expiration_timestamp`` hold what the endStreamActions said. Close it (or use
-    ``with``) when stopping early.
-    """
-
-    def __init__(self, http: SharingHttp, call: StreamCall) -> None:
-        self._http = http
-        self._call = call
-        self.context = call.context
-        self.pages = 0
-        self.historical_metadata: list[Metadata] = []
-        self.refresh_token: str | None = None
-        self.min_url_expiration_timestamp: int | None = None
-        self.end_stream_action: EndStreamAction | None = None
-        self._last_page_ended = False
-        self._emitted_any = False
-        self._cursor = PageCursor(call.context)
-        budget = http.retry.budget(call.context)
-        first = self._open_with_retries(None, budget, first=True)
-        self._current: _OpenPage | None = first
-        self.version = first.version
-        self.protocol = first.page.protocol
-        self.metadata = first.page.metadata
-        self._items = self._run(first, budget)
-
-    def __repr__(self) -> str:
-        return f"FileStream({self.context!r}, version={self.version}, pages={self.pages})"
-
-    def __iter__(self) -> FileStream:
-        return self
-
-    def __next__(self) -> DataFile:
-        return next(self._items)
-
-    def close(self) -> None:
-        self._items.close()
-        if self._current is not None:
-            self._current.close()
-            self._current = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    # ------------------------------------------------------------ the one I/O loop
-
-    def _run(self, first: _OpenPage, budget: RetryBudget) -> Generator[DataFile, None, None]:
-        opened: _OpenPage | None = first
-        while True:
-            yield from self._drain(opened, budget)
-            end = self.end_stream_action if self._last_page_ended else None
-            # endStreamAction.nextPageToken drives query/changes pagination (maxFiles + pageToken).
-            self._cursor.advance(end.next_page_token if end else None)
-            if self._cursor.done:
-                return
-            budget = self._http.retry.budget(f"{self.context} (page {self.pages + 1})")
-            opened = None
-
-    def _drain(self, opened: _OpenPage | None, budget: RetryBudget) -> Iterator[DataFile]:
-        """Stream one page; on a retryable break, fetch the same page again and skip what was sent."""
-        emitted: list[str] = []
-        while True:
-            try:
-                if opened is None:
-                    opened = self._open_checked(self._cursor.token)
-                self._current = opened
-                index = 0
-                for item in opened.page.body():
-                    if isinstance(item, Metadata):
-                        if item not in self.historical_metadata:
-                            self.historical_metadata.append(item)
-                        continue
-                    if index < len(emitted):
-                        if item.id != emitted[index]:
-                            raise ProtocolViolation(
-                                f"{self.context}: the page sent again after a failure lists different files; run again"
-                            )
-                        index += 1
-                        continue
-                    emitted.append(item.id)
-                    index += 1
-                    self._emitted_any = True
-                    yield item
-                self._finish_page(opened.page.end)
-                return
-            except SharesyncError as exc:
-                if opened is not None:
-                    opened.close()
-                    opened = None
-                budget.failed(exc)  # re-raises when not retryable or out of budget
-            finally:
-                if opened is not None:
-                    opened.close()
-                    opened = None
-                self._current = None
-
-    def _open_with_retries(self, token: str | None, budget: RetryBudget, *, first: bool = False) -> _OpenPage:
-        while True:
-            try:
-                return open_page(self._http, self._call, token) if first else self._open_checked(token)
-            except SharesyncError as exc:
-                budget.failed(exc)
-
-    def _open_checked(self, token: str | None) -> _OpenPage:
-        """Open a page and check it belongs to the same table version as the first one."""
-        opened = open_page(self._http, self._call, token)
-        page = opened.page
-        same = opened.version == self.version and page.protocol == self.protocol and page.metadata == self.metadata
-        if not same:
-            if not self._emitted_any:  # nothing handed out yet: the newer answer simply wins
-                self.version, self.protocol, self.metadata = opened.version, page.protocol, page.metadata
-                return opened
-            opened.close()
-            raise ProtocolViolation(
-                f"{self.context}: the table changed between pages (version {self.version} → {opened.version}); run again"
-            )
-        return opened
-
-    def _finish_page(self, end: EndStreamAction | None) -> None:
-        self.pages += 1
-        self._last_page_ended = end is not None
-        if end is None:
-            return
-        self.end_stream_action = end
-        if end.refresh_token and self.refresh_token is None:
-            self.refresh_token = end.refresh_token
-        expiry, current = end.min_url_expiration_timestamp, self.min_url_expiration_timestamp
-        if expiry is not None:
-            self.min_url_expiration_timestamp = expiry if current is None else min(current, expiry)

@@ -42,6 +42,7 @@ class ChangesOptions(TypedDict, total=False):
     ending_version: int | None
     ending_timestamp: Timestamp | None
     include_historical_metadata: bool
+    include_historical_protocol: bool | None
     max_files: int | None
 
 
@@ -92,9 +93,17 @@ def build_changes(
     ending_version: int | None = None,
     ending_timestamp: Timestamp | None = None,
     include_historical_metadata: bool = False,
+    include_historical_protocol: bool | None = None,
     max_files: int | None = None,
 ) -> ChangesRequest:
-    """The query parameters of Read Change Data Feed from a Table."""
+    """The query parameters of Read Change Data Feed from a Table.
+
+    ``include_historical_protocol`` follows ``include_historical_metadata`` unless given: a caller
+    that reads each version with its own schema must also see a reader feature enabled mid-range
+    at the version it appears (only delta-format answers carry them).
+    """
+    if include_historical_protocol is None:
+        include_historical_protocol = include_historical_metadata
     if (starting_version is None) == (starting_timestamp is None):
         raise ValueError("give exactly one of starting_version and starting_timestamp")
     if ending_version is not None and ending_timestamp is not None:
@@ -105,6 +114,7 @@ def build_changes(
         ending_version=ending_version,
         ending_timestamp=to_wire(ending_timestamp) if ending_timestamp is not None else None,
         include_historical_metadata=include_historical_metadata or None,
+        include_historical_protocol=include_historical_protocol or None,
         max_files=max_files if max_files is not None else default_max_files,
     )
 

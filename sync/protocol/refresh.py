@@ -7,6 +7,8 @@ versioned queries and change feeds (file ids are stable across requests, Delta S
 :class:`UrlBook` holds each file's current URL and when it expires: the earlier of the file's own
 ``expirationTimestamp`` and the answer's ``endStreamAction.minUrlExpirationTimestamp``. The
 downloader renews a URL about to expire before using it, and one the storage refused after.
+Deletion-vector files are renewed the same way, matched by their DV file key
+(:mod:`sharesync.sync.protocol.dvfiles`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.protocol.dvfiles import Downloadable, downloadables
 from sharesync.sync.protocol.results import ChangesResult, FilesResult, QueryResult
-from sharesync.sync.protocol.wire import DataFile
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.client import SharingClient
@@ -28,14 +30,14 @@ logger = logging.getLogger(__name__)
 
 
 class UrlRefresher(Protocol):
-    """New URLs for the files of one answer, keyed by file id."""
+    """New URLs for the files of one answer, keyed by file id (and their DV files, by DV file key)."""
 
     @property
     def min_url_expiration_ms(self) -> int | None:
         """The ``minUrlExpirationTimestamp`` of the answer whose URLs are in use (None: not sent)."""
         ...
 
-    def refresh(self) -> Mapping[str, DataFile]:
+    def refresh(self) -> Mapping[str, Downloadable]:
         """Ask again; ``min_url_expiration_ms`` then belongs to the new answer."""
         ...
 
@@ -54,7 +56,7 @@ class RefreshTokenRefresher:
     def __repr__(self) -> str:
         return f"RefreshTokenRefresher({self._result.table})"
 
-    def refresh(self) -> Mapping[str, DataFile]:
+    def refresh(self) -> Mapping[str, Downloadable]:
         request = self._result.request.model_copy(
             update={"refresh_token": self._token, "include_refresh_token": True, "page_token": None}
         )
@@ -62,7 +64,7 @@ class RefreshTokenRefresher:
         if fresh.refresh_token:
             self._token = fresh.refresh_token
         self.min_url_expiration_ms = fresh.min_url_expiration_timestamp
-        return {f.id: f for f in fresh.files}
+        return downloadables(fresh.files)
 
 
 class RequeryRefresher:
@@ -85,10 +87,10 @@ class RequeryRefresher:
         changes = result.request.model_copy(update={"page_token": None})
         return cls(lambda: client.changes_request(result.table, changes), f"changes {result.table}", expiry)
 
-    def refresh(self) -> Mapping[str, DataFile]:
+    def refresh(self) -> Mapping[str, Downloadable]:
         fresh = self._fetch()
         self.min_url_expiration_ms = fresh.min_url_expiration_timestamp
-        return {f.id: f for f in fresh.files}
+        return downloadables(fresh.files)
 
 
 def refresher_for(client: SharingClient, result: QueryResult | ChangesResult) -> UrlRefresher:
@@ -108,7 +110,9 @@ class Url:
 class UrlBook:
     """The current URL of every file; refreshes are single-flight (one request renews all)."""
 
-    def __init__(self, files: Iterable[DataFile], refresher: UrlRefresher | None, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, files: Iterable[Downloadable], refresher: UrlRefresher | None, clock: Callable[[], float]
+    ) -> None:
         now = clock()
         bound = refresher.min_url_expiration_ms if refresher is not None else None
         self._urls = {f.id: Url(f.url, _expires_at(f, bound), now) for f in files}
@@ -149,7 +153,7 @@ class UrlBook:
             return self._urls[file_id]
 
 
-def _expires_at(file: DataFile, bound_ms: int | None) -> float | None:
+def _expires_at(file: Downloadable, bound_ms: int | None) -> float | None:
     """Epoch seconds: the earlier of the file's own expiry and the answer's bound, whichever are known."""
     known = [ms for ms in (file.expiration_timestamp, bound_ms) if ms is not None]
     return min(known) / 1000 if known else None

@@ -79,6 +79,8 @@ class FilesResult:
     metadata: Metadata
     files: tuple[DataFile, ...]
     historical_metadata: tuple[Metadata, ...]
+    historical_protocols: tuple[Protocol, ...]  # delta format, includeHistoricalProtocol
+    response_format: str  # "parquet" or "delta": what the server chose
     end_stream_action: EndStreamAction | None = field(repr=False)  # of the last page; None from a legacy server
     refresh_token: str | None = field(repr=False)
     min_url_expiration_timestamp: int | None

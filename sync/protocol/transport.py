@@ -30,9 +30,13 @@ M = TypeVar("M", bound=BaseModel)
 
 CAPABILITIES_HEADER = "delta-sharing-capabilities"
 TABLE_VERSION_HEADER = "Delta-Table-Version"
-# Delta Sharing protocol, "Delta Sharing Capabilities Header": we read parquet only, and ask for an
-# endStreamAction so a cut stream can be told from a complete one (servers that know it echo it back).
-REQUEST_CAPABILITIES = "responseformat=parquet;includeendstreamaction=true"
+# Delta Sharing protocol, "Delta Sharing Capabilities Header": we read both response formats (the
+# server answers plain tables in parquet, others in delta), the reader features of
+# :mod:`sharesync.sync.delta`, and ask for an endStreamAction so a cut stream can be told from a
+# complete one (servers that know it echo it back).
+REQUEST_CAPABILITIES = (
+    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz;includeendstreamaction=true"
+)
 USER_AGENT = f"sharesync/0.1 httpx/{httpx.__version__}"
 
 # A JSON listing page larger than this is not an answer we can use.

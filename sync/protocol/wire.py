@@ -9,19 +9,26 @@ skips it. A line with two known actions, or with one key twice, is a
 guessing which to drop.
 Every model is built lazily (``defer_build``): on first use, not at import, so a command that
 never reads a listing or an action (a no-op sync) does not pay for building them.
-(Delta Sharing protocol, "API Response Format in Parquet".)
+(Delta Sharing protocol, "API Response Format in Parquet".) Answers in the delta response format
+are read into the same models by :mod:`sharesync.sync.protocol.deltaformat`; the fields only that
+format fills (reader features, deletion vectors) stay empty in parquet answers.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.delta.properties import ColumnMappingMode, DeletionVectorDescriptor, column_mapping_mode
+
+if TYPE_CHECKING:
+    from sharesync.sync.delta.column_mapping import ColumnMapping
 
 
 class WireModel(BaseModel):
@@ -115,6 +122,7 @@ class ChangesRequest(WireModel):
     ending_version: int | None = None
     ending_timestamp: str | None = None
     include_historical_metadata: bool | None = None
+    include_historical_protocol: bool | None = None
     max_files: int | None = None
     page_token: str | None = None
 
@@ -144,6 +152,16 @@ class StructType(BaseModel):
 
     type: Literal["struct"] = "struct"
     fields: list[StructField]
+    # Not in ``schemaString``: the table's ``delta.columnMapping.mode``, set by :attr:`Metadata.table_schema`
+    # so that whoever reads data files with this schema knows their columns are physical names.
+    column_mapping_mode: ColumnMappingMode = Field(default="none", exclude=True)
+
+    @cached_property
+    def column_mapping(self) -> ColumnMapping:
+        """Physical (file) names and ids → these logical names; the identity when the mode is ``none``."""
+        from sharesync.sync.delta.column_mapping import ColumnMapping  # Arrow: only where files are read
+
+        return ColumnMapping.from_schema(self.model_dump(mode="json"), self.column_mapping_mode)
 
     def field(self, name: str) -> StructField | None:
         """Case-insensitive lookup, as the protocol treats column names."""
@@ -157,6 +175,8 @@ class StructType(BaseModel):
 
 # ---------------------------------------------------------------- actions
 
+_HONOUR_MAPPING = frozenset({"columnMapping"})
+
 
 class Format(WireModel):
     provider: str = "parquet"
@@ -164,7 +184,13 @@ class Format(WireModel):
 
 
 class Protocol(WireModel):
+    """``minReaderVersion`` (parquet answers: always 1); the rest only in delta-format answers."""
+
     min_reader_version: int
+    min_writer_version: int | None = None
+    reader_features: tuple[str, ...] | None = None
+    writer_features: tuple[str, ...] | None = None
+    version: int | None = None  # includeHistoricalProtocol: the version this protocol took effect
 
 
 class Metadata(WireModel):
@@ -182,9 +208,17 @@ class Metadata(WireModel):
     @cached_property
     def table_schema(self) -> StructType:
         try:
-            return StructType.model_validate_json(self.schema_string)
+            schema = StructType.model_validate_json(self.schema_string)
         except ValidationError as exc:
             raise ProtocolViolation(f"metaData.schemaString is not a valid schema: {exc}") from None
+        mode = self.column_mapping_mode
+        return schema if mode == "none" else schema.model_copy(update={"column_mapping_mode": mode})
+
+    @property
+    def column_mapping_mode(self) -> ColumnMappingMode:
+        """``delta.columnMapping.mode``: only delta-format answers carry the table's own properties,
+        with a protocol that lists ``columnMapping`` whenever the property is set (checked there)."""
+        return column_mapping_mode(self.configuration or {}, _HONOUR_MAPPING)
 
     @property
     def cdf_enabled(self) -> bool:
@@ -212,6 +246,11 @@ class _FileBase(WireModel):
     partition_values: dict[str, str | None] = Field(default_factory=dict)
     size: int
     expiration_timestamp: int | None = None
+    # Delta-format answers only (never serialized into a parquet answer): the rows of the data
+    # file this logical file no longer holds, and whether the action changes data at all.
+    deletion_vector: DeletionVectorDescriptor | None = Field(default=None, repr=False, exclude=True)
+    deletion_vector_file_id: str | None = Field(default=None, exclude=True)
+    data_change: bool = Field(default=True, exclude=True)
 
     def __repr__(self) -> str:  # never show the presigned URL
         return f"{type(self).__name__}(id={self.id!r}, size={self.size})"
@@ -260,7 +299,7 @@ Action = Protocol | Metadata | File | AddFile | CdfFile | RemoveFile | EndStream
 DataFile = File | AddFile | CdfFile | RemoveFile
 
 # Wrapper key on the wire → model. The order is the order a response normally has.
-ACTION_KEYS: dict[str, type[WireModel]] = {
+ACTION_KEYS: dict[str, type[Action]] = {
     "protocol": Protocol,
     "metaData": Metadata,
     "file": File,
@@ -270,6 +309,7 @@ ACTION_KEYS: dict[str, type[WireModel]] = {
     "endStreamAction": EndStreamAction,
 }
 _KEY_OF: dict[type[WireModel], str] = {model: key for key, model in ACTION_KEYS.items()}
+A = TypeVar("A", bound=WireModel)
 
 
 def parse_stats(stats: str | None) -> FileStats | None:
@@ -284,6 +324,15 @@ def parse_stats(stats: str | None) -> FileStats | None:
 
 def parse_action(line: str | bytes) -> Action | None:
     """Validate one NDJSON line into its action; None when it holds only actions this client does not know."""
+    found = decode_wrapper(line, ACTION_KEYS)
+    if found is None:
+        return None
+    key, value = found
+    return validate_action(ACTION_KEYS[key], key, value)
+
+
+def decode_wrapper(line: str | bytes, known: Mapping[str, object]) -> tuple[str, object] | None:
+    """The one known ``(key, value)`` of a wrapper line; None when it holds only unknown keys."""
     # json.loads keeps only the last of two equal keys; the outermost object is decoded last,
     # so the last hook call tells whether the wrapper itself repeated a key ({"file": …, "file": …}).
     doubled: list[list[str]] = []
@@ -301,14 +350,18 @@ def parse_action(line: str | bytes) -> Action | None:
         raise ProtocolViolation("response line is not a JSON object")
     if doubled and doubled[-1]:
         raise ProtocolViolation(f"a response line repeats the key {doubled[-1][0]!r}; it must hold exactly one action")
-    keys = [k for k in wrapper if k in ACTION_KEYS]
+    keys = [k for k in wrapper if k in known]
     if not keys and wrapper:
         return None  # only actions of a newer protocol: the reader skips the line
     if len(keys) != 1:
         raise ProtocolViolation(f"a response line must hold exactly one action, found {len(keys)}: {keys}")
-    key = keys[0]
+    return keys[0], wrapper[keys[0]]
+
+
+def validate_action(model: type[A], key: str, value: object) -> A:
+    """``value`` as ``model``; a ProtocolViolation naming each invalid field otherwise."""
     try:
-        return ACTION_KEYS[key].model_validate(wrapper[key])  # type: ignore[return-value]
+        return model.model_validate(value)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
         raise ProtocolViolation(f"invalid {key!r} action: {problems}") from None

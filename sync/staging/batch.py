@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 from sharesync.sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
 from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
 from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
-from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback
+from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback, staged_name
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import (
     AddFile,
@@ -34,6 +35,7 @@ from sharesync.sync.protocol.wire import (
     RemoveFile,
     StructType,
 )
+from sharesync.sync.staging.deletions import DeletionVectors, load_deletion_vectors
 from sharesync.sync.staging.files import StageLayout, load_file, stage_file
 from sharesync.sync.staging.netting import write_netted
 
@@ -139,6 +141,8 @@ def stage(
     table, or a filter that prunes every file), one empty file with the layout's schema is
     staged, so the job still creates or replaces the target — as an empty table with the right
     columns — instead of leaving no table (or, in append mode, the previous log) behind.
+
+    Deletion vectors are fetched and checked first (:mod:`sharesync.sync.staging.deletions`).
     """
     raw = fresh_dir(directory / "raw")
     data = fresh_dir(directory / "data")
@@ -148,36 +152,56 @@ def stage(
             pq.write_table(layout.target.empty_table(), data / "empty.parquet")
         shutil.rmtree(raw, ignore_errors=True)
         return staged
-    by_file = {id(c.file): c for c in files}
-    rows_per_file: dict[str, int] = {}
-    in_memory: dict[str, pa.Table] = {}
-
-    def on_file(done: DownloadedFile) -> None:
-        change = by_file[id(done.file)]
-        if net_keys is None:
-            rows_per_file[done.path.name] = stage_file(done.path, data / done.path.name, change, layout)
-        else:
-            in_memory[done.path.name] = load_file(done.path, change, layout)
-        done.path.unlink(missing_ok=True)  # keep disk use bounded by what is still in flight
-
     downloader = (
         downloader_factory(raw) if downloader_factory else Downloader(raw, concurrency=concurrency, ca_bundle=ca_bundle)
     )
-    outcome = downloader.download(
-        [c.file for c in files], refresher=refresher_for(client, result), progress=progress, on_file=on_file
-    )
-    staged.files = outcome.stats.files
-    staged.bytes = outcome.stats.bytes
-    staged.url_refreshes = outcome.stats.url_refreshes
-    staged.rows = sum(rows_per_file.values())
+    refresher = refresher_for(client, result)
+    deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
+    sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None)
+    outcome = downloader.download([c.file for c in files], refresher=refresher, progress=progress, on_file=sink.on_file)
+    for stats in (outcome.stats, dv_stats):
+        if stats is not None:
+            staged.files += stats.files
+            staged.bytes += stats.bytes
+            staged.url_refreshes += stats.url_refreshes
+    staged.rows = sum(sink.rows_per_file.values())
     if net_keys is not None:
         # File-name order, as the engine would read staged files: ties net the same every time.
-        batch = pa.concat_tables([in_memory.pop(name) for name in sorted(in_memory)], promote_options="none")
+        batch = pa.concat_tables([sink.tables.pop(name) for name in sorted(sink.tables)], promote_options="none")
         staged.rows = write_netted(batch, _key_columns(layout, net_keys), data).rows_before
         del batch
         pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
     shutil.rmtree(raw, ignore_errors=True)
     return staged
+
+
+class _Sink:
+    """Stages each downloaded file as every change it carries, as soon as it arrives.
+
+    Usually one change per file; a data file whose deletion vector a version changed carries
+    two (the rows it deleted, the rows it restored), read from one download.
+    """
+
+    def __init__(
+        self, changes: list[ChangeFile], layout: StageLayout, data: Path, dvs: DeletionVectors, *, in_memory: bool
+    ) -> None:
+        self.by_name: dict[str, list[ChangeFile]] = defaultdict(list)
+        for change in changes:
+            self.by_name[staged_name(change.file)].append(change)
+        self.layout, self.data, self.dvs, self.in_memory = layout, data, dvs, in_memory
+        self.rows_per_file: dict[str, int] = {}
+        self.tables: dict[str, pa.Table] = {}
+
+    def on_file(self, done: DownloadedFile) -> None:
+        changes = self.by_name[done.path.name]  # the downloader names each file staged_name(file)
+        for index, change in enumerate(changes):
+            name = done.path.name if len(changes) == 1 else f"{done.path.stem}-{index}.parquet"
+            rows = self.dvs.filter_for(change)
+            if self.in_memory:
+                self.tables[name] = load_file(done.path, change, self.layout, rows)
+            else:
+                self.rows_per_file[name] = stage_file(done.path, self.data / name, change, self.layout, rows)
+        done.path.unlink(missing_ok=True)  # keep disk use bounded by what is still in flight
 
 
 def _key_columns(layout: StageLayout, keys: Sequence[str]) -> list[str]:

@@ -5,7 +5,10 @@ Provider files lack what the engine needs to merge: partition columns live in
 timestamp, and for add/remove files the change type), and older files may miss columns
 added later. Staging adds all of it, casts to the table's one Arrow schema and keeps only
 the columns the sync needs — streaming record batches, so memory is bounded by a row
-group, not by the file.
+group, not by the file. Two Delta features are undone here as well: column mapping (file
+columns and partition values carry physical names, the layout logical ones) and deletion
+vectors (a :class:`~sharesync.sync.staging.deletions.RowFilter` drops the rows a DV deletes,
+or keeps only the rows whose DV membership a version changed).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import pyarrow.parquet as pq
 
 from sharesync.sync.core.changefeed import CHANGE_TYPE
 from sharesync.sync.core.errors import DownloadError
+from sharesync.sync.delta.column_mapping import ColumnMapping
 from sharesync.sync.predicates.values import parse_partition_value
 from sharesync.sync.protocol.changes import ChangeFile
 from sharesync.sync.protocol.wire import StructType
+from sharesync.sync.staging.deletions import RowFilter
 from sharesync.sync.staging.schema import arrow_schema
 
 _BATCH_ROWS = 64 * 1024
@@ -36,6 +41,7 @@ class StageLayout:
     partition_columns: tuple[str, ...]
     columns: tuple[str, ...]  # data columns to keep, in schema order
     target: pa.Schema  # Arrow schema of a staged file: ``columns`` + change columns
+    mapping: ColumnMapping  # file columns and partition values → ``columns`` (identity without column mapping)
 
     @classmethod
     def build(
@@ -49,28 +55,34 @@ class StageLayout:
             partition_columns=tuple(partition_columns),
             columns=tuple(f.name for f in fields),
             target=arrow_schema(projected, with_change_columns=True),
+            mapping=schema.column_mapping,
         )
 
 
-def stage_file(source: Path, dest: Path, change: ChangeFile, layout: StageLayout) -> int:
+def stage_file(
+    source: Path, dest: Path, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None = None
+) -> int:
     """Write ``source`` to ``dest`` in the staged layout; returns the number of rows."""
     tmp = dest.with_name(dest.name + ".tmp")
     rows = 0
     # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
     with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
-        for batch in _layout_batches(source, change, layout):
+        for batch in _layout_batches(source, change, layout, rows_filter):
             writer.write_batch(batch)
             rows += batch.num_rows
     os.replace(tmp, dest)
     return rows
 
 
-def load_file(source: Path, change: ChangeFile, layout: StageLayout) -> pa.Table:
+def load_file(source: Path, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None = None) -> pa.Table:
     """``source`` in the staged layout, in memory (for a batch netted as it is downloaded)."""
-    return pa.Table.from_batches(list(_layout_batches(source, change, layout)), schema=layout.target)
+    batches = list(_layout_batches(source, change, layout, rows_filter))
+    return pa.Table.from_batches(batches, schema=layout.target)
 
 
-def _layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> Iterator[pa.RecordBatch]:
+def _layout_batches(
+    source: Path, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None
+) -> Iterator[pa.RecordBatch]:
     """The rows of a downloaded provider file, streamed in the staged layout."""
     try:
         # Buffered page reads: memory follows the batch size, not the provider's row-group size
@@ -80,16 +92,25 @@ def _layout_batches(source: Path, change: ChangeFile, layout: StageLayout) -> It
         raise DownloadError(
             f"file {change.id} (version {change.commit_version}) is not readable parquet: {exc}"
         ) from None
-    present = {name.lower(): name for name in parquet.schema_arrow.names}
+    # File column → logical name; without column mapping every column keeps its name.
+    logical = layout.mapping.file_columns(parquet.schema_arrow)
+    present = {name.lower(): column for column, name in logical.items()}
     read_columns = [present[c.lower()] for c in layout.columns if c.lower() in present]
     if change.change_type is None:
         if CHANGE_TYPE not in present:
             raise DownloadError(f"cdf file {change.id} (version {change.commit_version}) has no {CHANGE_TYPE} column")
         read_columns.append(present[CHANGE_TYPE])
-    partition_values = {k.lower(): v for k, v in change.file.partition_values.items()}
+    mapped = layout.mapping.partition_values(change.file.partition_values)
+    partition_values = {k.lower(): v for k, v in mapped.items()}
     partition_lower = {c.lower() for c in layout.partition_columns}
+    if rows_filter is not None:
+        rows_filter.check(parquet.metadata.num_rows, f"file {change.id} (version {change.commit_version})")
+    first_row = 0
     for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=read_columns, use_threads=False):
-        yield _to_layout(batch, change, layout, partition_values, partition_lower)
+        kept = rows_filter.apply(batch, first_row) if rows_filter is not None else batch
+        first_row += batch.num_rows
+        if kept.num_rows or rows_filter is None:
+            yield _to_layout(layout.mapping.to_logical(kept), change, layout, partition_values, partition_lower)
 
 
 def _to_layout(

@@ -30,6 +30,7 @@ from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import File
+from sharesync.sync.staging.deletions import load_deletion_vectors
 from sharesync.sync.staging.files import StageLayout, stage_file
 
 GROUP = 4  # files fetched in parallel per round: enough to hide latency, few enough to stop early
@@ -80,11 +81,13 @@ def preview(
             if rows >= limit:
                 break
             group = candidates[start : start + GROUP]
+            changes = snapshot_files(group, result.version)
+            deletion_vectors, _ = load_deletion_vectors(changes, downloader, refresher)
             fetched = downloader.download(group, refresher=refresher)
             downloaded += len(group)
-            for done, change in zip(fetched.files, snapshot_files(group, result.version), strict=True):
+            for done, change in zip(fetched.files, changes, strict=True):
                 staged = done.path.with_suffix(".staged.parquet")
-                stage_file(done.path, staged, change, layout)
+                stage_file(done.path, staged, change, layout, deletion_vectors.filter_for(change))
                 table = pq.read_table(staged).select(data_schema.names)
                 if filter_expr is not None:
                     table = table.filter(filter_expr)

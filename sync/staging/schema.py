@@ -30,7 +30,8 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
     "binary": pa.binary(),
     "date": pa.date32(),
-    # Delta "timestamp" is an instant (stored adjusted to UTC); "timestamp_ntz" is wall-clock.
+    # Delta "timestamp" is an instant (stored adjusted to UTC); "timestamp_ntz" is wall-clock: staged
+    # without a zone, it lands as timestamp_ntz in the target (Sail writes the timestampNtz feature).
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
 }

@@ -41,7 +41,9 @@ SQL_SHAPES = [
 ]
 # Spark SQL builtins (FunctionRegistry) plus the operator names the Connect planner maps.
 FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count", "isNotNull"}
-WRITE_OPTIONS = {"mergeSchema", "overwriteSchema"}
+# delta.enableDeletionVectors: a table property set on creation (Delta Lake reads "delta."-prefixed
+# writer options as table properties; Sail stores them in the metaData configuration).
+WRITE_OPTIONS = {"mergeSchema", "overwriteSchema", "delta.enableDeletionVectors"}
 # UNSPECIFIED is Spark's default mode, error-if-exists: what creating a target relies on.
 SAVE_MODES = {"SAVE_MODE_APPEND", "SAVE_MODE_OVERWRITE", "SAVE_MODE_ERROR_IF_EXISTS", "SAVE_MODE_UNSPECIFIED"}
 

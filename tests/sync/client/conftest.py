@@ -23,6 +23,10 @@ ENDPOINT = "https://sharing.example.com/delta-sharing"
 TOKEN = "dapi-test-token-0123456789"
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
 ECHO = "responseformat=parquet;includeendstreamaction=true"
+# What every table request asks for (spec "Delta Sharing Capabilities Header"): either format.
+ASKED = (
+    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz;includeendstreamaction=true"
+)
 
 
 class FakeClock:

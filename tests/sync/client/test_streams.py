@@ -15,7 +15,7 @@ from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, File, Metadata, RemoveFile
 
-from .conftest import ECHO, FakeClock, end, file, metadata, ndjson, protocol
+from .conftest import ASKED, ECHO, FakeClock, end, file, metadata, ndjson, protocol
 
 Make = Callable[..., SharingClient]
 TABLE = "s.sc.t"
@@ -88,7 +88,7 @@ def test_metadata(make_client: Make) -> None:
     result = make_client(handler).metadata(TABLE)
     assert (result.version, result.cdf_enabled, result.partition_columns) == (7, True, ["day"])
     assert result.protocol.min_reader_version == 1
-    assert seen[0].headers["delta-sharing-capabilities"] == "responseformat=parquet;includeendstreamaction=true"
+    assert seen[0].headers["delta-sharing-capabilities"] == ASKED
 
 
 def test_metadata_without_version_header_is_a_protocol_violation(make_client: Make) -> None:
@@ -117,7 +117,7 @@ def test_latest_snapshot_query(make_client: Make) -> None:
     request = seen[0]
     assert request.method == "POST" and request.url.path.endswith("/tables/t/query")
     assert body(request) == {"includeRefreshToken": True}
-    assert request.headers["delta-sharing-capabilities"] == "responseformat=parquet;includeendstreamaction=true"
+    assert request.headers["delta-sharing-capabilities"] == ASKED
     assert request.headers["content-type"].startswith("application/json")
 
 
@@ -273,10 +273,11 @@ def test_an_unknown_key_beside_a_known_action_is_ignored(make_client: Make) -> N
     assert [f.id for f in make_client(handler).query(TABLE).files] == ["a"]
 
 
-def test_a_delta_format_answer_is_refused(make_client: Make) -> None:
-    headers = {"delta-sharing-capabilities": "responseformat=delta"}
+def test_an_answer_in_another_format_is_refused(make_client: Make) -> None:
+    # Either format we offered is read (tests/sync/client/test_delta_format.py); nothing else.
+    headers = {"delta-sharing-capabilities": "responseformat=arrow"}
     _seen, handler = recorder(ndjson([protocol(), metadata(), end()], echo=False, headers=headers))
-    with pytest.raises(ProtocolViolation, match="asked for responseformat=parquet, got 'delta'"):
+    with pytest.raises(ProtocolViolation, match="answered in responseformat='arrow'; sharesync reads parquet and delta"):
         make_client(handler).query(TABLE)
 
 
@@ -315,8 +316,9 @@ def test_changes(make_client: Make) -> None:
     assert [m.version for m in result.historical_metadata] == [2] and isinstance(result.historical_metadata[0], Metadata)
     request = seen[0]
     assert request.method == "GET" and request.url.path.endswith("/tables/t/changes")
-    assert dict(request.url.params) == {"startingVersion": "1", "endingVersion": "3", "includeHistoricalMetadata": "true"}
-    assert request.headers["delta-sharing-capabilities"] == "responseformat=parquet;includeendstreamaction=true"
+    assert dict(request.url.params) == {"startingVersion": "1", "endingVersion": "3", "includeHistoricalMetadata": "true",
+                                        "includeHistoricalProtocol": "true"}  # fmt: skip
+    assert request.headers["delta-sharing-capabilities"] == ASKED
 
 
 def test_changes_by_timestamp_and_pages(make_client: Make) -> None:
