@@ -237,7 +237,9 @@ def embedded_spark() -> Iterator[SparkSession]:
     server.start(background=True)
     try:
         _, port = server.listening_address
-        spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+        # create(), not getOrCreate(): the latter hands back another engine's cached session in a
+        # process that already has one (the sync engine's), and stopping it here would kill that.
+        spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
         try:
             yield spark
         finally:
