@@ -112,7 +112,7 @@ OPERATORS: list[tuple[str, str, list[Any]]] = [
     }.items() for op in ("eq", "neq", "gt", "gte", "lt", "lte")],
     ("i", "in", [[0, 3], [9]]),
     ("d", "in", [[0.0, INF], [1.5]]),
-    ("f", "in", [[0.1, 2.0]]),
+    ("f", "in", [[0.1, 2.0], [0.1, -0.0], [0.0, 0.1]]),  # signed zeros: Sail matched float32 IN lists bitwise
     ("dec", "in", [["1.23", "1.2"], [0]]),
     ("s", "in", [["abc", ""], ["école", "x"]]),
     ("dt", "in", [["2021-01-01", "2021-01-03"]]),
