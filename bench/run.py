@@ -22,6 +22,8 @@ Scenarios per shape:
   in-process ``SyncEngine.sync_all()`` call (``bench.probe noop``).
 * ``poll``        — ``SyncEngine.source_versions()`` over 1,000 configured tables
   (``bench.probe poll``); measured once, not per shape.
+* ``history``     — the incremental batch in history mode vs merge mode (``bench.history``;
+  issue 14's goal: ≤ 1.5× merge mode in wall time and peak RSS).
 
 After each scenario both targets must equal the provider's table at its latest version (every
 column, every row). ``--phases`` adds one instrumented sharesync run per scenario
@@ -56,7 +58,7 @@ SHARESYNC = str(VENV_BIN / "sharesync")
 RESULTS = BENCH / "results"
 TOKEN = "bench-token"
 PIPELINES = ("sharesync", "peer", "limit")
-SCENARIOS = ("bootstrap", "incremental", "noop", "poll")
+SCENARIOS = ("bootstrap", "incremental", "noop", "poll", "history")
 RSS_LIMIT_KB = 16 * 2**20  # a child above this is killed and the run stops (--rss-limit-gib)
 
 
@@ -217,7 +219,9 @@ def serving_root(work: Path, name: str, tables: dict[str, Path], extra: dict[str
 # ---------------------------------------------------------------- pipelines and start states
 
 
-def write_config(directory: Path, profile: Path, tables: list[str], *, max_versions: int | None = None) -> Path:
+def write_config(
+    directory: Path, profile: Path, tables: list[str], *, max_versions: int | None = None, mode: str = "merge"
+) -> Path:
     import yaml
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -227,7 +231,7 @@ def write_config(directory: Path, profile: Path, tables: list[str], *, max_versi
         "staging_dir": str(directory / "staging"),
         "tables": [
             {"name": name, "target": str(directory / ("target" if len(tables) == 1 else f"target-{i}")),
-             "keys": ["id"], "mode": "merge"}
+             "keys": ["id"], "mode": mode}
             for i, name in enumerate(tables)
         ],
     }  # fmt: skip
@@ -404,6 +408,11 @@ class Bench:
             if "noop" in self.args.scenarios:  # needs an up-to-date state
                 run_child(sharesync_argv(state.config), log_to=self.work / "logs" / f"{label}-setup-noop.log")
                 self.noop(label, state.config)
+
+        if "history" in self.args.scenarios and "sharesync" in self.args.pipelines:
+            from bench import history
+
+            history.scenario(self, label, w)
 
     def verify(self, scenario: str, w: wl.Workload, ss_target: Path, peer_target: Path) -> None:
         ran = {"sharesync": ss_target, "peer": peer_target}
@@ -613,6 +622,11 @@ class Bench:
                     check(f"peak RSS L/M ({scenario}, sharesync)",
                           ratio(get(f"L-{scenario}/sharesync", "maxrss_mib"), get(f"M-{scenario}/sharesync", "maxrss_mib")),
                           1.3)  # fmt: skip
+        if "history" in ran:
+            from bench import history
+
+            for name, value, bound in history.goals(get, labels):
+                check(name, value, bound)
         if "poll" in ran:
             check(
                 f"poll {self.args.poll_tables:,} table versions (in-process, first call)",

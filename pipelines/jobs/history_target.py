@@ -16,7 +16,7 @@ from sharesync.pipelines.jobs.columns import IS_CURRENT, VALID_FROM_VERSION, VAL
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["current_rows", "read_history", "table_schema"]
+__all__ = ["current_rows", "history_start", "read_history", "table_schema"]
 
 
 def read_history(path: str, keys: Sequence[str], values: Sequence[str] = ()) -> pa.Table:
@@ -47,3 +47,19 @@ def current_rows(path: str) -> int:
     from deltalake import DeltaTable
 
     return int(DeltaTable(path).to_pyarrow_dataset().count_rows(filter=ds.field(IS_CURRENT)))
+
+
+def history_start(path: str) -> int | None:
+    """The oldest version a row of the target at ``path`` is valid from (None: no table, or no rows)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dataset = DeltaTable(path).to_pyarrow_dataset()
+    except TableNotFoundError:
+        return None
+    if VALID_FROM_VERSION not in dataset.schema.names:
+        return None
+    oldest = pc.min(dataset.to_table(columns=[VALID_FROM_VERSION])[VALID_FROM_VERSION]).as_py()
+    return None if oldest is None else int(oldest)

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from sharesync.pipelines.jobs.columns import VERSION_COLUMN
+from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VERSION_COLUMN
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from deltalake import DeltaTable
 
 __all__ = ["Glance", "TargetIdentity", "glance", "high_water_mark", "read_identity"]
@@ -57,7 +58,8 @@ class TargetIdentity:
     @property
     def written_by_sharesync(self) -> bool:
         """Whether the table has sharesync's columns (the rule the jobs refuse foreign tables by)."""
-        return VERSION_COLUMN in self.columns or set(CHANGE_COLUMNS) <= set(self.columns)
+        columns = set(self.columns)
+        return bool({VERSION_COLUMN, VALID_FROM_VERSION} & columns) or set(CHANGE_COLUMNS) <= columns
 
 
 def local_path(target: str) -> Path | None:
@@ -106,25 +108,44 @@ def read_identity(target: str, *, since: int | None = None) -> TargetIdentity | 
     )
 
 
-def high_water_mark(target: str, column: str) -> int | None:
-    """``max(column)`` over the target: the newest source version its rows carry (None: no rows).
+def high_water_mark(target: str, *columns: str) -> int | None:
+    """The maximum of ``columns`` over the target: the newest source version its rows carry
+    (None: no rows, or no such column).
 
     Read from the files' statistics in the log when every file has them, else from the column.
+    A column that is NULL in every row of a file (a history target's open rows' valid-to) has
+    no maximum there: that file holds nothing newer in it.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = _open(target)
-    if table is None or column not in {f.name for f in table.schema().fields}:
+    present = {f.name for f in table.schema().fields} if table is not None else set()
+    if table is None or not set(columns) & present:
         return None
     actions = pa.table(table.get_add_actions(flatten=True))
-    stat = f"max.{column}"
-    if stat in actions.column_names and actions.column(stat).null_count == 0:
-        values = actions.column(stat)
-    else:  # some file has no statistics for it: read the column
-        values = table.to_pyarrow_table(columns=[column]).column(column)
-    newest = pc.max(values).as_py()
-    return None if newest is None else int(newest)
+    newest: list[int] = []
+    for column in [c for c in columns if c in present]:
+        stat, nulls = f"max.{column}", f"null_count.{column}"
+        if stat in actions.column_names and _stats_complete(actions, stat, nulls):
+            values = actions.column(stat)
+        else:  # some file has no statistics for it: read the column
+            values = table.to_pyarrow_table(columns=[column]).column(column)
+        found = pc.max(values).as_py()
+        if found is not None:
+            newest.append(int(found))
+    return max(newest, default=None)
+
+
+def _stats_complete(actions: pa.Table, stat: str, nulls: str) -> bool:
+    """Every file has a maximum of the column, or is known to hold only NULLs in it."""
+    import pyarrow.compute as pc
+
+    missing = pc.is_null(actions.column(stat))
+    if nulls not in actions.column_names:
+        return bool(actions.column(stat).null_count == 0)
+    all_null = pc.equal(actions.column(nulls), actions.column("num_records"))
+    return bool(pc.all(pc.or_(pc.invert(missing), pc.fill_null(all_null, False))).as_py())
 
 
 def _open(target: str) -> DeltaTable | None:

@@ -13,7 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, VERSION_COLUMN, col, guard_values, keeps, projection
+from sharesync.pipelines.jobs.columns import (
+    GUARD_COLUMNS,
+    VALID_FROM_VERSION,
+    VERSION_COLUMN,
+    col,
+    guard_values,
+    keeps,
+    projection,
+)
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
@@ -103,7 +111,8 @@ def _replace(
     if reset_schema:
         # Replacing a table sharesync wrote (any mode) is the reset path; replacing someone
         # else's Delta table that happens to sit at the target would destroy their data.
-        if VERSION_COLUMN not in state.column_names and not set(CHANGE_COLUMNS) <= set(state.column_names):
+        ours = {VERSION_COLUMN, VALID_FROM_VERSION} & set(state.column_names)  # merge/snapshot or history
+        if not ours and not set(CHANGE_COLUMNS) <= set(state.column_names):
             raise TargetError(
                 f"target '{target}' is a Delta table that was not written by sharesync (it has no "
                 f"{VERSION_COLUMN} column); sharesync will not replace it. Point 'target' at a new path, "

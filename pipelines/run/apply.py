@@ -2,18 +2,20 @@
 
 The jobs (:mod:`sharesync.pipelines.jobs`) report target rows; :class:`Applied` adds the mode's
 own account (:class:`~sharesync.pipelines.run.results.TargetChanges`): keys for merge, change rows
-by type for append, rows written for snapshot.
+by type for append, rows written for snapshot, history rows opened and closed for history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.append import apply_append
+from sharesync.pipelines.jobs.history import HistoryStats, apply_history, bootstrap_history
 from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.metrics import ApplyStats
 from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
@@ -37,6 +39,16 @@ class Applied:
     changes: TargetChanges
 
 
+@dataclass(frozen=True)
+class BootstrapAt:
+    """The snapshot a bootstrap applies: its version, its commit time (None: unknown) and, for a
+    full-refresh backfill in history mode, the version history is rewritten from."""
+
+    version: int
+    committed: datetime | None = None
+    replay_from: int | None = None
+
+
 def apply_bootstrap(
     spark: Spark,
     table: TableConfig,
@@ -45,8 +57,29 @@ def apply_bootstrap(
     *,
     reason: BootstrapReason,
     checkpoint: Checkpoint | None,
+    snapshot: BootstrapAt,
+    rewrite_threshold: float | None,
 ) -> Applied:
-    """Make the target the staged snapshot (append mode: add it to the change log as inserts)."""
+    """Make the target the staged snapshot (append mode: add it to the change log as inserts;
+    history mode: open its rows at its version)."""
+    if table.mode is Mode.HISTORY:
+        history = bootstrap_history(
+            spark,
+            staged,
+            table.target,
+            keys=table.keys,
+            columns=table.columns,
+            row_filter=expr,
+            version=snapshot.version,
+            commit_timestamp=snapshot.committed,
+            # First sync, or after 'sharesync reset' (also the way to switch a target's mode): the
+            # target becomes the snapshot. Any other re-bootstrap closes the open rows and keeps
+            # the history before.
+            replace=checkpoint is None,
+            replay_from=snapshot.replay_from,
+            rewrite_threshold=rewrite_threshold,
+        )
+        return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
     match table.mode:
         case Mode.MERGE:
@@ -86,7 +119,24 @@ def apply_changes(
     replay_from: int | None,
     rewrite_threshold: float | None,
 ) -> Applied:
-    """Apply a batch of changes: MERGE its net change per key, or append its change rows."""
+    """Apply a batch of changes: MERGE its net change per key, append its change rows, or give
+    each version that changes a key its own history row."""
+    if table.mode is Mode.HISTORY:
+        history = apply_history(
+            spark,
+            staged,
+            table.target,
+            keys=table.keys,
+            columns=table.columns,
+            row_filter=expr,
+            track_history=table.track_history,
+            track_history_except=table.track_history_except,
+            # A backfill rewrites history from its start in its first batch only: on a later one it
+            # would remove what the earlier batches of the replay wrote.
+            replay_from=replay_from if batch.start == replay_from else None,
+            rewrite_threshold=rewrite_threshold,
+        )
+        return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
     if table.mode is Mode.APPEND:
         return _append(spark, table, staged, expr, row_filter, batch.start - 1)
@@ -135,6 +185,12 @@ def _changes(mode: Mode, stats: ApplyStats) -> TargetChanges:
     if mode is Mode.SNAPSHOT:
         return TargetChanges(mode, written=stats.inserted)
     return TargetChanges(mode, stats.inserted, stats.updated, stats.deleted)
+
+
+def _history_changes(stats: HistoryStats) -> TargetChanges:
+    return TargetChanges(
+        Mode.HISTORY, updated=stats.updated, deleted=stats.deleted, opened=stats.opened, closed=stats.closed
+    )
 
 
 def _row_filter(expr: Expr | None) -> Column | None:

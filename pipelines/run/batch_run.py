@@ -33,6 +33,7 @@ from sharesync.pipelines.run.failures import Attempt, describe
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
+from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import DownloadError, HistoryUnavailable, SharesyncError, SharingHTTPError
 from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.planning import VersionRange
@@ -67,7 +68,7 @@ class BatchStep:
     kind: BatchKind
     planned: VersionRange
     fetch: Callable[[], Fetched]
-    apply: Callable[[Path], Applied]
+    apply: Callable[[Path, Fetched], Applied]
     net_keys: Sequence[str] | None = None  # merge-mode changes: stage the net change per key
     note: str | None = None  # kept with the run record of a batch that succeeded
 
@@ -79,8 +80,13 @@ class BatchStep:
 
 
 def fetch_snapshot(services: RunServices, context: TableContext, version: int) -> Fetched:
-    """The snapshot at ``version`` (the latest when that is the provider's current version)."""
-    latest = version >= context.metadata.version
+    """The snapshot at ``version`` (the latest when that is the provider's current version).
+
+    History mode asks for the version itself whenever the provider shares the table's history:
+    only then do the files carry the commit time its rows are valid from.
+    """
+    dated = context.table.mode is Mode.HISTORY and context.metadata.cdf_enabled
+    latest = version >= context.metadata.version and not dated
     result = services.client.query(
         context.table.name,
         version=None if latest else version,
@@ -144,7 +150,7 @@ class BatchRunner:
             check_columns(table, fetched.metadata.table_schema, version=fetched.end)
             fetched, staged = self._stage_listed(step, fetched, directory)
             self.keeper.check()
-            applied = step.apply(staged.path)
+            applied = step.apply(staged.path, fetched)
             # A bootstrap makes the target the snapshot at its version: the checkpoint may move back to it.
             stored = self._advance(checkpoint, fetched, rewind=step.kind is BatchKind.BOOTSTRAP)
             stats = _run_stats(applied.stats, staged)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharesync.sync.core.config import TableConfig
+from sharesync.sync.core.config import TableConfig, check_tracked_columns
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.predicates import Expr, columns_referenced, parse_where
 from sharesync.sync.protocol.client import TableMetadata
@@ -44,7 +44,8 @@ def table_context(table: TableConfig, metadata: TableMetadata) -> TableContext:
 
 
 def check_columns(table: TableConfig, schema: StructType, *, version: int | None = None) -> None:
-    """ConfigError naming each configured key or column that ``schema`` lacks (names match in any case)."""
+    """ConfigError naming each configured key, column or tracked column that ``schema`` lacks
+    (names match in any case)."""
     at = f" at version {version}" if version is not None else ""
     for option, names in (("keys", table.keys), ("columns", table.columns or ())):
         missing = [n for n in names if schema.field(n) is None]
@@ -53,3 +54,4 @@ def check_columns(table: TableConfig, schema: StructType, *, version: int | None
                 f"tables[{table.name}].{option}: {missing} not in the shared table's columns{at} "
                 f"({', '.join(schema.names)}); fix '{option}' in the config"
             )
+    check_tracked_columns(table, schema.names, version=version)

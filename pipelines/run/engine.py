@@ -114,17 +114,19 @@ class SyncEngine:
 
     # ------------------------------------------------------------ passes
 
-    def source_versions(self, names: Iterable[str] | None = None) -> dict[str, int | SharesyncError]:
-        """The provider's current version of each table, polled concurrently."""
+    def source_versions(
+        self, names: Iterable[str] | None = None, *, client: SharingClient | None = None
+    ) -> dict[str, int | SharesyncError]:
+        """The provider's current version of each table, polled concurrently (with ``client``, if given)."""
         tables = self._tables(names)
+        polling = client or self.client  # created before the threads use it
 
         def poll(table: TableConfig) -> int | SharesyncError:
             try:
-                return self.client.table_version(table.name).version
+                return polling.table_version(table.name).version
             except SharesyncError as exc:
                 return exc
 
-        self.client  # noqa: B018 - create the shared client before the threads use it
         with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
             return dict(zip([t.name for t in tables], pool.map(poll, tables), strict=True))
 

@@ -40,7 +40,10 @@ class TargetChanges:
 
     merge: keys ``inserted``, ``updated``, ``deleted`` (a soft delete counts as deleted; a
     bootstrap that replaces the target deletes the rows it held). append: the change rows
-    ``appended``, by ``_change_type``. snapshot: the rows ``written``.
+    ``appended``, by ``_change_type``. snapshot: the rows ``written``. history: the rows
+    ``opened`` and ``closed`` (one opened and closed within a batch counts in both), the existing
+    rows ``updated`` (closed, reopened or updated in place) and ``deleted`` (removed: history a
+    backfill rewrote, or the rows a replacing bootstrap dropped).
     """
 
     mode: Mode
@@ -49,6 +52,8 @@ class TargetChanges:
     deleted: int = 0
     appended: Mapping[ChangeType, int] = field(default_factory=lambda: MappingProxyType({}))
     written: int = 0
+    opened: int = 0
+    closed: int = 0
 
     def __add__(self, other: TargetChanges) -> TargetChanges:
         appended = {t: self.appended.get(t, 0) + other.appended.get(t, 0) for t in ChangeType}
@@ -59,6 +64,8 @@ class TargetChanges:
             self.deleted + other.deleted,
             MappingProxyType({t: n for t, n in appended.items() if n}),
             self.written + other.written,
+            self.opened + other.opened,
+            self.closed + other.closed,
         )
 
     @property
@@ -75,6 +82,13 @@ class TargetChanges:
                 return {"change_rows_appended": self.appended_rows, **by_type}
             case Mode.SNAPSHOT:
                 return {"rows_written": self.written}
+            case Mode.HISTORY:
+                return {
+                    "rows_opened": self.opened,
+                    "rows_closed": self.closed,
+                    "rows_changed": self.updated,
+                    "rows_removed": self.deleted,
+                }
         raise AssertionError(self.mode)  # pragma: no cover
 
     def describe(self) -> str:
@@ -87,6 +101,9 @@ class TargetChanges:
                 return f"{self.appended_rows} change rows appended ({types})"
             case Mode.SNAPSHOT:
                 return f"{self.written} rows written"
+            case Mode.HISTORY:
+                removed = f", {self.deleted} removed" if self.deleted else ""
+                return f"{self.opened} rows opened, {self.closed} closed{removed}"
         raise AssertionError(self.mode)  # pragma: no cover
 
 

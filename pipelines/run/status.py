@@ -1,21 +1,37 @@
-"""What ``sharesync status`` and the Dagster checks report: checkpoint vs provider, last run."""
+"""What ``sharesync status`` and the Dagster checks report: checkpoint vs provider, last run.
+
+The provider's side is a state of its own: a provider that cannot be reached (the demo's, once it
+stopped) says nothing about the table, whose checkpoint and last run are what they were, so it is
+shown as ``provider: unreachable``, never as the table's last error. ``last_error`` is the last
+run's failure only. ``status`` reports rather than waits: it asks with a short retry budget
+(:data:`STATUS_RETRY`), not the minutes a sync spends on a provider that is down.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from sharesync.state import RunStatus
 from sharesync.sync.core.config import Mode
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import SharesyncError, TransportError
+from sharesync.sync.protocol.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from sharesync.pipelines.run.engine import SyncEngine
 
 TOKEN_WARNING_DAYS = 7
+STATUS_RETRY = RetryPolicy(max_attempts=2, total_seconds=5.0)
 
 JsonValue = str | int | None
+
+
+class ProviderState(StrEnum):
+    OK = "ok"  # it answered with the table's version
+    UNREACHABLE = "unreachable"  # no answer at all: refused, reset or timed out
+    ERROR = "error"  # it answered with an error (credentials, a table it no longer shares, …)
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,8 @@ class TableStatus:
     last_error: str | None
     # A succeeded run may still carry a warning (e.g. it re-bootstrapped after a history gap).
     last_warning: str | None
+    provider: ProviderState = ProviderState.OK
+    provider_error: str | None = None  # why the provider's version is unknown
 
     def to_json(self) -> dict[str, JsonValue]:
         """The ``status --json`` shape: enums as their values, times in ISO 8601."""
@@ -47,6 +65,8 @@ class TableStatus:
             "last_status": self.last_status.value if self.last_status else None,
             "last_error": self.last_error,
             "last_warning": self.last_warning,
+            "provider": self.provider.value,
+            "provider_error": self.provider_error,
         }
 
 
@@ -56,7 +76,12 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
     names = [t.name for t in config.tables]
     checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
     runs = engine.store.latest_runs(names)
-    versions = engine.source_versions(names)
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.profile import load_profile
+
+    profile = load_profile(config.profile)
+    with SharingClient(profile, ca_bundle=config.ca_bundle, retry=STATUS_RETRY) as client:
+        versions = engine.source_versions(names, client=client)
     rows = []
     for table in config.tables:
         checkpoint = checkpoints.get(table.name)
@@ -64,9 +89,10 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
         polled = versions.get(table.name)
         source = polled if isinstance(polled, int) else None
         lag = source - checkpoint.version if source is not None and checkpoint is not None else None
-        error = run.error if run is not None else None
+        provider, provider_error = ProviderState.OK, None
         if isinstance(polled, SharesyncError):
-            error = f"cannot read the provider's version: {polled}"
+            provider = ProviderState.UNREACHABLE if isinstance(polled, TransportError) else ProviderState.ERROR
+            provider_error = f"cannot read the provider's version: {polled}"
         rows.append(
             TableStatus(
                 name=table.name,
@@ -77,8 +103,10 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
                 lag_versions=lag,
                 last_sync_at=checkpoint.updated_at if checkpoint else None,
                 last_status=run.status if run else None,
-                last_error=error,
+                last_error=run.error if run is not None else None,
                 last_warning=run.note if run is not None else None,
+                provider=provider,
+                provider_error=provider_error,
             )
         )
     return rows, token_warnings(engine)

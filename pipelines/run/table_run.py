@@ -22,8 +22,9 @@ import time
 from datetime import datetime, timedelta
 from functools import partial
 
+from sharesync.pipelines.jobs.history_target import history_start
 from sharesync.pipelines.jobs.identity import Glance, glance, high_water_mark, read_identity
-from sharesync.pipelines.run.apply import apply_bootstrap, apply_changes
+from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.context import TableContext, table_context
 from sharesync.pipelines.run.failures import Attempt
@@ -39,12 +40,14 @@ from sharesync.pipelines.run.target_check import (
     REBUILT,
     Finding,
     TargetCheck,
-    high_water_column,
+    high_water_columns,
     judge,
     rebuild_warning,
     refusal,
     replay_checkpoint,
     replay_warning,
+    switch_refusal,
+    switches_history,
 )
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
@@ -78,6 +81,7 @@ class TableRun:
         self.batches: list[BatchResult] = []
         self.warnings: list[str] = []
         self._notes: list[str] = []  # for the record of the next batch that succeeds
+        self._refresh_from: int | None = None  # a backfill that re-bootstraps: from this version
         if keeper.takeover is not None:
             self._notice(str(keeper.takeover))
 
@@ -86,13 +90,19 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
+        if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
+            raise switch_refusal(checkpoint, table)
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
-        # A full refresh (or a replay from version 0) is planned like a first sync: bootstrap from
-        # the snapshot at the resolved version, then the changes after it.
-        fresh_start = backfill is not None and (backfill.full_refresh or replay_from == 0)
-        if backfill is not None and not fresh_start and checkpoint is not None and table.mode is not Mode.SNAPSHOT:
+        # A full refresh is planned like a first sync: bootstrap from the snapshot at the resolved
+        # version, then the changes after it.
+        self._refresh_from = self._refreshes_from(backfill, replay_from)
+        fresh_start = self._refresh_from is not None
+        # History mode rewinds for a full refresh too: a crash after its bootstrap then leaves a
+        # checkpoint from which the next pass replays the rest of the history it removed.
+        rewinds = not fresh_start or table.mode is Mode.HISTORY
+        if backfill is not None and rewinds and checkpoint is not None and table.mode is not Mode.SNAPSHOT:
             checkpoint = self._rewind_for_replay(checkpoint, replay_from)
         source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
         history_gap = False
@@ -153,7 +163,7 @@ class TableRun:
         mode = self.table.mode
         if check.finding in REBUILT or mode is Mode.SNAPSHOT:
             return checkpoint, check
-        high = high_water_mark(self.table.target, high_water_column(mode))
+        high = high_water_mark(self.table.target, *high_water_columns(mode))
         if high is None:
             return checkpoint, check  # no rows to replay from: rebuild
         after = replay_checkpoint(mode, high, checkpoint.version)
@@ -206,8 +216,8 @@ class TableRun:
         checkpoint stayed ahead while replayed batches rewound rows to older states, a crash would
         leave those rows stale behind an "up to date" checkpoint.
         """
-        if replay_from is None or replay_from > checkpoint.version:
-            return checkpoint  # nothing already applied is replayed: an ordinary sync
+        if replay_from is None or replay_from > checkpoint.version or replay_from < 1:
+            return checkpoint  # nothing already applied is replayed (or from the very start): as is
         back = dataclasses.replace(checkpoint, version=replay_from - 1, version_timestamp=None, updated_at=None)
         log.info(
             "%s: replaying from version %s (checkpoint %s → %s)",
@@ -219,6 +229,23 @@ class TableRun:
         return self.services.store.advance_checkpoint(
             back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
         )
+
+    def _refreshes_from(self, backfill: BackfillRequest | None, replay_from: int | None) -> int | None:
+        """The version a backfill re-bootstraps from; None when it replays changes (or is none).
+
+        A full refresh, a replay from version 0 and, in history mode, a replay from where the
+        target's history starts or earlier: the rows it opened there came from a snapshot, which
+        the changes after that version cannot rebuild.
+        """
+        if backfill is None or replay_from is None:
+            return None
+        if backfill.full_refresh or replay_from == 0:
+            return replay_from
+        if self.table.mode is Mode.HISTORY:
+            start = history_start(self.table.target)
+            if start is not None and replay_from <= start:
+                return replay_from
+        return None
 
     def _options(
         self, backfill: BackfillRequest | None, replay_from: int | None, history_gap: bool, *, first_sync: bool
@@ -234,9 +261,9 @@ class TableRun:
         until = None
         if backfill is not None and backfill.ending_timestamp is not None:
             until = self._version_at_or_before(backfill.ending_timestamp)
-        if backfill is not None and (backfill.full_refresh or replay_from == 0):
+        if self._refresh_from is not None:
             # A full refresh re-bootstraps: planned as a first sync from the resolved version.
-            start_version, replay_from = replay_from, None
+            start_version, replay_from = self._refresh_from, None
         return PlanOptions(
             mode=table.mode,
             max_versions_per_batch=self.services.config.batch_size(table),
@@ -297,12 +324,23 @@ class TableRun:
         warning: str | None,
     ) -> BatchStep:
         spark, table = self.services.spark, self.table
+        threshold = self.services.config.rewrite_threshold(table)
+        # A full refresh rewrites history from its version; a bootstrap the provider's lost history
+        # moved elsewhere keeps the history synced before.
+        rewrites_from = self._refresh_from if version == self._refresh_from and not self.batches else None
         return BatchStep(
             BatchKind.BOOTSTRAP,
             VersionRange(version, version),
             fetch=partial(fetch_snapshot, self.services, context, version),
-            apply=lambda staged: apply_bootstrap(
-                spark, table, staged, context.expr, reason=reason, checkpoint=checkpoint
+            apply=lambda staged, fetched: apply_bootstrap(
+                spark,
+                table,
+                staged,
+                context.expr,
+                reason=reason,
+                checkpoint=checkpoint,
+                snapshot=BootstrapAt(fetched.end, fetched.end_commit, rewrites_from),
+                rewrite_threshold=threshold,
             ),
             note=warning,
         )
@@ -317,7 +355,7 @@ class TableRun:
             BatchKind.CHANGES,
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
-            apply=lambda staged: apply_changes(
+            apply=lambda staged, _: apply_changes(
                 spark, table, staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold
             ),
             net_keys=table.keys if table.mode is Mode.MERGE else None,

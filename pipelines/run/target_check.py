@@ -14,6 +14,10 @@ record (:func:`judge`), and each finding has one answer:
   rebuild in snapshot mode (or when the provider no longer has that history), with a warning;
 * unrecorded — a checkpoint written before sharesync recorded the target: as before, until its
   next batch records it.
+
+A target the config moves into or out of history mode is refused (:func:`switch_refusal`): either
+way the table would be rewritten in another layout — its history lost, or a history begun on rows
+that never had one. ``sharesync reset`` is the deliberate way to do that.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sharesync.pipelines.jobs.columns import VERSION_COLUMN
+from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VALID_TO_VERSION, VERSION_COLUMN
 from sharesync.pipelines.jobs.identity import TargetIdentity
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import COMMIT_VERSION
-from sharesync.sync.core.config import Mode
+from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import TargetError
 
 
@@ -104,17 +108,24 @@ def judge(checkpoint: Checkpoint, current: TargetIdentity | None) -> TargetCheck
     return found(Finding.INTACT)
 
 
-def high_water_column(mode: Mode) -> str:
-    """The column whose maximum is the newest source version a target's rows carry."""
-    return COMMIT_VERSION if mode is Mode.APPEND else VERSION_COLUMN
+def high_water_columns(mode: Mode) -> tuple[str, ...]:
+    """The columns whose maximum is the newest source version a target's rows carry: a history
+    row records the versions it opened and closed at."""
+    match mode:
+        case Mode.APPEND:
+            return (COMMIT_VERSION,)
+        case Mode.HISTORY:
+            return VALID_FROM_VERSION, VALID_TO_VERSION
+    return (VERSION_COLUMN,)
 
 
 def replay_checkpoint(mode: Mode, high_water: int, checkpoint_version: int) -> int:
     """The checkpoint version to replay a rolled-back target's changes from.
 
     Append: after its newest rows (every batch is one commit: the log up to them is whole).
-    Merge: from its newest rows' version itself — re-applying a version is a no-op per key
-    (the guards), and a state restored between two commits of one batch is then completed.
+    Merge and history: from its newest rows' version itself — re-applying a version is a no-op
+    per key (merge's guards, history's watermarks), and a state restored between two commits of
+    one batch is then completed.
     """
     after = high_water if mode is Mode.APPEND else max(high_water - 1, 0)
     return min(after, checkpoint_version)
@@ -124,9 +135,27 @@ def rebuild_warning(check: TargetCheck, mode: Mode, version: int) -> str:
     """What the run record, the CLI and Dagster say when the target is rebuilt from a snapshot."""
     lost = "was lost" if check.finding is Finding.LOST else check.describe().removeprefix(f"target {check.target} ")
     said = f"target {check.target} {lost}; rebuilt from the provider's snapshot at version {version}"
-    if mode not in (Mode.MERGE, Mode.SNAPSHOT):
+    if mode is Mode.APPEND:
         said += f" (its change history before version {version} is gone)"
+    elif mode is Mode.HISTORY:
+        said += f" (the history of its rows before version {version} is gone: it starts again there)"
     return said
+
+
+def switches_history(checkpoint: Checkpoint, table: TableConfig) -> bool:
+    """Whether the config moved the checkpoint's target into or out of history mode."""
+    modes = {checkpoint.mode, table.mode.value}
+    return checkpoint.target == table.target and len(modes) == 2 and Mode.HISTORY.value in modes
+
+
+def switch_refusal(checkpoint: Checkpoint, table: TableConfig) -> TargetError:
+    """The error for a target the config moved into or out of history mode: nothing is written."""
+    kept = "its history would be lost" if checkpoint.mode == Mode.HISTORY.value else "it holds no history to continue"
+    return TargetError(
+        f"target {table.target} was synced in '{checkpoint.mode}' mode and the config now says "
+        f"'{table.mode.value}'; sharesync will not convert it ({kept}). Run 'sharesync reset {table.name}' "
+        "to rebuild it from the provider's snapshot in the new mode, or point 'target' at a new path"
+    )
 
 
 def replay_warning(check: TargetCheck, start: int, high_water: int) -> str:

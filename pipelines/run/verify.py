@@ -5,7 +5,8 @@ Two depths, neither changing anything:
 * the identity check (:mod:`~sharesync.pipelines.run.target_check`): the target is the Delta
   table the checkpoint was written for, at the recorded state or newer by commits that kept it;
 * ``full``: the target's rows against the provider's snapshot at the checkpoint version — the key
-  set and row count in merge mode, the row count in snapshot mode. The snapshot's files are
+  set and row count in merge mode (history mode: of its current rows), the row count in snapshot
+  mode. The snapshot's files are
   downloaded (presigned URLs serve whole files) and only its key and filter columns are kept, as
   the sync stages them; the target is read with ``deltalake``. An append target is a change log,
   not a copy of a snapshot, so only its identity is checked.
@@ -17,10 +18,10 @@ import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import DELETED_COLUMN
+from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT
 from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.run.context import TableContext, table_context
-from sharesync.pipelines.run.target_check import Finding, judge
+from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
 
@@ -103,10 +104,15 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
     if checkpoint is None:
         return found(False, f"{table.name} has no checkpoint: nothing synced to verify yet (run 'sharesync sync')")
     if checkpoint.target != table.target or checkpoint.mode != table.mode.value:
+        then = (
+            str(switch_refusal(checkpoint, table))
+            if switches_history(checkpoint, table)
+            else "the next sync bootstraps it"
+        )
         return found(
             False,
             f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
-            f"{table.target} in mode {table.mode.value} (the next sync bootstraps it)",
+            f"{table.target} in mode {table.mode.value} ({then})",
         )
     current = read_identity(table.target, since=checkpoint.target_version)
     check = judge(checkpoint, current)
@@ -133,7 +139,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
 def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
     """Keys and rows of the target against the provider's snapshot at the checkpoint version."""
     context = table_context(table, engine.client.metadata(table.name))
-    keys = list(table.keys) if table.mode is Mode.MERGE else []
+    keys = list(table.keys) if table.mode in (Mode.MERGE, Mode.HISTORY) else []
     source = _snapshot_keys(engine, context, checkpoint.version, keys)
     target = _target_keys(table, keys)
     if not keys:
@@ -197,17 +203,21 @@ def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResu
 
 
 def _target_keys(table: TableConfig, keys: list[str]) -> pa.Table:
-    """The target's key columns (none in snapshot mode) of its live rows (soft-deleted ones left out)."""
+    """The target's key columns (none in snapshot mode) of its live rows (soft-deleted ones and,
+    in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
     target = DeltaTable(table.target)
     names = [f.name for f in target.schema().fields]
     wanted = _spelled(names, keys)
-    flagged = table.soft_delete and DELETED_COLUMN in names
-    rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([DELETED_COLUMN] if flagged else [])])
-    if flagged:
-        rows = rows.filter(pc.invert(pc.fill_null(rows.column(DELETED_COLUMN), False)))
+    flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None
+    flag = flag if flag in names else None
+    rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
+    if flag == DELETED_COLUMN:
+        rows = rows.filter(pc.invert(pc.fill_null(rows.column(flag), False)))
+    elif flag == IS_CURRENT:
+        rows = rows.filter(pc.fill_null(rows.column(flag), False))
     return rows.select(wanted)
 
 

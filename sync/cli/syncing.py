@@ -149,10 +149,11 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
         table.add_column(name, no_wrap=True)
     for row in rows:
+        source = _show(row.source_version) if row.provider_error is None else row.provider.value
         table.add_row(
             row.name,
             row.mode.value,
-            f"{_show(row.checkpoint_version)}/{_show(row.source_version)}",
+            f"{_show(row.checkpoint_version)}/{source}",
             _show(row.lag_versions),
             _show(row.last_sync_at),
             _show(row.last_status),
@@ -160,6 +161,12 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     console = Console()
     console.print(table)
     for row in rows:
+        if row.provider_error:  # the provider's state, not the table's: its checkpoint is as shown
+            console.print(
+                f"[yellow]provider {row.provider.value}:[/yellow] {esc(row.name)}: {esc(row.provider_error)}",
+                highlight=False,
+                soft_wrap=True,
+            )
         if row.last_error:
             console.print(
                 f"[red]last error:[/red] {esc(row.name)}: {esc(row.last_error)}", highlight=False, soft_wrap=True
@@ -219,7 +226,8 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
 
 
 def _changes(changes: TargetChanges) -> str:
-    """What the batches did, in the mode's terms: keys (merge), change rows by type (append), rows (snapshot)."""
+    """What the batches did, in the mode's terms: keys (merge), change rows by type (append), rows
+    (snapshot), rows opened and closed (history)."""
     match changes.mode:
         case Mode.MERGE:
             return f"+{changes.inserted} ~{changes.updated} -{changes.deleted} keys"
@@ -237,6 +245,8 @@ def _changes(changes: TargetChanges) -> str:
             return f"{changes.appended_rows} rows appended" + (f"\n{by_type}" if by_type else "")
         case Mode.SNAPSHOT:
             return f"{changes.written} rows written"
+        case Mode.HISTORY:
+            return f"{changes.opened} opened\n{changes.closed} closed"
     raise AssertionError(changes.mode)  # pragma: no cover
 
 

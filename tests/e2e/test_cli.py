@@ -24,7 +24,7 @@ from sharesync.sync.server.samples import sample_rows
 
 STATUS_KEYS = {
     "name", "target", "mode", "checkpoint_version", "source_version", "lag_versions",
-    "last_sync_at", "last_status", "last_error", "last_warning",
+    "last_sync_at", "last_status", "last_error", "last_warning", "provider", "provider_error",
 }
 
 

@@ -14,7 +14,9 @@ import httpx
 import yaml
 
 from sharesync.pipelines.run.engine import SyncEngine
+from sharesync.state import StateStore
 from sharesync.sync.core.config import SharesyncConfig, parse_config
+from sharesync.sync.core.errors import StateStoreUnavailable
 from sharesync.sync.server.runner import SharingServer
 from support.provider_tables import ProviderTables
 
@@ -108,3 +110,22 @@ class Workspace(ProviderTables):
 def never_spark() -> Any:
     """A Spark factory for "must not start the engine" tests."""
     raise AssertionError("the engine was started although there was nothing to do")
+
+
+class FlakyStore:
+    """A state store whose ``fail_on``-th checkpoint write fails: the crash between a target commit
+    and its checkpoint, after which the next pass applies that batch again."""
+
+    def __init__(self, store: StateStore, fail_on: int) -> None:
+        self._store = store
+        self.writes = 0
+        self.fail_on = fail_on
+
+    def advance_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes += 1
+        if self.writes == self.fail_on:
+            raise StateStoreUnavailable("injected: the state store went away")
+        return self._store.advance_checkpoint(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)

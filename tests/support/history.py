@@ -6,13 +6,18 @@ beats preimage); an upsert closes the open row and opens a new one (or, touching
 columns, updates it in place); a delete closes it; a snapshot closes every open row and opens its
 own. :func:`apply_actions` applies a plan's action rows to a list of rows as a MERGE would, and
 fails on an action that matches no row, or more than one.
+
+:func:`source_history` feeds the model from a provider table's own Delta log (``deltalake``'s
+``load_cdf``), and :func:`assert_history_matches` compares a target with it row for row: the
+end-to-end checker of history mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 Row = dict[str, Any]
@@ -110,3 +115,90 @@ def apply_actions(rows: list[Row], actions: Iterable[Row], keys: Sequence[str], 
     identities = [(*(r[k] for k in keys), r[VF]) for r in kept]
     assert len(set(identities)) == len(identities), "an insert duplicates a row"
     return kept
+
+
+# ---------------------------------------------------------------- a target against its provider's change feed
+
+
+def source_history(
+    source: str | Path,
+    keys: Sequence[str],
+    *,
+    start: int,
+    end: int,
+    columns: Sequence[str] | None = None,
+    tracked: Sequence[str] | None = None,
+    keep: Callable[[Row], bool] | None = None,
+    gaps: Mapping[int, int] | None = None,
+) -> list[Row]:
+    """The history a target synced from the provider table at ``source`` must hold, rebuilt from
+    the provider's own Delta log with ``deltalake``: the snapshot at ``start`` opens, then every
+    version through ``end`` of the change data feed (``load_cdf``) is applied one at a time.
+
+    ``gaps``: re-bootstraps after a history gap, ``{snapshot version: last version applied before
+    it}`` — the versions in between were not served; at the snapshot version every open row
+    closes and the snapshot's rows open. ``columns``: the data columns kept (keys added), all by
+    default. ``tracked``/``keep``: as :class:`HistoryModel`. Commit times: each version's
+    ``commitInfo``.
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    path, gaps = str(source), gaps or {}
+    names = [f.name for f in DeltaTable(path, version=end).schema().fields]
+    if columns is not None:
+        wanted = {c.lower() for c in (*keys, *columns)}
+        names = [n for n in names if n.lower() in wanted]
+    model = HistoryModel(keys, names, tracked, keep)
+    stamps = commit_times(path)
+    changes: dict[int, list[Row]] = {}
+    if end > start:
+        feed = DeltaTable(path).load_cdf(starting_version=start + 1, ending_version=end)
+        for row in pa.RecordBatchReader.from_stream(feed).read_all().to_pylist():
+            changes.setdefault(int(row["_commit_version"]), []).append(row)
+    skipped = {v for at, applied in gaps.items() for v in range(applied + 1, at + 1)}
+    model.snapshot(start, stamps[start], _snapshot_rows(path, start, names))
+    for version in range(start + 1, end + 1):
+        if version not in skipped:
+            model.apply_version(version, stamps[version], changes.get(version, []))
+        if version in gaps:
+            model.snapshot(version, stamps[version], _snapshot_rows(path, version, names))
+    return model.sorted_rows()
+
+
+def commit_times(path: str | Path) -> dict[int, datetime]:
+    """Each version's commit time as the provider's log records it (UTC)."""
+    from deltalake import DeltaTable
+
+    return {
+        int(c["version"]): datetime.fromtimestamp(int(c["timestamp"]) / 1000, tz=UTC)
+        for c in DeltaTable(str(path)).history()
+    }
+
+
+def _snapshot_rows(path: str, version: int, names: Sequence[str]) -> list[Row]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(path, version=version).to_pyarrow_table().to_pylist()
+    return [{**{n: r.get(n) for n in names}, "_change_type": "insert"} for r in rows]
+
+
+def assert_history_matches(target: str | Path, expected: list[Row], keys: Sequence[str]) -> None:
+    """The target's rows (every column, sharesync's five included) equal ``expected``, row for row."""
+    from support.verify import read_target_table
+
+    table = read_target_table(target)
+    actual = sort_history(table.to_pylist(), keys)
+    names = sorted({*expected[0]} if expected else set(table.column_names))
+    assert sorted(table.column_names) == names, f"target {target} columns {sorted(table.column_names)} != {names}"
+    if actual == expected:
+        return
+    want = {(*(r[k] for k in keys), r[VF]): r for r in expected}
+    got = {(*(r[k] for k in keys), r[VF]): r for r in actual}
+    lines = [f"history target {target}: {len(actual)} rows, {len(expected)} expected"]
+    lines += [f"  missing {k}: {want[k]}" for k in [k for k in want if k not in got][:5]]
+    lines += [f"  unexpected {k}: {got[k]}" for k in [k for k in got if k not in want][:5]]
+    for k in [k for k in want if k in got and want[k] != got[k]][:5]:
+        diff = {c: (want[k][c], got[k].get(c)) for c in want[k] if want[k][c] != got[k].get(c)}
+        lines.append(f"  {k} differs (expected, actual): {diff}")
+    raise AssertionError("\n".join(lines))

@@ -151,6 +151,11 @@ def target_rows(target_path: str | Path) -> list[Row]:
     return _data_only(_read_target(target_path)).to_pylist()
 
 
+def read_target_table(target_path: str | Path) -> pa.Table:
+    """The whole target, every column, in one spelling per type (see :func:`_normalise`)."""
+    return _read_target(target_path)
+
+
 def source_version(source_path: str | Path) -> int:
     return DeltaTable(str(source_path)).version()
 
