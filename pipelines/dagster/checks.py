@@ -39,6 +39,7 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_check,
     schema_check,
 )
+from sharesync.pipelines.jobs.history_target import current_rows
 from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
@@ -155,7 +156,7 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     checkpoint = engine.store.get_checkpoint(table.name)
     if checkpoint is None:
         return dg.AssetCheckResult(check_name=ROW_COUNT, passed=False, severity=WARN, description="never synced")
-    target = read_target_stats(table.target, soft_delete=table.soft_delete)
+    target_rows = _copy_rows(table)
     latest = engine.client.table_version(table.name).version
     try:
         source_rows = snapshot_num_records(
@@ -163,7 +164,20 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
         )
     except SharesyncError as exc:  # e.g. the provider shares no history to query the checkpoint's version
         return skipped(ROW_COUNT, f"the provider cannot list version {checkpoint.version} (unknown): {describe(exc)}")
-    return row_count_verdict(checkpoint.version, None if target is None else target.rows, source_rows)
+    return row_count_verdict(checkpoint.version, target_rows, source_rows)
+
+
+def _copy_rows(table: TableConfig) -> int | None:
+    """The target's rows that stand for source rows: a history target's current rows only."""
+    if table.mode is Mode.HISTORY:
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return current_rows(table.target)
+        except TableNotFoundError:
+            return None
+    target = read_target_stats(table.target, soft_delete=table.soft_delete)
+    return None if target is None else target.rows
 
 
 def token_expiry_check(engine: "SyncEngine", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:

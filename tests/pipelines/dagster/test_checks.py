@@ -133,3 +133,21 @@ def test_row_count_counts_only_live_rows_with_soft_deletes(site: Site) -> None:
     assert row_count.passed, row_count.description
     flagged = DeltaTable(site.target(MERGE_TABLE)).to_pyarrow_table().column("_sharesync_deleted").to_pylist()
     assert any(flagged)  # the deleted rows are still there, flagged, and not counted
+
+
+@pytest.mark.slow
+def test_row_count_of_a_history_target_counts_only_current_rows(site: Site) -> None:
+    site.write_config(site.merge_spec(mode="history"))
+    defs = site.definitions()
+    key = site.key(MERGE_TABLE)
+    materialize(defs, dg.AssetSelection.assets(key).without_checks())
+    DeltaTable(str(site.source_path(MERGE_TABLE))).update({"amount": "amount + 1"}, predicate="id <= 5")
+    materialize(defs, dg.AssetSelection.assets(key).without_checks())  # closes 5 rows, opens 5
+
+    checked = check_results(materialize(defs, dg.AssetSelection.assets(key)))
+
+    row_count = checked[("sharesync/dg/sales/orders", ROW_COUNT)]
+    assert row_count.passed, row_count.description
+    current = DeltaTable(site.target(MERGE_TABLE)).to_pyarrow_table().column("_sharesync_is_current").to_pylist()
+    assert row_count.metadata["target_rows"].value == sum(current)
+    assert not all(current)  # the closed images are kept and not counted
