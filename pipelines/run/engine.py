@@ -39,7 +39,7 @@ from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, Table
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import ConfigError, SharesyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,6 +79,9 @@ class SyncEngine:
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
         self._lock = threading.RLock()  # the lazy resources are created once, whichever thread asks first
         self._budget: TransferBudget | None = None
+        self._staging_lock = threading.Lock()
+        self._staging_problem: str | None = None  # why the remote engine cannot read staging_dir
+        self._staging_checked = False
 
     # ------------------------------------------------------------ resources (lazy)
 
@@ -144,6 +147,19 @@ class SyncEngine:
 
         log.warning("the Spark session is gone (%s); the next table starts a new one", describe(exc))
         stop_spark(only=used[-1] if used else None)
+
+    def _check_staging(self, spark: Callable[[], SparkSession]) -> None:
+        """A ``spark.remote`` engine must read what this process stages: probed once, before any download."""
+        if self.config.spark.remote is None:
+            return
+        with self._staging_lock:
+            if not self._staging_checked:
+                from sharesync.pipelines.jobs.staging_probe import staging_problem
+
+                self._staging_problem = staging_problem(spark(), self.config.staging_dir, self.config.spark.remote)
+                self._staging_checked = True
+        if self._staging_problem is not None:
+            raise ConfigError(self._staging_problem)
 
     def close(self) -> None:
         if self._client is not None:
@@ -233,6 +249,7 @@ class SyncEngine:
                     seconds=time.monotonic() - started,
                     checkpoint_timestamp=checkpoint.version_timestamp,
                 )
+            self._check_staging(spark)
             watch = self._watch(table.name) if self._watch is not None else nullcontext()
             with watch, self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
                 # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
