@@ -58,10 +58,16 @@ def session_of(spark: SparkSession | Callable[[], SparkSession]) -> SparkSession
     return spark() if callable(spark) else spark
 
 
-def stop_spark() -> None:
-    """Close every cached session and stop the embedded engine (tests, process shutdown)."""
+def stop_spark(only: SparkSession | None = None) -> None:
+    """Close every cached session and stop the embedded engine (tests, process shutdown).
+
+    ``only``: do so only while that session is still cached — a caller whose session died
+    must not stop the new one another thread started meanwhile.
+    """
     global _server
     with _lock:
+        if only is not None and all(session is not only for session in _sessions.values()):
+            return
         sessions = list(_sessions.values())
         _sessions.clear()
         server, _server = _server, None

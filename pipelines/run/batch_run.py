@@ -222,6 +222,7 @@ class BatchRunner:
             progress=self.services.progress_for(f"{name} {label}", len(fetched.files)),
             snapshot=snapshot,
             net_keys=step.net_keys,
+            budget=self.services.budget,
         )
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:

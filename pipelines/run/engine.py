@@ -14,14 +14,22 @@ wrong inside it — ours or a library's — fails that table only (:mod:`~shares
 says whether it is transient) and is on record in the run history; when it left the Spark session
 unusable, the session is stopped and the next table starts a new one. The CLI and the Dagster assets
 both call :class:`SyncEngine`; neither re-implements a step.
+
+A pass syncs up to ``max_parallel_tables`` tables at once, each in a thread of its own: they share
+the sharing client (httpx is thread-safe), the Spark Connect session (its client is made for use
+from several threads, and each job names its own tables), the state store (one pooled engine per
+URL, a connection per call, SQLite writers queued in-process) and one :class:`TransferBudget`
+bounding the pass's downloads and in-memory bytes. Results come back in config order.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
@@ -31,17 +39,21 @@ from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, Table
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import ConfigError, SharesyncError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sharesync.state import StateStore
+    from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
 
 log = logging.getLogger(__name__)
 
 POLL_WORKERS = 32
+
+# (table name) → what the caller holds while that table syncs under its lease: a display of running tables.
+TableWatch = Callable[[str], AbstractContextManager[object]]
 
 
 class SyncEngine:
@@ -56,34 +68,54 @@ class SyncEngine:
         spark: Callable[[], SparkSession] | None = None,
         progress: ProgressFactory | None = None,
         lease_ttl: timedelta | None = None,
+        watch: TableWatch | None = None,
     ) -> None:
         self.config = config
         self._client = client
         self._store = store
         self._spark_factory = spark
         self._progress = progress
+        self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
+        self._lock = threading.RLock()  # the lazy resources are created once, whichever thread asks first
+        self._budget: TransferBudget | None = None
+        self._staging_lock = threading.Lock()
+        self._staging_problem: str | None = None  # why the remote engine cannot read staging_dir
+        self._staging_checked = False
 
     # ------------------------------------------------------------ resources (lazy)
 
     @property
     def client(self) -> SharingClient:
-        if self._client is None:
-            from sharesync.sync.protocol.client import SharingClient
-            from sharesync.sync.protocol.profile import check_expiry, load_profile
+        with self._lock:
+            if self._client is None:
+                from sharesync.sync.protocol.client import SharingClient
+                from sharesync.sync.protocol.profile import check_expiry, load_profile
 
-            profile = load_profile(self.config.profile)
-            check_expiry(profile)
-            self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle)
-        return self._client
+                profile = load_profile(self.config.profile)
+                check_expiry(profile)
+                self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle)
+            return self._client
 
     @property
     def store(self) -> StateStore:
-        if self._store is None:
-            from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
+        with self._lock:
+            if self._store is None:
+                from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
 
-            self._store = open_store(self.config.state_store)
-        return self._store
+                self._store = open_store(self.config.state_store)
+            return self._store
+
+    @property
+    def budget(self) -> TransferBudget:
+        """The downloads and in-memory bytes every table this engine syncs shares (``defaults``)."""
+        with self._lock:
+            if self._budget is None:
+                from sharesync.sync.protocol.budget import TransferBudget
+
+                limits = self.config.defaults
+                self._budget = TransferBudget(limits.max_concurrent_downloads, limits.max_staged_megabytes * 2**20)
+            return self._budget
 
     def spark(self) -> SparkSession:
         if self._spark_factory is not None:
@@ -92,15 +124,42 @@ class SyncEngine:
 
         return get_spark(self.config.spark)
 
-    def _services(self) -> RunServices:
-        return RunServices(self.config, self.store, self.client, self.spark, self._progress)
+    def _services(self, spark: Callable[[], SparkSession]) -> RunServices:
+        return RunServices(self.config, self.store, self.client, spark, self._progress, self.budget)
 
-    def _drop_spark(self, exc: Exception) -> None:
-        """Stop the dead session (and the embedded engine); the next job starts new ones."""
+    def _tracked_spark(self, used: list[SparkSession]) -> Callable[[], SparkSession]:
+        """:meth:`spark`, remembering the session handed out (to stop that one only if it dies)."""
+
+        def spark() -> SparkSession:
+            session = self.spark()
+            used.append(session)
+            return session
+
+        return spark
+
+    def _drop_spark(self, exc: Exception, used: list[SparkSession]) -> None:
+        """Stop the dead session (and the embedded engine); the next job starts new ones.
+
+        Only if it is still the current one: tables running in parallel all see it die, and the
+        first to stop it must not have a later one stop the new session another table started.
+        """
         from sharesync.pipelines.jobs.session import stop_spark
 
         log.warning("the Spark session is gone (%s); the next table starts a new one", describe(exc))
-        stop_spark()
+        stop_spark(only=used[-1] if used else None)
+
+    def _check_staging(self, spark: Callable[[], SparkSession]) -> None:
+        """A ``spark.remote`` engine must read what this process stages: probed once, before any download."""
+        if self.config.spark.remote is None:
+            return
+        with self._staging_lock:
+            if not self._staging_checked:
+                from sharesync.pipelines.jobs.staging_probe import staging_problem
+
+                self._staging_problem = staging_problem(spark(), self.config.staging_dir, self.config.spark.remote)
+                self._staging_checked = True
+        if self._staging_problem is not None:
+            raise ConfigError(self._staging_problem)
 
     def close(self) -> None:
         if self._client is not None:
@@ -130,26 +189,38 @@ class SyncEngine:
         with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
             return dict(zip([t.name for t in tables], pool.map(poll, tables), strict=True))
 
-    def sync_all(self, names: Iterable[str] | None = None) -> list[TableSyncResult]:
-        """One pass over all (or the named) tables; a failing table never stops the others."""
+    def sync_all(self, names: Iterable[str] | None = None, *, parallel: int | None = None) -> list[TableSyncResult]:
+        """One pass over all (or the named) tables, ``parallel`` at once (default: the config's
+        ``max_parallel_tables``); a failing table never stops the others; results in config order."""
         tables = self._tables(names)
         versions = self.source_versions([t.name for t in tables])
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
-        results = []
-        for table in tables:
-            polled = versions[table.name]
-            started = time.monotonic()
-            if isinstance(polled, SharesyncError):
-                self._record_failure(table, polled, checkpoints.get(table.name), None)
-                results.append(self._failed(table, checkpoints.get(table.name), None, polled, started))
-                continue
-            try:
-                results.append(
-                    self.sync_table(table.name, source_version=polled, checkpoint=checkpoints.get(table.name))
-                )
-            except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
-                results.append(self._failed(table, self._checkpoint_after_failure(table), polled, exc, started))
-        return results
+
+        def one(table: TableConfig) -> TableSyncResult:
+            return self._pass_table(table, versions[table.name], checkpoints.get(table.name))
+
+        workers = min(parallel or self.config.defaults.parallel_tables(), len(tables))
+        if workers <= 1:
+            return [one(table) for table in tables]
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sharesync-table")
+        try:
+            return list(pool.map(one, tables))  # in config order, whichever finishes first
+        finally:
+            # Interrupted (Ctrl-C): tables not started yet are not started; running ones finish.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _pass_table(
+        self, table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None
+    ) -> TableSyncResult:
+        """One table's part of a pass; whatever fails becomes its result, never the pass's."""
+        started = time.monotonic()
+        if isinstance(polled, SharesyncError):
+            self._record_failure(table, polled, checkpoint, None)
+            return self._failed(table, checkpoint, None, polled, started)
+        try:
+            return self.sync_table(table.name, source_version=polled, checkpoint=checkpoint)
+        except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
+            return self._failed(table, self._checkpoint_after_failure(table), polled, exc, started)
 
     def sync_table(
         self,
@@ -163,6 +234,8 @@ class SyncEngine:
         table = self.config.table(name)
         started = time.monotonic()
         attempt = Attempt()
+        used: list[SparkSession] = []
+        spark = self._tracked_spark(used)
         try:
             if checkpoint is None:
                 checkpoint = self.store.get_checkpoint(table.name)
@@ -178,14 +251,16 @@ class SyncEngine:
                     seconds=time.monotonic() - started,
                     checkpoint_timestamp=checkpoint.version_timestamp,
                 )
-            with self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+            self._check_staging(spark)
+            watch = self._watch(table.name) if self._watch is not None else nullcontext()
+            with watch, self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
                 # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
                 from sharesync.pipelines.run.table_run import TableRun
 
-                return TableRun(self._services(), table, keeper, attempt).run(backfill, started)
+                return TableRun(self._services(spark), table, keeper, attempt).run(backfill, started)
         except Exception as exc:
             if session_gone(exc):
-                self._drop_spark(exc)
+                self._drop_spark(exc, used)
             if not attempt.recorded:  # failed before (or between) its batches: on record all the same
                 self._record_failure(table, exc, checkpoint, source_version)
             raise

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sharesync.state import StateStore
+    from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.download import ProgressCallback
 
@@ -21,7 +22,7 @@ ProgressFactory = Callable[[str, int], "ProgressCallback | None"]
 
 @dataclass(frozen=True)
 class RunServices:
-    """The config, state store, sharing client, Spark factory and progress display of one pass.
+    """The config, state store, sharing client, Spark factory, progress display and budget of one pass.
 
     ``spark`` is a factory, called by a job only when it has rows to write: a batch with
     nothing to apply never starts an engine.
@@ -32,6 +33,7 @@ class RunServices:
     client: SharingClient
     spark: Callable[[], SparkSession]
     progress: ProgressFactory | None = None
+    budget: TransferBudget | None = None  # shared by the tables of a pass (None: no pass-wide bound)
 
     def progress_for(self, label: str, files: int) -> ProgressCallback | None:
         if self.progress is None or files == 0:

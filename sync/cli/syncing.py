@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,8 +25,8 @@ from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.progress import Progress
+    from rich.console import Console, RenderableType
+    from rich.progress import Progress, ProgressColumn, Task
 
     from sharesync.pipelines.run.engine import SyncEngine
     from sharesync.pipelines.run.results import TableSyncResult, TargetChanges
@@ -42,53 +43,108 @@ def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[SyncEngin
     from sharesync.pipelines.run.engine import SyncEngine
 
     config = _config(ctx)
-    with _progress_bars(progress) as factory, SyncEngine(config, progress=factory) as engine:
-        yield engine
+    display = _Display() if progress and sys.stderr.isatty() else None
+    factory: ProgressFactory | None = display.download if display is not None else None
+    watch = display.table if display is not None else None
+    try:
+        with SyncEngine(config, progress=factory, watch=watch) as engine:
+            yield engine
+    finally:
+        if display is not None:
+            display.stop()
 
 
-@contextmanager
-def _progress_bars(enabled: bool) -> Iterator[ProgressFactory | None]:
-    """Rich progress bars on a terminal; nothing when output is piped or logged.
+class _Display:
+    """Rich progress on a terminal: a row per table while it syncs, a bar per batch while it downloads.
 
-    The bars start with the first download, so a pass with nothing to download neither
-    imports nor draws them.
+    Nothing is drawn (or imported) until a table has something to do, so a pass with nothing
+    new shows nothing; rows go when their table or download is done. Tables syncing in parallel
+    call in from their own threads (rich's Progress takes its own lock).
     """
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    bars: Progress | None = None  # started with the first batch that downloads
 
-    def factory(label: str, files: int) -> ProgressCallback:
-        nonlocal bars
-        if bars is None:
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bars: Progress | None = None
 
-            bars = Progress(
-                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True
-            )
-            bars.start()
-        progress = bars
-        task = progress.add_task(label, total=None)
+    def _progress(self) -> Progress:
+        with self._lock:
+            if self._bars is None:
+                from rich.progress import (
+                    BarColumn,
+                    DownloadColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TransferSpeedColumn,
+                )
+
+                self._bars = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    _on_downloads(DownloadColumn()),
+                    _on_downloads(TransferSpeedColumn()),
+                    TimeElapsedColumn(),
+                    transient=True,
+                )
+                self._bars.start()
+            return self._bars
+
+    @contextmanager
+    def table(self, name: str) -> Iterator[None]:
+        progress = self._progress()
+        task = progress.add_task(f"{name}: syncing", total=None)
+        try:
+            yield
+        finally:
+            progress.remove_task(task)
+
+    def download(self, label: str, files: int) -> ProgressCallback:
+        progress = self._progress()
+        task = progress.add_task(f"  {label}", total=None, download=True)
+        done = False
 
         def update(event: ProgressUpdate) -> None:
+            nonlocal done
+            if done:
+                return
             progress.advance(task, event.advance)
+            if event.advance == 0 and event.files_done == event.files_total:  # the batch's last file is in
+                done = True
+                progress.remove_task(task)
 
         return update
 
-    try:
-        yield factory
-    finally:
-        if bars is not None:
-            bars.stop()
+    def stop(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+
+
+def _on_downloads(column: ProgressColumn) -> ProgressColumn:
+    """``column`` on a download's row, blank on a table's row."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class OnDownloads(ProgressColumn):
+        def render(self, task: Task) -> RenderableType:
+            return column.render(task) if task.fields.get("download") else Text("")
+
+    return OnDownloads()
 
 
 @click.command("sync")
 @click.argument("names", nargs=-1)
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Sync up to N tables at once (default: defaults.max_parallel_tables, else the CPU count, at most 8).",
+)
 @click.pass_context
-def sync_command(ctx: click.Context, names: tuple[str, ...]) -> None:
+def sync_command(ctx: click.Context, names: tuple[str, ...], parallel: int | None) -> None:
     """One sync pass over all (or the named) tables."""
     with _engine(ctx, progress=True) as engine:
-        results = engine.sync_all(list(names) or None)
+        results = engine.sync_all(list(names) or None, parallel=parallel)
     print_results(results)
     from sharesync.pipelines.run.results import TableOutcome
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.filters import Predicate
+from sharesync.sync.core.limits import PassLimits
 from sharesync.sync.core.timestamps import parse_timestamp
 
 DEFAULT_CONFIG_PATH = "sharesync.yaml"
@@ -87,7 +88,7 @@ class MergeStrategy(StrEnum):
     REWRITE = "rewrite"  # always the copy-on-write rewrite (one overwrite commit)
 
 
-class TableDefaults(_Strict):
+class TableDefaults(_Strict, PassLimits):
     max_versions_per_batch: int = Field(default=100, ge=1)
     merge_strategy: MergeStrategy = MergeStrategy.AUTO
     rewrite_threshold: float = Field(

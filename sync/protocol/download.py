@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import httpx
 
 from sharesync.sync.core.errors import DownloadError, SharesyncError, UrlExpired
 from sharesync.sync.core.redact import install_log_redaction
+from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.dvfiles import DeletionVectorFile, Downloadable
 from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
 from sharesync.sync.protocol.refresh import UrlBook, UrlRefresher
@@ -127,6 +129,7 @@ class Downloader:
         hook_workers: int = 4,
         chunk_size: int = CHUNK_SIZE,
         clock: Callable[[], float] = time.time,
+        budget: TransferBudget | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -143,6 +146,7 @@ class Downloader:
         self.hook_workers = hook_workers
         self.chunk_size = chunk_size
         self._clock = clock
+        self.budget = budget  # shared with the other tables of a pass: bounds their downloads together
 
     def download(
         self,
@@ -233,7 +237,8 @@ class _Run:
         self.slots = asyncio.Semaphore(downloader.concurrency)
 
     async def job(self, http: httpx.AsyncClient, job: _Job, pool: ThreadPoolExecutor) -> None:
-        async with self.slots:
+        budget = self.d.budget.download_slot() if self.d.budget is not None else nullcontext()
+        async with self.slots, budget:
             await self._download(http, job)
         if self.on_file is not None:  # outside the slot: staging overlaps the next downloads
             await asyncio.get_running_loop().run_in_executor(pool, self.on_file, DownloadedFile(job.file, job.path))

@@ -114,6 +114,8 @@ class Faults(BaseModel):
 
     _rng: random.Random = PrivateAttr(default_factory=lambda: random.Random(0))
     faulted: int = Field(default=0, description="responses faulted so far (read it in tests)")
+    files_in_flight: int = Field(default=0, description="file downloads being served now (read it in tests)")
+    peak_files_in_flight: int = Field(default=0, description="the most file downloads served at once")
 
     def model_post_init(self, context: Any) -> None:
         self._rng = random.Random(self.seed)
@@ -236,6 +238,27 @@ class FaultMiddleware:
         await self.app(scope, receive, _StreamRewriter(faults, send))
 
     async def _file(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Counted from the request's arrival until just before its last bytes go out (not after:
+        # by then the client may have its next request in), so the count never exceeds the client's.
+        faults, counted = self.faults, True
+        faults.files_in_flight += 1
+        faults.peak_files_in_flight = max(faults.peak_files_in_flight, faults.files_in_flight)
+
+        async def send_counted(message: Message) -> None:
+            nonlocal counted
+            last = message["type"] == "http.response.body" and not message.get("more_body", False)
+            if last and counted:
+                counted = False
+                faults.files_in_flight -= 1
+            await send(message)
+
+        try:
+            await self._serve_file(scope, receive, send_counted)
+        finally:
+            if counted:
+                faults.files_in_flight -= 1
+
+    async def _serve_file(self, scope: Scope, receive: Receive, send: Send) -> None:
         faults = self.faults
         if faults.download_delay_seconds > 0:
             await asyncio.sleep(faults.download_delay_seconds)

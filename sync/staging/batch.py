@@ -14,13 +14,16 @@ import re
 import shutil
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharesync.sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
+from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
 from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
 from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback, staged_name
@@ -129,6 +132,7 @@ def stage(
     downloader_factory: Callable[[Path], Downloader] | None = None,
     snapshot: bool = False,
     net_keys: Sequence[str] | None = None,
+    budget: TransferBudget | None = None,
 ) -> StagedBatch:
     """Download ``files`` and stage each as it completes; returns the staged batch.
 
@@ -143,7 +147,27 @@ def stage(
     columns — instead of leaving no table (or, in append mode, the previous log) behind.
 
     Deletion vectors are fetched and checked first (:mod:`sharesync.sync.staging.deletions`).
+    ``budget`` (shared by the tables of a pass) bounds the downloads in flight and, for a batch
+    netted in memory, reserves its files' bytes until the netted file is written.
     """
+    netted = budget is not None and net_keys is not None  # its files are held in memory until netted
+    with budget.holding(sum(c.file.size for c in files)) if budget is not None and netted else nullcontext():
+        if downloader_factory is None:
+            downloader_factory = partial(Downloader, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget)
+        return _stage(client, result, files, layout, directory, downloader_factory, progress, snapshot, net_keys)
+
+
+def _stage(
+    client: SharingClient,
+    result: QueryResult | ChangesResult,
+    files: list[ChangeFile],
+    layout: StageLayout,
+    directory: Path,
+    downloader_factory: Callable[[Path], Downloader],
+    progress: ProgressCallback | None,
+    snapshot: bool,
+    net_keys: Sequence[str] | None,
+) -> StagedBatch:
     raw = fresh_dir(directory / "raw")
     data = fresh_dir(directory / "data")
     staged = StagedBatch(path=data)
@@ -152,9 +176,7 @@ def stage(
             pq.write_table(layout.target.empty_table(), data / "empty.parquet")
         shutil.rmtree(raw, ignore_errors=True)
         return staged
-    downloader = (
-        downloader_factory(raw) if downloader_factory else Downloader(raw, concurrency=concurrency, ca_bundle=ca_bundle)
-    )
+    downloader = downloader_factory(raw)
     refresher = refresher_for(client, result)
     deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
     sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None)

@@ -8,6 +8,7 @@ Small ``max_versions_per_batch`` makes each sync run several batches.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pyarrow.compute as pc
 import pytest
@@ -27,7 +28,9 @@ COMMITS_PER_ROUND = 4
 
 
 @pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
-def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned: bool) -> None:
+def test_random_rounds_keep_every_mode_in_sync(
+    workspace: Workspace, partitioned: bool, engine_config: dict[str, Any]
+) -> None:
     for seed, table in enumerate(("m", "a", "s", "d")):
         workspace.table(table, rows=40, partitioned=partitioned, seed=seed)
     config = workspace.config(
@@ -35,6 +38,7 @@ def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned
         workspace.spec("a", "append", max_versions_per_batch=3),
         workspace.spec("s", "snapshot"),
         workspace.spec("d", "merge", soft_delete=True),
+        **engine_config,  # the embedded engine, and a Sail server in local-cluster mode (2 workers)
     )
     engine = workspace.engine(config)
     bootstrap: dict[str, int] = {}
