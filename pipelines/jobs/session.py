@@ -7,14 +7,18 @@ imported inside the functions: importing this module must stay free, because a s
 finds nothing to do never needs an engine.
 
 Sessions are cached per configuration and guarded by a lock, so concurrent Dagster steps in
-one process share one engine instead of racing to start several.
+one process share one engine instead of racing to start several. pyspark is imported under that
+lock too (:func:`import_spark_modules`): its modules import each other in cycles, and two threads
+importing them at once (tables of one pass in parallel) fail with "partially initialized module".
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -24,7 +28,7 @@ from sharesync.sync.core.config import SparkConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "session_of", "stop_spark"]
+__all__ = ["get_spark", "import_spark_modules", "session_of", "stop_spark"]
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
 # the session creates get no deletion vectors, whatever the platform's default (Databricks turns
@@ -33,6 +37,9 @@ _FIXED_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
 }
+
+# What the jobs import lazily, beyond what the Connect session module brings in.
+_JOB_MODULES = ("pyspark.sql.functions", "pyspark.sql.window", "pyspark.errors.exceptions.connect")
 
 _lock = threading.Lock()
 _server: Any = None  # pysail.spark.SparkConnectServer, started at most once per process
@@ -46,10 +53,32 @@ def get_spark(config: SparkConfig | None = None) -> SparkSession:
     with _lock:
         session = _sessions.get(key)
         if session is None:
+            _import_modules()
             url = config.remote or _embedded_url()
             session = _connect(url, {**config.conf, **_FIXED_CONF})
+            if config.remote is None:
+                _keep_ctrl_c()
             _sessions[key] = session
         return session
+
+
+def import_spark_modules() -> None:
+    """Import the Spark Connect client and what the jobs use, one thread at a time.
+
+    Threads that may run jobs at the same time call this before the first one does: the jobs
+    import pyspark lazily, and pyspark cannot be imported by two threads at once.
+    """
+    with _lock:
+        _import_modules()
+
+
+def _import_modules() -> None:
+    """(The caller holds the lock.)"""
+    from sharesync.pipelines.jobs.spark_import import import_spark_connect
+
+    import_spark_connect()
+    for module in _JOB_MODULES:
+        importlib.import_module(module)
 
 
 def session_of(spark: SparkSession | Callable[[], SparkSession]) -> SparkSession:
@@ -96,6 +125,19 @@ def _embedded_url() -> str:
     if address is None:  # pragma: no cover - start() returns only once the port is bound
         raise RuntimeError("the embedded Sail engine did not start listening")
     return f"sc://127.0.0.1:{address[1]}"
+
+
+def _keep_ctrl_c() -> None:
+    """Give SIGINT back to Python after the embedded engine's first session.
+
+    Sail then installs a SIGINT handler of its own, with SA_RESTART: a Python thread blocked on a
+    lock (the main thread waiting for tables syncing in parallel, ``demo --keep-serving``) never
+    wakes up for Ctrl+C any more. It does so once per process; only the main thread may undo it,
+    which is why a parallel pass starts the engine there (``SyncEngine._start_engine``).
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
 
 
 def _connect(url: str, conf: dict[str, str]) -> SparkSession:

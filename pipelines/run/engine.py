@@ -44,6 +44,7 @@ from sharesync.sync.core.errors import ConfigError, SharesyncError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sharesync.pipelines.run.table_run import TableRun
     from sharesync.state import StateStore
     from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_WORKERS = 32
+_IMPORTS = threading.Lock()
 
 # (table name) → what the caller holds while that table syncs under its lease: a display of running tables.
 TableWatch = Callable[[str], AbstractContextManager[object]]
@@ -79,6 +81,7 @@ class SyncEngine:
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
         self._lock = threading.RLock()  # the lazy resources are created once, whichever thread asks first
         self._budget: TransferBudget | None = None
+        self._in_parallel = False  # tables of a pass are syncing in threads right now
         self._staging_lock = threading.Lock()
         self._staging_problem: str | None = None  # why the remote engine cannot read staging_dir
         self._staging_checked = False
@@ -199,15 +202,28 @@ class SyncEngine:
         def one(table: TableConfig) -> TableSyncResult:
             return self._pass_table(table, versions[table.name], checkpoints.get(table.name))
 
-        workers = min(parallel or self.config.defaults.parallel_tables(), len(tables))
+        busy = [t for t in tables if _has_work(t, versions[t.name], checkpoints.get(t.name))]
+        workers = min(parallel or self.config.defaults.parallel_tables(), len(busy))
         if workers <= 1:
             return [one(table) for table in tables]
+        self._start_engine()
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sharesync-table")
+        self._in_parallel = True
         try:
             return list(pool.map(one, tables))  # in config order, whichever finishes first
         finally:
             # Interrupted (Ctrl-C): tables not started yet are not started; running ones finish.
             pool.shutdown(wait=True, cancel_futures=True)
+            self._in_parallel = False
+
+    def _start_engine(self) -> None:
+        """Start Spark in this (the main) thread before tables need it in theirs: pyspark cannot be
+        imported by two threads at once, and the embedded engine, started from any other thread,
+        takes over SIGINT — Ctrl+C would no longer reach Python. A failure is each table's own."""
+        try:
+            self.spark()
+        except Exception as exc:  # noqa: BLE001 - reported by every table that needs the engine
+            log.warning("the Spark engine did not start (%s); the tables that need it will fail", describe(exc))
 
     def _pass_table(
         self, table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None
@@ -254,10 +270,8 @@ class SyncEngine:
             self._check_staging(spark)
             watch = self._watch(table.name) if self._watch is not None else nullcontext()
             with watch, self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
-                # Imported here: a pass with nothing new never pays for Arrow, downloads or Spark.
-                from sharesync.pipelines.run.table_run import TableRun
-
-                return TableRun(self._services(spark), table, keeper, attempt).run(backfill, started)
+                run = _table_run(spark_too=self._in_parallel)
+                return run(self._services(spark), table, keeper, attempt).run(backfill, started)
         except Exception as exc:
             if session_gone(exc):
                 self._drop_spark(exc, used)
@@ -337,6 +351,26 @@ class SyncEngine:
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
         )
+
+
+def _table_run(*, spark_too: bool) -> type[TableRun]:
+    """Imported on first use — a pass with nothing new never pays for Arrow, downloads or Spark — by
+    one thread at a time. ``spark_too`` (tables in parallel): pyspark as well, before any job imports
+    it lazily, as two threads importing pyspark at once fail (its modules import each other in cycles)."""
+    with _IMPORTS:
+        from sharesync.pipelines.run.table_run import TableRun
+    if spark_too:
+        from sharesync.pipelines.jobs.session import import_spark_modules
+
+        import_spark_modules()
+    return TableRun
+
+
+def _has_work(table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None) -> bool:
+    """Whether the table will do more than the cheap up-to-date check (the one sync_table makes first)."""
+    if isinstance(polled, SharesyncError):
+        return False
+    return checkpoint is None or not _nothing_new(table, checkpoint, polled)
 
 
 def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int) -> bool:

@@ -62,8 +62,11 @@ def session_gone(exc: BaseException) -> bool:
 
 
 def _spark_connect_error(exc: BaseException) -> SparkConnectException | None:
-    if "pyspark.errors" not in sys.modules:
-        return None  # Spark was never imported, so it raised nothing
+    module = sys.modules.get("pyspark.errors.exceptions.connect")
+    if module is None or getattr(module.__spec__, "_initializing", False):
+        # Not imported (or another thread is importing it): nothing raised one. Importing it here
+        # could race that thread through pyspark's import cycles.
+        return None
     from pyspark.errors.exceptions.connect import SparkConnectException
 
     return exc if isinstance(exc, SparkConnectException) else None

@@ -72,3 +72,23 @@ def test_phases_breaks_down_a_shape(dirs: dict[str, Path]) -> None:
         assert f"narrow-{scenario} (narrow_10000, scale 0.01): median of 1 run(s)" in done.stdout
     assert "| get_spark (engine start on 1st call) |" in done.stdout
     assert "| stage (download+stage, wall) |" in done.stdout
+
+
+def test_scale_bench_runs_both_scenarios(dirs: dict[str, Path]) -> None:
+    """``bench.scale``: many tables (parallel, serial, peer loop, one table) and the engines, verified."""
+    tables = _bench(
+        "bench.scale", "tables", "--tables", "3", "--scale", "0.05", "--runs", "1",
+        "--work", str(dirs["work"] / "tables"), "--results", str(dirs["results"]), data=dirs["data"],
+    )  # fmt: skip
+    assert tables.returncode == 0, tables.stdout[-4000:] + tables.stderr[-4000:]
+    for pipeline in ("parallel", "serial", "peer-loop"):
+        assert f"{pipeline}: all 3 targets equal the provider" in tables.stdout
+    assert "peak RSS parallel / one table" in tables.stdout
+
+    engines = _bench(
+        "bench.scale", "engines", "--shape", "small", "--scale", "0.01", "--runs", "1", "--workers", "2",
+        "--work", str(dirs["work"] / "engines"), "--results", str(dirs["results"]), data=dirs["data"],
+    )  # fmt: skip
+    assert engines.returncode == 0, engines.stdout[-4000:] + engines.stderr[-4000:]
+    for variant in ("embedded", "local-cluster-2"):
+        assert f"{variant}: target equals the provider" in engines.stdout

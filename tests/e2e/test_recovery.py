@@ -90,7 +90,7 @@ def test_a_crash_mid_pass_keeps_the_last_batch_and_the_next_pass_finishes(worksp
         flaky = workspace.engine(config, spark=FlakySpark(fail_on=3))  # m: batches 1, 2 pass; 3 fails
     else:
         flaky = workspace.engine(config, store=FlakyStore(store, fail_on=2))  # m: batch 2 wrote, no checkpoint
-    results = {r.name: r for r in flaky.sync_all()}
+    results = {r.name: r for r in flaky.sync_all(parallel=1)}  # m before a: the injected failure hits m
 
     failed = results[workspace.name("m")]
     assert failed.outcome is TableOutcome.FAILED and "injected" in (failed.error or "")
@@ -132,7 +132,8 @@ def test_a_spark_failure_fails_only_its_table_and_the_next_table_gets_a_new_sess
         workspace.table(table, rows=20, seed=40 + seed)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"), workspace.spec("s", "snapshot"))
 
-    results = {r.name: r for r in workspace.engine(config, spark=DyingSession(workspace.target("m"))).sync_all()}
+    dying = workspace.engine(config, spark=DyingSession(workspace.target("m")))
+    results = {r.name: r for r in dying.sync_all(parallel=1)}  # one table after another: m, then a, then s
 
     failed = results[workspace.name("a")]
     assert failed.outcome is TableOutcome.FAILED and failed.transient
