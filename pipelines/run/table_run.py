@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from sharesync.pipelines.jobs.identity import Glance, glance, high_water_mark, read_identity
+from sharesync.pipelines.jobs.target import check_storage_access
 from sharesync.pipelines.run.apply import apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.context import TableContext, table_context
@@ -86,6 +87,7 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
+        check_storage_access(table.target, self.services.config.staging_dir)  # object storage: a probe write
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
