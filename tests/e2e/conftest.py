@@ -7,6 +7,7 @@
   ``SyncEngine`` that is closed after the test, ``counting_client()`` a client whose requests
   are recorded (for "nothing new means one ``/version`` call and no engine" assertions).
 * ``cli``: runs ``sharesync`` in-process and returns exit code and output.
+* ``s3_workspace``: the same with targets and staging in the moto S3 bucket (``support.s3``).
 
 One Sail engine serves the whole test session (``sharesync.pipelines.jobs.session`` caches it).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.e2e import Workspace
+from support.s3 import S3Store, S3Workspace
 
 from sharesync.sync.server.runner import SharingServer
 
@@ -39,3 +41,13 @@ def workspace(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Ite
     yield ws
     ws.close()
 
+
+@pytest.fixture
+def s3_workspace(
+    tmp_path: Path, start_server: Callable[..., SharingServer], s3_server: S3Store
+) -> Iterator[S3Workspace]:
+    provider = tmp_path / "provider"
+    provider.mkdir()
+    ws = S3Workspace(tmp_path, start_server(provider), s3_server)
+    yield ws
+    ws.close()
