@@ -189,7 +189,7 @@ def _filesystem(kind: StoreKind, settings: StoreSettings | None, account: str | 
         schemes = {"blob_storage_scheme": host.scheme, "dfs_storage_scheme": host.scheme} if host else {}
         return pafs.AzureFileSystem(
             account,
-            secret(s.account_key),
+            account_key=secret(s.account_key),
             sas_token=secret(s.sas_token),
             client_id=s.client_id,
             client_secret=secret(s.client_secret),
