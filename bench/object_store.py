@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                 config = state.config if name == "local" else s3
                 m = run_child(sharesync_argv(config), log_to=work / "logs" / f"{name}-{run}.log", server_pid=server.pid)
                 walls[name].append(m.wall)
-                log(f"  incremental/{name:<5} run {run + 1}: {m.wall:7.2f} s  {m.maxrss_mib:6.0f} MiB  cpu {m.cpu:5.1f} s")
+                log(
+                    f"  incremental/{name:<5} run {run + 1}: {m.wall:7.2f} s  {m.maxrss_mib:6.0f} MiB  cpu {m.cpu:5.1f} s"
+                )
         verify(w, {"local": state.sharesync / "target"})
         verify(w, {"s3": f"s3://{BUCKET}/target"}, storage_options=moto.options())
         local, remote = statistics.median(walls["local"]), statistics.median(walls["s3"])

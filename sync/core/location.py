@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sharesync.sync.core.errors import ConfigError, SharesyncError, TargetError
-from sharesync.sync.core.storage import SCHEMES, StoreKind, StoreSettings, current_storage, scheme_of
+from sharesync.sync.core.storage import (
+    SCHEMES,
+    StoreKind,
+    StoreSettings,
+    current_storage,
+    scheme_of,
+    settings_from_environment,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -136,7 +143,7 @@ def locate(place: Place) -> Location:
     if kind is None:
         raise ConfigError(f"'{text}': sharesync reads and writes local paths and {', '.join(SCHEMES)} URIs only")
     matched = current_storage().match(text)
-    settings = matched[1] if matched is not None else None
+    settings = matched[1] if matched is not None else settings_from_environment(kind)
     container, key, account = _split(kind, text, settings)
     filesystem = _filesystem(kind, settings, account)
     return Location(text.rstrip("/"), f"{container}/{key}".rstrip("/"), filesystem, matched[0] if matched else None)
@@ -167,10 +174,9 @@ def _local_filesystem() -> pafs.FileSystem:
 
 
 @functools.lru_cache(maxsize=32)
-def _filesystem(kind: StoreKind, settings: StoreSettings | None, account: str | None) -> pafs.FileSystem:
+def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.FileSystem:
     import pyarrow.fs as pafs
 
-    s = settings or StoreSettings()
     secret = _reveal
     if kind is StoreKind.S3:
         endpoint = {"endpoint_override": s.endpoint, "scheme": urlparse(s.endpoint).scheme} if s.endpoint else {}

@@ -176,6 +176,22 @@ def _azure_options(s: StoreSettings) -> dict[str, str]:
     )
 
 
+def settings_from_environment(kind: StoreKind, environ: Mapping[str, str] | None = None) -> StoreSettings:
+    """For a URI no prefix matches: what the standard variables say, read back through the same
+    mapping, so pyarrow reaches the store that deltalake and the embedded engine find there."""
+    env = os.environ if environ is None else environ
+    if kind is StoreKind.GCS:
+        return StoreSettings()
+    names = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
+             "secret_access_key": "AWS_SECRET_ACCESS_KEY", "session_token": "AWS_SESSION_TOKEN"}  # fmt: skip
+    if kind is StoreKind.AZURE:
+        names = {"endpoint": "AZURE_STORAGE_ENDPOINT", "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
+                 "account_key": "AZURE_STORAGE_ACCOUNT_KEY", "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+                 "client_id": "AZURE_STORAGE_CLIENT_ID", "client_secret": "AZURE_STORAGE_CLIENT_SECRET",
+                 "tenant_id": "AZURE_STORAGE_TENANT_ID"}  # fmt: skip
+    return StoreSettings.model_validate({field: env[name] for field, name in names.items() if env.get(name)})
+
+
 def _reveal(secret: SecretStr | None) -> str | None:
     return None if secret is None else secret.get_secret_value()
 

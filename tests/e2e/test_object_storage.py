@@ -62,6 +62,21 @@ def test_an_added_column_evolves_every_mode_in_s3(s3_workspace: S3Workspace) -> 
     assert_snapshot_target_matches(s, ws.target("s"), source_version(s), storage_options=options)
 
 
+def test_without_a_storage_section_the_standard_environment_variables_reach_the_store(
+    s3_workspace: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, store = s3_workspace, s3_workspace.store
+    for name, value in store.options().items():
+        monkeypatch.setenv(name, value)
+    ws.table("m", rows=10)
+    engine = ws.engine(ws.config(ws.spec("m"), storage=None))
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    ws.commit("m", 2, seed=4)
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    m = ws.path("m")
+    assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=store.options())
+
+
 def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Workspace) -> None:
     ws, options = s3_workspace, s3_workspace.store.options()
     ws.table("m", rows=10)

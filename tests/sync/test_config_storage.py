@@ -10,7 +10,7 @@ import pytest
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
-from sharesync.sync.core.storage import StorageSection, use_storage
+from sharesync.sync.core.storage import StorageSection, StoreKind, settings_from_environment, use_storage
 
 SECRET = "s3cr3t-value-for-tests"  # noqa: S105 - a test value
 
@@ -135,3 +135,13 @@ def test_secrets_of_the_section_are_masked_wherever_they_appear() -> None:
         assert "masked-secret-4242" not in redact("the store said: masked-secret-4242 is wrong")
     finally:
         use_storage(StorageSection())
+
+
+def test_a_uri_no_prefix_matches_is_reached_with_the_standard_environment_variables() -> None:
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": SECRET}
+    settings = settings_from_environment(StoreKind.S3, env)
+    assert (settings.endpoint, settings.region) == ("http://127.0.0.1:9000", "eu-west-1")
+    assert settings.secret_access_key is not None and settings.secret_access_key.get_secret_value() == SECRET
+    assert SECRET not in repr(settings)
+    azure = settings_from_environment(StoreKind.AZURE, {"AZURE_STORAGE_ACCOUNT_NAME": "acct"})
+    assert azure.account_name == "acct" and azure.account_key is None
