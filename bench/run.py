@@ -311,14 +311,20 @@ def start_state(base: Path, w: wl.Workload, profile: Path, *, peer: bool = True,
     return state
 
 
-def verify(w: wl.Workload, targets: dict[str, Path]) -> None:
+def verify(w: wl.Workload, targets: dict[str, Path | str], storage_options: dict[str, str] | None = None) -> None:
     """Every target equals the provider's table at its latest version: all columns, all rows."""
     from deltalake import DeltaTable
 
     expected = DeltaTable(str(w.table_path)).to_pyarrow_table().sort_by("id")
     names = expected.column_names
     for pipeline, path in targets.items():
-        got = DeltaTable(str(path)).to_pyarrow_table(columns=names).select(names).cast(expected.schema).sort_by("id")
+        got = (
+            DeltaTable(str(path), storage_options=storage_options)
+            .to_pyarrow_table(columns=names)
+            .select(names)
+            .cast(expected.schema)
+            .sort_by("id")
+        )
         if got.num_rows != expected.num_rows:
             raise SystemExit(f"{pipeline} target {path}: {got.num_rows:,} rows, the provider has {expected.num_rows:,}")
         differ = [n for n in names if not got.column(n).equals(expected.column(n))]

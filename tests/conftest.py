@@ -10,6 +10,8 @@
   fixtures of other suites; leave its faults and clock alone.
 * ``start_server(root, **options)``: start another server (own token, faults, settings);
   it is stopped when the test ends.
+* ``s3_server`` (session): moto's S3 server on loopback with a bucket and credentials
+  (``support.s3``), for targets and staging in object storage.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.cli_runner import CliResult, cli_runner
@@ -29,6 +31,9 @@ from sharesync.sync.server.samples import (
     create_cdf_disabled_table,
     create_sample_table,
 )
+
+if TYPE_CHECKING:
+    from support.s3 import S3Store
 
 TEST_TOKEN = "sharesync-test-token"
 
@@ -73,6 +78,14 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., SharingServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Store]:
+    from support.s3 import s3_store  # moto: imported by the tests that use it only
+
+    with s3_store() as store:
+        yield store
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ import dagster as dg
 from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     from sharesync.pipelines.run.engine import SyncEngine
@@ -59,7 +60,7 @@ def duplicate_keys(path: str, keys: Sequence[str], *, current_only: bool) -> tup
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        dataset = DeltaTable(path).to_pyarrow_dataset()
+        dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
     except TableNotFoundError:
         return None
     rows = dataset.to_table(columns=list(keys), filter=ds.field(IS_CURRENT) if current_only else None)

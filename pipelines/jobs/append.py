@@ -10,7 +10,6 @@ crashed before its checkpoint — and this attempt is about to write the same ro
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
@@ -25,6 +24,7 @@ from sharesync.pipelines.jobs.target import (
     require_columns,
 )
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
+from sharesync.sync.core.location import Place
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -34,7 +34,7 @@ __all__ = ["apply_append"]
 
 def apply_append(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     *,
     after_version: int,

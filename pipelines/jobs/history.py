@@ -19,7 +19,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, VALID_FROM_VERSION, VERSION_COLUMN, projected
@@ -39,6 +38,7 @@ from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
+from sharesync.sync.core.location import Location, Place, locate
 from sharesync.sync.staging.history_plan import HistoryPlan, SnapshotAt, plan_history
 from sharesync.sync.staging.netting import NETTED_FILE
 
@@ -66,7 +66,7 @@ class HistoryStats(ApplyStats):
 
 @dataclass(frozen=True)
 class _Job:
-    staged: Path
+    staged: Location
     target: str
     keys: Sequence[str]
     columns: Sequence[str] | None
@@ -79,7 +79,7 @@ class _Job:
 
 def apply_history(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     *,
     keys: Sequence[str],
@@ -98,7 +98,7 @@ def apply_history(
     the earlier ones of the replay wrote. A missing target is created from the batch.
     """
     job = _Job(
-        Path(staged), target, keys, columns, row_filter, track_history, track_history_except, replay_from,
+        locate(staged), target, keys, columns, row_filter, track_history, track_history_except, replay_from,
         rewrite_threshold,
     )  # fmt: skip
     return _apply(spark, job, None, replace=False)
@@ -106,7 +106,7 @@ def apply_history(
 
 def bootstrap_history(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     *,
     keys: Sequence[str],
@@ -129,7 +129,7 @@ def bootstrap_history(
     ``version`` and the snapshot's rows open; the history before stays. ``replay_from`` (a full
     refresh from that version): history from it on is removed first.
     """
-    job = _Job(Path(staged), target, keys, columns, row_filter, None, None, replay_from, rewrite_threshold)
+    job = _Job(locate(staged), target, keys, columns, row_filter, None, None, replay_from, rewrite_threshold)
     return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
 
 
@@ -226,24 +226,25 @@ def _rewrites(plan: HistoryPlan, target_rows: int, threshold: float | None) -> b
     return threshold is not None and plan.actions.num_rows >= threshold * target_rows
 
 
-def _stage_plan(session: SparkSession, plan: HistoryPlan, staged: Path) -> DataFrame:
+def _stage_plan(session: SparkSession, plan: HistoryPlan, staged: Location) -> DataFrame:
     """The plan as one parquet file next to the batch, read by the engine as the write's source."""
     import pyarrow.parquet as pq
 
-    directory = staged / _PLAN_DIR
-    directory.mkdir(exist_ok=True)
-    path = directory / "plan.parquet"
-    pq.write_table(plan.actions, path, compression="lz4")
-    return session.read.parquet(str(path))
+    directory = staged.join(_PLAN_DIR)
+    if directory.is_local:
+        directory.filesystem.create_dir(directory.path)
+    path = directory.join("plan.parquet")
+    pq.write_table(plan.actions, path.path, filesystem=path.filesystem, compression="lz4")
+    return session.read.parquet(path.uri)
 
 
-def _read_changes(files: Sequence[Path], state: TargetState) -> pa.Table:
+def _read_changes(files: Sequence[Location], state: TargetState) -> pa.Table:
     """The batch's change rows; with no file (a backfill's empty first batch), none in the target's columns."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if files:
-        return pa.concat_tables([pq.read_table(f) for f in files], promote_options="none")
+        return pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
     fields = [f for f in table_schema(state.path) if f.name not in HISTORY_COLUMNS]
     types = {CHANGE_TYPE: pa.string(), COMMIT_VERSION: pa.int64(), COMMIT_TIMESTAMP: pa.timestamp("us", tz="UTC")}
     return pa.schema([*fields, *(pa.field(c, types[c]) for c in CHANGE_COLUMNS)]).empty_table()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
+from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,7 +26,7 @@ def read_history(path: str, keys: Sequence[str], values: Sequence[str] = ()) -> 
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
-    dataset = DeltaTable(path).to_pyarrow_dataset()
+    dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
     narrow = [*keys, VALID_FROM_VERSION, VALID_TO_VERSION, IS_CURRENT]
     if not values:
         return dataset.to_table(columns=narrow)
@@ -38,7 +39,7 @@ def read_history(path: str, keys: Sequence[str], values: Sequence[str] = ()) -> 
 def table_schema(path: str) -> pa.Schema:
     from deltalake import DeltaTable
 
-    return DeltaTable(path).to_pyarrow_dataset().schema
+    return DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset().schema
 
 
 def current_rows(path: str) -> int:
@@ -46,7 +47,11 @@ def current_rows(path: str) -> int:
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
-    return int(DeltaTable(path).to_pyarrow_dataset().count_rows(filter=ds.field(IS_CURRENT)))
+    return int(
+        DeltaTable(path, storage_options=storage_options(path))
+        .to_pyarrow_dataset()
+        .count_rows(filter=ds.field(IS_CURRENT))
+    )
 
 
 def history_start(path: str) -> int | None:
@@ -56,7 +61,7 @@ def history_start(path: str) -> int | None:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        dataset = DeltaTable(path).to_pyarrow_dataset()
+        dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
     except TableNotFoundError:
         return None
     if VALID_FROM_VERSION not in dataset.schema.names:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from functools import reduce
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import (
@@ -50,6 +49,7 @@ from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
+from sharesync.sync.core.location import Place
 from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ _UPSERT = "_sharesync_upsert"  # merge source only: TRUE = the winning image sta
 
 def apply_merge(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     *,
     keys: Sequence[str],
@@ -104,7 +104,7 @@ def apply_merge(
     session = session_of(spark)
     data_columns = projection(read_staged(session, staged, files), keys, columns)
     by_lower = {c.lower(): c for c in data_columns}
-    netted = net_staged_batch(Path(staged), [by_lower[k.lower()] for k in keys])
+    netted = net_staged_batch(staged, [by_lower[k.lower()] for k in keys])
     null_keys, rows = netted.null_keys, netted.rows_before
     df = read_staged(session, staged)
     net = _merge_source(df, data_columns, row_filter)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from sharesync.sync.core.storage import storage_options
+
 __all__ = ["WRITES", "ApplyStats", "Commit", "commit_metrics", "total", "version_after"]
 
 # A DataFrame save is "WRITE" on Delta Lake/Spark; Sail calls the one that creates a table "CREATE TABLE".
@@ -50,7 +52,7 @@ def commit_metrics(path: str, after_version: int | None) -> list[Commit]:
     """The commits of the Delta table at ``path`` newer than ``after_version``, oldest first."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path)
+    table = DeltaTable(path, storage_options=storage_options(path))
     newest = table.version()
     start = -1 if after_version is None else after_version
     if newest <= start:

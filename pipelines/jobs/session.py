@@ -10,6 +10,14 @@ Sessions are cached per configuration and guarded by a lock, so concurrent Dagst
 one process share one engine instead of racing to start several. pyspark is imported under that
 lock too (:func:`import_spark_modules`): its modules import each other in cycles, and two threads
 importing them at once (tables of one pass in parallel) fail with "partially initialized module".
+
+Object storage (:mod:`sharesync.sync.core.storage`): the embedded engine reads its settings from
+the environment of this process (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AZURE_STORAGE_…``),
+and its storage clients keep what they first read — credentials for the life of the process. So
+the ``storage:`` settings become environment variables before the engine first needs them, and a
+later config asking for different values fails with a ConfigError instead of being ignored. A
+remote Spark gets the per-bucket S3A settings it may take through Spark Connect; its credentials
+are configured on the server.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from sharesync.sync.core.config import SparkConfig
+from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.storage import current_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,18 +54,23 @@ _JOB_MODULES = ("pyspark.sql.functions", "pyspark.sql.window", "pyspark.errors.e
 _lock = threading.Lock()
 _server: Any = None  # pysail.spark.SparkConnectServer, started at most once per process
 _sessions: dict[tuple[str | None, tuple[tuple[str, str], ...]], SparkSession] = {}
+_engine_environment: dict[str, str] = {}  # storage settings given to the embedded engine, ever
 
 
 def get_spark(config: SparkConfig | None = None) -> SparkSession:
     """The cached session for ``config``; starts the embedded Sail engine on first use."""
     config = config or SparkConfig()
-    key = (config.remote, tuple(sorted(config.conf.items())))
+    storage = current_storage()
+    conf = {**(storage.remote_spark_conf() if config.remote else {}), **config.conf}
+    key = (config.remote, tuple(sorted(conf.items())))
     with _lock:
+        if config.remote is None:
+            _export_environment(storage.engine_environment())
         session = _sessions.get(key)
         if session is None:
             _import_modules()
             url = config.remote or _embedded_url()
-            session = _connect(url, {**config.conf, **_FIXED_CONF})
+            session = _connect(url, {**conf, **_FIXED_CONF})
             if config.remote is None:
                 _keep_ctrl_c()
             _sessions[key] = session
@@ -79,6 +94,19 @@ def _import_modules() -> None:
     import_spark_connect()
     for module in _JOB_MODULES:
         importlib.import_module(module)
+
+
+def _export_environment(wanted: dict[str, str]) -> None:
+    """Give the embedded engine the storage settings, as the environment it reads (caller holds the lock)."""
+    changed = sorted(k for k, v in wanted.items() if _engine_environment.get(k, v) != v)
+    if changed:
+        raise ConfigError(
+            f"storage: the embedded engine of this process already works with other settings ({', '.join(changed)}); "
+            "its storage clients keep what they first read. Run one sharesync process per storage configuration, "
+            "or a Spark Connect server (spark.remote)"
+        )
+    _engine_environment.update(wanted)
+    os.environ.update(wanted)
 
 
 def session_of(spark: SparkSession | Callable[[], SparkSession]) -> SparkSession:

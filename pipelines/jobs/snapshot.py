@@ -10,7 +10,6 @@ they hold — one layout for both also lets a table switch modes without a rewri
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import (
@@ -35,6 +34,7 @@ from sharesync.pipelines.jobs.target import (
 from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.errors import TargetError
+from sharesync.sync.core.location import Place
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -44,7 +44,7 @@ __all__ = ["apply_snapshot", "replace_target"]
 
 def replace_target(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     *,
     keys: Sequence[str] = (),
@@ -62,7 +62,7 @@ def replace_target(
 
 def apply_snapshot(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     *,
     columns: Sequence[str] | None = None,
@@ -79,7 +79,7 @@ def apply_snapshot(
 
 def _replace(
     spark: SparkSession | Callable[[], SparkSession],
-    staged: str | Path,
+    staged: Place,
     target: str,
     keys: Sequence[str],
     columns: Sequence[str] | None,

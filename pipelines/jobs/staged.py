@@ -10,11 +10,11 @@ every row an ``insert`` at the snapshot version; a merge-mode batch may be one n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.errors import SyncError
+from sharesync.sync.core.location import Location, Place, locate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -22,24 +22,21 @@ if TYPE_CHECKING:
 __all__ = ["count_rows", "read_staged", "staged_files"]
 
 
-def staged_files(path: str | Path) -> list[Path]:
+def staged_files(path: Place) -> list[Location]:
     """The batch's data files, by Spark's own rule: names starting with ``_`` or ``.`` are not
     data (``_SUCCESS``, ``.crc``), and neither is a ``*.tmp`` file still being written.
 
     A missing directory is an error, not an empty batch: treating it as empty would let the
-    checkpoint move past changes that were never applied.
+    checkpoint move past changes that were never applied. (In an object store, the stager's
+    directory marker is what makes an empty directory exist.)
     """
-    directory = Path(path)
-    if not directory.is_dir():
+    directory = locate(path)
+    if directory.kind() != "directory":
         raise SyncError(f"staged batch '{directory}' does not exist; stage the batch again")
-    return sorted(
-        p
-        for p in directory.iterdir()
-        if p.is_file() and not p.name.startswith(("_", ".")) and not p.name.endswith(".tmp")
-    )
+    return [f for f in directory.files() if not f.name.startswith(("_", ".")) and not f.name.endswith(".tmp")]
 
 
-def read_staged(spark: SparkSession, path: str | Path, files: Sequence[Path] | None = None) -> DataFrame:
+def read_staged(spark: SparkSession, path: Place, files: Sequence[Location] | None = None) -> DataFrame:
     """The staged change rows of a non-empty batch.
 
     The explicit file list (not the directory) is read, so the engine sees exactly the files
@@ -48,15 +45,19 @@ def read_staged(spark: SparkSession, path: str | Path, files: Sequence[Path] | N
     files = staged_files(path) if files is None else files
     if not files:
         raise SyncError(f"staged batch '{path}' is empty; check staged_files() before reading it")
-    df = spark.read.parquet(*[str(f) for f in files])
+    df = spark.read.parquet(*[f.uri for f in files])
     missing = [c for c in CHANGE_COLUMNS if c not in df.columns]
     if missing:
         raise SyncError(f"staged batch '{path}' lacks the change-feed columns {missing}; it was staged wrongly")
     return df
 
 
-def count_rows(files: Sequence[Path]) -> int:
+def count_rows(files: Sequence[Location]) -> int:
     """Rows staged, from the parquet footers: no engine work."""
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    total = 0
+    for file in files:
+        with file.open_input() as source:
+            total += pq.ParquetFile(source).metadata.num_rows
+    return total

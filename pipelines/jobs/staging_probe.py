@@ -11,12 +11,12 @@ download of a pass, a tiny parquet file holding a random token is written under
 from __future__ import annotations
 
 import secrets
-import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sharesync.sync.core.location import Location, Place, locate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,19 +30,20 @@ RULE = (
 )
 
 
-def staging_problem(spark: SparkSession, staging_dir: Path, remote: str) -> str | None:
+def staging_problem(spark: SparkSession, staging_dir: Place, remote: str) -> str | None:
     """Why the engine at ``remote`` cannot read ``staging_dir`` (None: it read the probe back)."""
     token = secrets.token_hex(16)
-    directory = staging_dir / f".probe-{token}"
+    directory = locate(staging_dir).join(f".probe-{token}")
     try:
-        directory.mkdir(parents=True)
-        pq.write_table(pa.table({PROBE_COLUMN: [token]}), directory / "probe.parquet")
+        probe = directory.make_empty().join("probe.parquet")
+        pq.write_table(pa.table({PROBE_COLUMN: [token]}), probe.path, filesystem=probe.filesystem)
     except OSError as exc:
-        return f"staging_dir '{staging_dir}' is not writable here ({exc.strerror}); choose another staging_dir"
+        reason = exc.strerror or str(exc).splitlines()[0]
+        return f"staging_dir '{staging_dir}' is not writable here ({reason}); choose another staging_dir"
     try:
         seen, said = _read_back(spark, directory)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        directory.remove()
     if seen == [(token,)]:
         return None
     said = said or f" (it read {len(seen)} row(s), not the probe's one)"
@@ -52,13 +53,13 @@ def staging_problem(spark: SparkSession, staging_dir: Path, remote: str) -> str 
     )
 
 
-def _read_back(spark: SparkSession, directory: Path) -> tuple[list[tuple[object, ...]], str]:
+def _read_back(spark: SparkSession, directory: Location) -> tuple[list[tuple[object, ...]], str]:
     """The rows the engine reads at ``directory``, and what it said if it refused (engines differ:
     Sail reads a directory it cannot see as no rows, Spark says the path does not exist)."""
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     try:
-        return [tuple(row) for row in spark.read.parquet(str(directory)).collect()], ""
+        return [tuple(row) for row in spark.read.parquet(directory.uri).collect()], ""
     except SparkConnectGrpcException as exc:  # AnalysisException included
         if exc.getGrpcStatusCode().name == "UNAVAILABLE":
             raise  # the engine is gone, which is no statement about the directory

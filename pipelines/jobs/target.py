@@ -4,7 +4,10 @@ Checks happen before any write, with ``deltalake`` and the filesystem, so an unu
 fails fast with a clear :class:`TargetError` (or, for a breaking schema change,
 :class:`SchemaIncompatible`) instead of an engine stack trace half-way through a job. This
 assumes the target is reachable from this process as well as from the engine — the same
-requirement as the staging directory, whose files the engine reads.
+requirement as the staging directory, whose files the engine reads. A target in an object
+store gets the same checks through pyarrow's filesystem (:mod:`sharesync.sync.core.location`),
+with the ``storage:`` settings of its prefix; whether it is writable shows only by writing, so
+the run probes it once per pass (:func:`~sharesync.sync.core.location.probe_writable`).
 
 Registration: Sail's ``DataFrame.mergeInto`` needs a catalog table name (a ``delta.`/path```
 identifier is rejected), so before a MERGE or DELETE the target is registered as an external
@@ -29,6 +32,8 @@ from sharesync.pipelines.jobs.columns import col
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
 from sharesync.sync.core.errors import TargetError
+from sharesync.sync.core.location import DIR_MARKER, locate, probe_writable, storage_failure
+from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TargetState",
     "added_columns",
+    "check_storage_access",
     "create_target",
     "inspect_target",
     "register_target",
@@ -77,11 +83,13 @@ def inspect_target(path: str) -> TargetState:
         _check_local(local, path)
         if not (local / "_delta_log").is_dir():
             return TargetState(path, None, None)
+    elif not _check_remote(path):
+        return TargetState(path, None, None)
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(path)
+        table = DeltaTable(path, storage_options=storage_options(path))
     except TableNotFoundError:
         # No commit yet: either nothing there, or files left by a write that crashed before
         # its first commit — uncommitted files are not part of any Delta table.
@@ -101,6 +109,17 @@ def _refuse_deletion_vectors(path: str, configuration: dict[str, str], reader_fe
             f"MERGE-update such a table). Set {DELETION_VECTORS_PROPERTY}=false and purge them (REORG TABLE … APPLY "
             "(PURGE)) with the engine that wrote it, or point 'target' at a new path"
         )
+
+
+def check_storage_access(target: str, staging_dir: Path | str) -> None:
+    """Probe-write a target and a staging directory in object storage, before anything downloads.
+
+    Wrong credentials, a missing bucket or an unreachable endpoint then stop the table with one
+    line naming the location and the setting to fix, and nothing is written; local paths have
+    their own checks in :func:`inspect_target`.
+    """
+    probe_writable(locate(target), f"target '{target}'")
+    probe_writable(locate(staging_dir), f"staging_dir '{staging_dir}'")
 
 
 def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> None:
@@ -167,7 +186,7 @@ def _local_path(path: str) -> Path | None:
     if parsed.scheme == "file":
         return Path(parsed.path)
     if "://" in path:
-        return None  # object store: existence and permissions are the engine's business
+        return None  # object store: _check_remote
     return Path(path)
 
 
@@ -179,31 +198,70 @@ _DATA_FILE = re.compile(
 _PARTITION_DIR = re.compile(r"[^=]+=.*")
 
 
-def _uncommitted_write(local: Path) -> bool:
-    """True when ``local`` holds nothing but data files of a Delta write that never committed.
+def _uncommitted_write(entries: Sequence[tuple[str, bool]]) -> bool:
+    """True when ``entries`` (relative path, is a file) are nothing but data files of a Delta
+    write that never committed.
 
     Such files belong to no table (uncommitted files are not part of any Delta table version),
     so the next attempt may create the table there. Anything else — a CSV, a finished Spark
     parquet dataset (it has ``_SUCCESS``), a folder that is not ``column=value`` — is refused.
     """
     found = False
-    for directory, _, files in os.walk(local):
-        if any(not _PARTITION_DIR.fullmatch(part) for part in Path(directory).relative_to(local).parts):
+    for name, is_file in entries:
+        *folders, base = name.split("/")
+        if any(not _PARTITION_DIR.fullmatch(part) for part in (folders if is_file else [*folders, base])):
             return False
-        for name in files:
-            if name.startswith("."):
-                continue  # checksums and other hidden files writers leave next to data files
-            if not _DATA_FILE.fullmatch(name):
-                return False
-            found = True
+        if not is_file or base.startswith("."):
+            continue  # checksums and other hidden files writers leave next to data files
+        if not _DATA_FILE.fullmatch(base):
+            return False
+        found = True
     return found
+
+
+def _local_entries(local: Path) -> list[tuple[str, bool]]:
+    entries = []
+    for directory, folders, files in os.walk(local):
+        relative = Path(directory).relative_to(local)
+        entries += [((relative / name).as_posix(), False) for name in folders]
+        entries += [((relative / name).as_posix(), True) for name in files]
+    return entries
+
+
+def _check_remote(path: str) -> bool:
+    """The object-store twin of :func:`_check_local`; True when a Delta log is there.
+
+    A Delta log costs one look; only a prefix without one is listed in full (a new target is
+    empty, or holds the files of a first write that crashed).
+    """
+    where = locate(path)
+    try:
+        if where.kind() == "file":
+            raise TargetError(f"target '{path}' is an object (a file), not a directory; point 'target' at a prefix")
+        if where.join("_delta_log").kind() == "directory":
+            return True
+        entries = [(name, is_file) for name, is_file in where.children(recursive=True) if name != DIR_MARKER]
+    except OSError as exc:
+        raise storage_failure(exc, f"target '{path}'", where) or TargetError(
+            f"target '{path}' cannot be listed: {exc}"
+        ) from None
+    if any(is_file for _, is_file in entries) and not _uncommitted_write(entries):
+        raise TargetError(
+            f"target '{path}' exists and is not a Delta table (no _delta_log); sharesync will not "
+            "write into a prefix holding other objects. Choose a new or empty prefix."
+        )
+    return False
 
 
 def _check_local(local: Path, shown: str) -> None:
     if local.exists() and not local.is_dir():
         raise TargetError(f"target '{shown}' is a file, not a directory; point 'target' at a directory")
     foreign = local.is_dir() and not (local / "_delta_log").is_dir()
-    if foreign and any(not e.name.startswith(".") for e in local.iterdir()) and not _uncommitted_write(local):
+    if (
+        foreign
+        and any(not e.name.startswith(".") for e in local.iterdir())
+        and not _uncommitted_write(_local_entries(local))
+    ):
         raise TargetError(
             f"target '{shown}' exists and is not a Delta table (no _delta_log); sharesync will not "
             "write into a directory holding other files. Choose a new or empty directory."

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN
+from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -33,7 +34,7 @@ def read_target_stats(path: str, *, soft_delete: bool = False) -> TargetStats | 
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(path)
+        table = DeltaTable(path, storage_options=storage_options(path))
     except TableNotFoundError:
         return None
     schema = table.schema()
@@ -45,7 +46,7 @@ def row_count(path: str) -> int:
     """Rows in the current version of the Delta table at ``path``, soft-deleted ones included."""
     from deltalake import DeltaTable
 
-    return _count(DeltaTable(path), live_only=False)
+    return _count(DeltaTable(path, storage_options=storage_options(path)), live_only=False)
 
 
 def _count(table: DeltaTable, *, live_only: bool) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from sharesync.pipelines.run.results import TargetChanges
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
 from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.location import Location
 from sharesync.sync.planning import BootstrapReason, VersionRange
 from sharesync.sync.predicates import Expr
 
@@ -52,7 +52,7 @@ class BootstrapAt:
 def apply_bootstrap(
     spark: Spark,
     table: TableConfig,
-    staged: Path,
+    staged: Location,
     expr: Expr | None,
     *,
     reason: BootstrapReason,
@@ -112,7 +112,7 @@ def apply_bootstrap(
 def apply_changes(
     spark: Spark,
     table: TableConfig,
-    staged: Path,
+    staged: Location,
     expr: Expr | None,
     *,
     batch: VersionRange,
@@ -157,14 +157,14 @@ def apply_changes(
 
 
 def _append(
-    spark: Spark, table: TableConfig, staged: Path, expr: Expr | None, row_filter: Column | None, after: int
+    spark: Spark, table: TableConfig, staged: Location, expr: Expr | None, row_filter: Column | None, after: int
 ) -> Applied:
     stats = apply_append(spark, staged, table.target, after_version=after, columns=table.columns, row_filter=row_filter)
     appended = appended_by_type(staged, expr, after) if stats.inserted else {}
     return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))
 
 
-def appended_by_type(staged: Path, expr: Expr | None, after_version: int) -> dict[ChangeType, int]:
+def appended_by_type(staged: Location, expr: Expr | None, after_version: int) -> dict[ChangeType, int]:
     """The staged change rows the append job keeps (above ``after_version``, passing the
     filter), counted by ``_change_type`` from the local files: the commit records only a total."""
     import pyarrow.compute as pc
@@ -172,7 +172,7 @@ def appended_by_type(staged: Path, expr: Expr | None, after_version: int) -> dic
 
     from sharesync.sync.predicates import to_arrow
 
-    dataset = ds.dataset([str(f) for f in staged_files(staged)], format="parquet")
+    dataset = ds.dataset([f.path for f in staged_files(staged)], format="parquet", filesystem=staged.filesystem)
     keep = ds.field(COMMIT_VERSION) > after_version
     if expr is not None:
         keep = keep & to_arrow(expr, dataset.schema)

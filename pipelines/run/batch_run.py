@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.jobs.metrics import ApplyStats
@@ -35,6 +33,7 @@ from sharesync.pipelines.run.services import RunServices
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import DownloadError, HistoryUnavailable, SharesyncError, SharingHTTPError
+from sharesync.sync.core.location import Location
 from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.planning import VersionRange
 from sharesync.sync.protocol.changes import ChangeFile
@@ -68,7 +67,7 @@ class BatchStep:
     kind: BatchKind
     planned: VersionRange
     fetch: Callable[[], Fetched]
-    apply: Callable[[Path, Fetched], Applied]
+    apply: Callable[[Location, Fetched], Applied]
     net_keys: Sequence[str] | None = None  # merge-mode changes: stage the net change per key
     note: str | None = None  # kept with the run record of a batch that succeeded
 
@@ -159,7 +158,7 @@ class BatchRunner:
             self._fail_run(run_id, exc)
             raise
         finally:
-            shutil.rmtree(directory, ignore_errors=True)
+            batches.remove_batch(directory)
         seconds = time.monotonic() - began
         result = BatchResult(
             step.kind,
@@ -173,7 +172,9 @@ class BatchRunner:
         )
         return stored, result
 
-    def _stage_listed(self, step: BatchStep, fetched: Fetched, directory: Path) -> tuple[Fetched, batches.StagedBatch]:
+    def _stage_listed(
+        self, step: BatchStep, fetched: Fetched, directory: Location
+    ) -> tuple[Fetched, batches.StagedBatch]:
         """Stage the batch; a file gone from storage is lost history (changes) or a re-listing (snapshot)."""
         name = self.context.table.name
         try:
@@ -205,7 +206,7 @@ class BatchRunner:
                 "lists it anew — if this persists, ask the provider"
             ) from None
 
-    def _stage(self, step: BatchStep, fetched: Fetched, directory: Path) -> batches.StagedBatch:
+    def _stage(self, step: BatchStep, fetched: Fetched, directory: Location) -> batches.StagedBatch:
         config, name = self.services.config, self.context.table.name
         schema = fetched.metadata.table_schema
         layout = StageLayout.build(schema, fetched.metadata.partition_columns, self.context.layout.columns)

@@ -40,6 +40,7 @@ from sharesync.pipelines.run.services import ProgressFactory, RunServices
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError, SharesyncError
+from sharesync.sync.core.storage import use_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,6 +73,8 @@ class SyncEngine:
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
     ) -> None:
+        # Targets and staging in object storage: this process's settings (storage.use_storage).
+        use_storage(config.storage, embedded_engine=config.spark.remote is None)
         self.config = config
         self._client = client
         self._store = store
@@ -375,15 +378,15 @@ def _has_work(table: TableConfig, polled: int | SharesyncError, checkpoint: Chec
 
 def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int) -> bool:
     """The checkpoint is at the provider's version, for this target, and the target still ends
-    with the commit it recorded (a remote target is not looked at here; a checkpoint written
-    before sharesync recorded its target, until its next batch, neither)."""
+    with the commit it recorded (a checkpoint written before sharesync recorded its target is
+    not looked at, until its next batch)."""
     if checkpoint.version != source_version or checkpoint.target != table.target:
         return False
     if checkpoint.mode != table.mode.value:
         return False
     if checkpoint.target_version is None:
         return True
-    return glance(table.target, checkpoint.target_version, checkpoint.updated_at) in (Glance.SAME, Glance.UNKNOWN)
+    return glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME
 
 
 __all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]

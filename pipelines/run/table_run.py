@@ -24,6 +24,7 @@ from functools import partial
 
 from sharesync.pipelines.jobs.history_target import history_start
 from sharesync.pipelines.jobs.identity import Glance, glance, high_water_mark, read_identity
+from sharesync.pipelines.jobs.target import check_storage_access
 from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.context import TableContext, table_context
@@ -92,6 +93,7 @@ class TableRun:
         context = table_context(table, metadata)  # before any other call: a config error stops here
         if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
             raise switch_refusal(checkpoint, table)
+        check_storage_access(table.target, self.services.config.staging_dir)  # object storage: a probe write
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None

@@ -14,7 +14,6 @@ Two depths, neither changing anything:
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from sharesync.pipelines.run.context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -181,11 +181,12 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
             ca_bundle=config.ca_bundle,
             snapshot=True,
         )
-        dataset = ds.dataset([str(f) for f in staged_files(staged.path)], format="parquet")
+        paths = [f.path for f in staged_files(staged.path)]
+        dataset = ds.dataset(paths, format="parquet", filesystem=staged.path.filesystem)
         keep = to_arrow(expr, dataset.schema) if expr is not None else None
         return dataset.to_table(columns=_spelled(layout.columns, keys), filter=keep)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        batches.remove_batch(directory)
 
 
 def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResult:
@@ -208,7 +209,7 @@ def _target_keys(table: TableConfig, keys: list[str]) -> pa.Table:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    target = DeltaTable(table.target)
+    target = DeltaTable(table.target, storage_options=storage_options(table.target))
     names = [f.name for f in target.schema().fields]
     wanted = _spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.filters import Predicate
 from sharesync.sync.core.limits import PassLimits
+from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
 from sharesync.sync.core.timestamps import parse_timestamp
 
 DEFAULT_CONFIG_PATH = "sharesync.yaml"
@@ -208,7 +209,8 @@ class TableConfig(_Strict):
 class SharesyncConfig(_Strict):
     profile: Path
     state_store: str = "sqlite:///.sharesync/state.db"
-    staging_dir: Path = Path(".sharesync/staging")
+    staging_dir: StagingDir = Path(".sharesync/staging")  # or an object-store URI (sharesync.sync.core.storage)
+    storage: StorageSection = Field(default_factory=StorageSection)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     defaults: TableDefaults = Field(default_factory=TableDefaults)
     tables: list[TableConfig] = Field(default_factory=list)
@@ -348,7 +350,7 @@ def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
     return config.model_copy(
         update={
             "profile": resolve(config.profile),
-            "staging_dir": resolve(config.staging_dir),
+            "staging_dir": resolve_place(config.staging_dir, base_dir),
             "state_store": _resolve_sqlite_url(config.state_store, base_dir),
             "ca_bundle": resolve(config.ca_bundle) if config.ca_bundle else None,
             "tables": tables,

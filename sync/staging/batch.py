@@ -10,11 +10,13 @@ and stats, parallel downloads that refresh expired URLs, and the rewrite into th
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import shutil
+import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -22,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sharesync.sync.core.location import Location, Place, locate
 from sharesync.sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
 from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
@@ -42,6 +45,7 @@ from sharesync.sync.staging.deletions import DeletionVectors, load_deletion_vect
 from sharesync.sync.staging.files import StageLayout, load_file, stage_file
 from sharesync.sync.staging.netting import write_netted
 
+log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -61,26 +65,34 @@ class ServerHints:
 
 @dataclass
 class StagedBatch:
-    """A staged directory plus what it took to build it."""
+    """A staged directory (local or in an object store) plus what it took to build it."""
 
-    path: Path
+    path: Location
     files: int = 0
     bytes: int = 0
     rows: int = 0
     url_refreshes: int = 0
 
 
-def batch_dir(staging_root: Path, table_name: str, label: str) -> Path:
+def batch_dir(staging_root: Place, table_name: str, label: str) -> Location:
     """``<staging>/<table>/<label>``: one directory per table and batch, safe for any name."""
     digest = hashlib.sha256(table_name.encode()).hexdigest()[:8]
-    return staging_root / f"{_UNSAFE.sub('_', table_name)}-{digest}" / label
+    return locate(staging_root).join(f"{_UNSAFE.sub('_', table_name)}-{digest}", label)
 
 
-def fresh_dir(path: Path) -> Path:
+def fresh_dir(path: Place) -> Location:
     """An empty directory at ``path`` (leftovers of a crashed attempt are removed first)."""
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
+    return locate(path).make_empty()
+
+
+def remove_batch(directory: Location) -> None:
+    """Remove a batch's directory once it is applied (or failed). A failure to remove it is
+    logged, not raised: it must not hide why the batch failed, and the next attempt's
+    :func:`fresh_dir` clears it anyway."""
+    try:
+        directory.remove()
+    except OSError as exc:
+        log.warning("could not remove the staged batch %s: %s", directory, exc)
 
 
 def batch_schema(result: ChangesResult, end_version: int) -> Metadata:
@@ -124,7 +136,7 @@ def stage(
     result: QueryResult | ChangesResult,
     files: list[ChangeFile],
     layout: StageLayout,
-    directory: Path,
+    directory: Place,
     *,
     concurrency: int,
     ca_bundle: Path | None = None,
@@ -135,6 +147,10 @@ def stage(
     budget: TransferBudget | None = None,
 ) -> StagedBatch:
     """Download ``files`` and stage each as it completes; returns the staged batch.
+
+    ``directory`` may be in an object store (``staging_dir: s3://…``): the staged files are
+    written there, for an engine that shares no disk with this process; downloads still land
+    on the local disk first (a temporary directory), one file at a time.
 
     ``net_keys`` (a merge-mode batch of changes): keep the files in memory as they arrive and
     stage the batch as its net change per key (:mod:`sharesync.sync.staging.netting`) — one file instead of a
@@ -154,7 +170,9 @@ def stage(
     with budget.holding(sum(c.file.size for c in files)) if budget is not None and netted else nullcontext():
         if downloader_factory is None:
             downloader_factory = partial(Downloader, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget)
-        return _stage(client, result, files, layout, directory, downloader_factory, progress, snapshot, net_keys)
+        return _stage(
+            client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys
+        )
 
 
 def _stage(
@@ -162,39 +180,56 @@ def _stage(
     result: QueryResult | ChangesResult,
     files: list[ChangeFile],
     layout: StageLayout,
-    directory: Path,
+    where: Location,
     downloader_factory: Callable[[Path], Downloader],
     progress: ProgressCallback | None,
     snapshot: bool,
     net_keys: Sequence[str] | None,
 ) -> StagedBatch:
-    raw = fresh_dir(directory / "raw")
-    data = fresh_dir(directory / "data")
-    staged = StagedBatch(path=data)
-    if not files:
-        if snapshot:
-            pq.write_table(layout.target.empty_table(), data / "empty.parquet")
-        shutil.rmtree(raw, ignore_errors=True)
-        return staged
-    downloader = downloader_factory(raw)
-    refresher = refresher_for(client, result)
-    deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
-    sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None)
-    outcome = downloader.download([c.file for c in files], refresher=refresher, progress=progress, on_file=sink.on_file)
-    for stats in (outcome.stats, dv_stats):
-        if stats is not None:
-            staged.files += stats.files
-            staged.bytes += stats.bytes
-            staged.url_refreshes += stats.url_refreshes
-    staged.rows = sum(sink.rows_per_file.values())
-    if net_keys is not None:
-        # File-name order, as the engine would read staged files: ties net the same every time.
-        batch = pa.concat_tables([sink.tables.pop(name) for name in sorted(sink.tables)], promote_options="none")
-        staged.rows = write_netted(batch, _key_columns(layout, net_keys), data).rows_before
-        del batch
-        pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
-    shutil.rmtree(raw, ignore_errors=True)
+    with _download_dir(where) as raw:
+        data = where.join("data").make_empty()
+        staged = StagedBatch(path=data)
+        if not files:
+            if snapshot:
+                empty = data.join("empty.parquet")
+                pq.write_table(layout.target.empty_table(), empty.path, filesystem=empty.filesystem)
+            return staged
+        downloader = downloader_factory(raw)
+        refresher = refresher_for(client, result)
+        deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
+        sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None)
+        outcome = downloader.download(
+            [c.file for c in files], refresher=refresher, progress=progress, on_file=sink.on_file
+        )
+        for stats in (outcome.stats, dv_stats):
+            if stats is not None:
+                staged.files += stats.files
+                staged.bytes += stats.bytes
+                staged.url_refreshes += stats.url_refreshes
+        staged.rows = sum(sink.rows_per_file.values())
+        if net_keys is not None:
+            # File-name order, as the engine would read staged files: ties net the same every time.
+            batch = pa.concat_tables([sink.tables.pop(name) for name in sorted(sink.tables)], promote_options="none")
+            staged.rows = write_netted(batch, _key_columns(layout, net_keys), data).rows_before
+            del batch
+            pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
     return staged
+
+
+@contextmanager
+def _download_dir(where: Location) -> Iterator[Path]:
+    """The local directory downloads land in, removed afterwards: ``<batch>/raw`` for a local
+    staging directory, a temporary one when the staged files go to an object store."""
+    if not where.is_local:
+        with tempfile.TemporaryDirectory(prefix="sharesync-raw-") as temporary:
+            yield Path(temporary)
+        return
+    raw = Path(where.path) / "raw"
+    fresh_dir(raw)
+    try:
+        yield raw
+    finally:
+        shutil.rmtree(raw, ignore_errors=True)
 
 
 class _Sink:
@@ -205,7 +240,7 @@ class _Sink:
     """
 
     def __init__(
-        self, changes: list[ChangeFile], layout: StageLayout, data: Path, dvs: DeletionVectors, *, in_memory: bool
+        self, changes: list[ChangeFile], layout: StageLayout, data: Location, dvs: DeletionVectors, *, in_memory: bool
     ) -> None:
         self.by_name: dict[str, list[ChangeFile]] = defaultdict(list)
         for change in changes:
@@ -222,7 +257,7 @@ class _Sink:
             if self.in_memory:
                 self.tables[name] = load_file(done.path, change, self.layout, rows)
             else:
-                self.rows_per_file[name] = stage_file(done.path, self.data / name, change, self.layout, rows)
+                self.rows_per_file[name] = stage_file(done.path, self.data.join(name), change, self.layout, rows)
         done.path.unlink(missing_ok=True)  # keep disk use bounded by what is still in flight
 
 

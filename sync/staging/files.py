@@ -13,7 +13,6 @@ or keeps only the rows whose DV membership a version changed).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import pyarrow.parquet as pq
 
 from sharesync.sync.core.changefeed import CHANGE_TYPE
 from sharesync.sync.core.errors import DownloadError
+from sharesync.sync.core.location import Place, locate
 from sharesync.sync.delta.column_mapping import ColumnMapping
 from sharesync.sync.predicates.values import parse_partition_value
 from sharesync.sync.protocol.changes import ChangeFile
@@ -60,17 +60,21 @@ class StageLayout:
 
 
 def stage_file(
-    source: Path, dest: Path, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None = None
+    source: Path, dest: Place, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None = None
 ) -> int:
-    """Write ``source`` to ``dest`` in the staged layout; returns the number of rows."""
-    tmp = dest.with_name(dest.name + ".tmp")
+    """Write ``source`` to ``dest`` (local or in an object store) in the staged layout; returns the rows."""
+    target = locate(dest)
     rows = 0
     # No dictionaries: staged files are read once, and dictionary encoding was a third of staging time.
-    with pq.ParquetWriter(tmp, layout.target, compression="lz4", use_dictionary=False) as writer:
+    with (
+        target.publish() as path,
+        pq.ParquetWriter(
+            path, layout.target, filesystem=target.filesystem, compression="lz4", use_dictionary=False
+        ) as writer,
+    ):
         for batch in _layout_batches(source, change, layout, rows_filter):
             writer.write_batch(batch)
             rows += batch.num_rows
-    os.replace(tmp, dest)
     return rows
 
 

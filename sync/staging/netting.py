@@ -17,10 +17,8 @@ and the job that applies it knows not to net it again.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +26,7 @@ import pyarrow.parquet as pq
 
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.errors import SchemaIncompatible
+from sharesync.sync.core.location import Location, Place, locate
 
 NETTED_FILE = "netted.parquet"
 _ROWS_BEFORE = b"sharesync.rows_before"
@@ -87,41 +86,48 @@ def _group_starts(table: pa.Table, keys: Sequence[str]) -> pa.Array:
     return pa.concat_arrays([pa.array([True]), pc.invert(same)])
 
 
-def write_netted(table: pa.Table, keys: Sequence[str], directory: Path) -> NettedBatch:
-    """Net ``table`` and write it as the batch's one file (atomically: temp file, then rename)."""
+def write_netted(table: pa.Table, keys: Sequence[str], directory: Place) -> NettedBatch:
+    """Net ``table`` and write it as the batch's one file (published whole: see ``Location.publish``)."""
     netted = net_table(table, keys)
     metadata = {**(netted.schema.metadata or {}), _ROWS_BEFORE: str(table.num_rows).encode()}
-    tmp = directory / f".{NETTED_FILE}.tmp"
-    pq.write_table(netted.replace_schema_metadata(metadata), tmp, compression="lz4", use_dictionary=False)
-    os.replace(tmp, directory / NETTED_FILE)
+    target = locate(directory).join(NETTED_FILE)
+    with target.publish() as path:
+        pq.write_table(
+            netted.replace_schema_metadata(metadata),
+            path,
+            filesystem=target.filesystem,
+            compression="lz4",
+            use_dictionary=False,
+        )
     return NettedBatch(table.num_rows, netted.num_rows, _has_null_keys(netted, keys))
 
 
-def net_staged_batch(directory: Path, keys: Sequence[str]) -> NettedBatch:
+def net_staged_batch(directory: Place, keys: Sequence[str]) -> NettedBatch:
     """Make a staged batch one netted file; a batch netted already (by the stager) is only read."""
-    files = sorted(p for p in directory.iterdir() if p.suffix == ".parquet")
+    files = [f for f in locate(directory).files() if f.name.endswith(".parquet")]
     if not files:
         return NettedBatch(0, 0, False)
     if [f.name for f in files] == [NETTED_FILE]:
         done = _netted_info(files[0], keys)
         if done is not None:
             return done
-    table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="none")
+    table = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
     info = write_netted(table, keys, directory)
     for f in files:
         if f.name != NETTED_FILE:
-            f.unlink()
+            f.delete()
     return info
 
 
-def _netted_info(path: Path, keys: Sequence[str]) -> NettedBatch | None:
+def _netted_info(file: Location, keys: Sequence[str]) -> NettedBatch | None:
     """What a netted file says of itself; ``None`` if it is not one (no row count recorded)."""
-    parquet = pq.ParquetFile(path)
-    recorded = (parquet.schema_arrow.metadata or {}).get(_ROWS_BEFORE)
-    if recorded is None:
-        return None
-    keys_only = parquet.read(columns=list(keys))
-    return NettedBatch(int(recorded), parquet.metadata.num_rows, _has_null_keys(keys_only, keys))
+    with file.open_input() as source:
+        parquet = pq.ParquetFile(source)
+        recorded = (parquet.schema_arrow.metadata or {}).get(_ROWS_BEFORE)
+        if recorded is None:
+            return None
+        keys_only = parquet.read(columns=list(keys))
+        return NettedBatch(int(recorded), parquet.metadata.num_rows, _has_null_keys(keys_only, keys))
 
 
 def _has_null_keys(table: pa.Table, keys: Sequence[str]) -> bool:

@@ -10,6 +10,7 @@
 * ``sail_cluster`` (session): a separate Sail Spark Connect server in ``local-cluster`` mode with
   2 workers (:mod:`support.sail_cluster`); ``engine_config``: the config's ``spark`` section for
   the embedded engine (``{}``) and for that server, parametrized.
+* ``s3_workspace``: the same with targets and staging in the moto S3 bucket (``support.s3``).
 
 One Sail engine serves the whole test session (``sharesync.pipelines.jobs.session`` caches it).
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 from support.e2e import Workspace
+from support.s3 import S3Store, S3Workspace
 from support.sail_cluster import SailServer
 
 from sharesync.sync.server.runner import SharingServer
@@ -63,3 +65,14 @@ def engine_config(request: pytest.FixtureRequest) -> dict[str, Any]:
         return {}
     cluster: SailServer = request.getfixturevalue("sail_cluster")
     return {"spark": {"remote": cluster.url}}
+
+
+@pytest.fixture
+def s3_workspace(
+    tmp_path: Path, start_server: Callable[..., SharingServer], s3_server: S3Store
+) -> Iterator[S3Workspace]:
+    provider = tmp_path / "provider"
+    provider.mkdir()
+    ws = S3Workspace(tmp_path, start_server(provider), s3_server)
+    yield ws
+    ws.close()

@@ -2,7 +2,8 @@
 
 Two crash points per batch matter: before the target commit (the engine fails to start a job)
 and after it (the checkpoint cannot be written). After the second kind the batch is applied
-again on the next pass, and every row must still land exactly once.
+again on the next pass, and every row must still land exactly once — on the local disk, and
+with the targets and staging in S3.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from support.e2e import Workspace
+from support.s3 import S3Workspace
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -76,6 +78,14 @@ class FlakyStore:
 
 @pytest.mark.parametrize("crash", ["before-commit", "after-commit"])
 def test_a_crash_mid_pass_keeps_the_last_batch_and_the_next_pass_finishes(workspace: Workspace, crash: str) -> None:
+    _crash_mid_pass(workspace, crash)
+
+
+def test_a_crash_mid_pass_with_targets_in_s3_lands_every_row_once(s3_workspace: S3Workspace) -> None:
+    _crash_mid_pass(s3_workspace, "after-commit", s3_workspace.store.options())
+
+
+def _crash_mid_pass(workspace: Workspace, crash: str, storage_options: dict[str, str] | None = None) -> None:
     workspace.table("m", rows=30, seed=5)
     workspace.table("a", rows=30, seed=6)
     config = workspace.config(
@@ -107,8 +117,10 @@ def test_a_crash_mid_pass_keeps_the_last_batch_and_the_next_pass_finishes(worksp
     assert results[workspace.name("m")].outcome is TableOutcome.SYNCED
     assert results[workspace.name("m")].first_version == kept + 1
     m, a = workspace.path("m"), workspace.path("a")
-    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
-    assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m), storage_options=storage_options)
+    assert_append_target_matches(
+        a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a), storage_options=storage_options
+    )
 
 
 def test_an_append_batch_repeated_after_its_commit_lands_once(workspace: Workspace) -> None:

@@ -2,7 +2,8 @@
 
 Appends, updates, range deletes, merges (with deletes) and whole-partition deletes, on
 partitioned and unpartitioned tables with nulls in every column and every primitive type.
-Small ``max_versions_per_batch`` makes each sync run several batches.
+Small ``max_versions_per_batch`` makes each sync run several batches. The same rounds run once
+more with the targets and the staging directory in an S3 bucket (moto's server on loopback).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 from support.e2e import Workspace
+from support.s3 import S3Workspace
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -31,6 +33,27 @@ COMMITS_PER_ROUND = 4
 def test_random_rounds_keep_every_mode_in_sync(
     workspace: Workspace, partitioned: bool, engine_config: dict[str, Any]
 ) -> None:
+    # the embedded engine, and a Sail server in local-cluster mode (2 workers)
+    _rounds(workspace, partitioned, engine_config=engine_config)
+
+
+def test_random_rounds_with_targets_and_staging_in_s3(s3_workspace: S3Workspace) -> None:
+    store = s3_workspace.store
+    _rounds(s3_workspace, partitioned=True, storage_options=store.options())
+    # No staged object is left (pyarrow keeps the emptied parents as "directory/" markers, as a
+    # local disk keeps empty directories), and every commit was a conditional put (If-None-Match: *).
+    assert [k for k in store.keys(f"{s3_workspace.base}/staging") if not k.endswith("/")] == []
+    commits = store.commits(s3_workspace.base)
+    assert commits and all(condition == "*" for _, condition in commits), commits
+
+
+def _rounds(
+    workspace: Workspace,
+    partitioned: bool,
+    storage_options: dict[str, str] | None = None,
+    engine_config: dict[str, Any] | None = None,
+) -> None:
+    options = {"storage_options": storage_options}
     for seed, table in enumerate(("m", "a", "s", "d")):
         workspace.table(table, rows=40, partitioned=partitioned, seed=seed)
     config = workspace.config(
@@ -55,11 +78,13 @@ def test_random_rounds_keep_every_mode_in_sync(
             bootstrap.setdefault(table, result.checkpoint_version)
 
         m, a, s = (workspace.path(t) for t in ("m", "a", "s"))
-        assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
-        assert_append_target_matches(a, workspace.target("a"), bootstrap_version=bootstrap["a"], end_version=source_version(a))
-        assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
+        assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m), **options)
+        assert_append_target_matches(
+            a, workspace.target("a"), bootstrap_version=bootstrap["a"], end_version=source_version(a), **options
+        )
+        assert_snapshot_target_matches(s, workspace.target("s"), source_version(s), **options)
         d = workspace.path("d")
-        assert_merge_target_matches(d, workspace.target("d"), ["id"], source_version(d), soft_delete=True)
+        assert_merge_target_matches(d, workspace.target("d"), ["id"], source_version(d), soft_delete=True, **options)
 
         if round_:
             merge_batches = results[workspace.name("m")].batches
@@ -76,5 +101,6 @@ def test_random_rounds_keep_every_mode_in_sync(
         assert after.end_version - after.start_version + 1 <= 2
     assert runs[-1].end_version == source_version(m)
     # Soft deletes keep the rows the provider deleted, flagged.
-    flagged = DeltaTable(workspace.target("d")).to_pyarrow_table().filter(pc.field("_sharesync_deleted"))
+    target = DeltaTable(workspace.target("d"), storage_options=storage_options)
+    flagged = target.to_pyarrow_table().filter(pc.field("_sharesync_deleted"))
     assert flagged.num_rows > 0

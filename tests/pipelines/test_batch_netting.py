@@ -44,11 +44,12 @@ def rows_of(directory: Path) -> list[dict[str, object]]:
 def test_netting_while_downloading_equals_netting_the_staged_files(client: SharingClient, tmp_path: Path) -> None:
     in_memory = stage_changes(client, tmp_path / "memory", ["id"])
     on_disk = stage_changes(client, tmp_path / "disk", None)
-    assert len(list(on_disk.path.glob("*.parquet"))) > 1  # several versions' files, several events per key
+    memory_dir, disk_dir = Path(in_memory.path.path), Path(on_disk.path.path)
+    assert len(list(disk_dir.glob("*.parquet"))) > 1  # several versions' files, several events per key
     netted = net_staged_batch(on_disk.path, ["id"])
 
-    assert [p.name for p in in_memory.path.glob("*.parquet")] == ["netted.parquet"]
+    assert [p.name for p in memory_dir.glob("*.parquet")] == ["netted.parquet"]
     assert in_memory.rows == on_disk.rows == netted.rows_before  # rows_in_batch counts change rows, not keys
     assert netted.rows_after < netted.rows_before
-    assert rows_of(in_memory.path) == rows_of(on_disk.path)
+    assert rows_of(memory_dir) == rows_of(disk_dir)
     assert net_staged_batch(in_memory.path, ["id"]) == netted  # netted once: read back, not netted again

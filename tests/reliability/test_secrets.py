@@ -7,7 +7,8 @@ secret and the access tokens the token endpoint hands out, and presigned URL sig
 command in subprocesses (``-vv``), the engine in-process, and Dagster materializations — and
 every text they leave is scanned: stdout, stderr, log records with their tracebacks,
 exception texts (with their chained causes), every row of the state store and every stored
-Dagster event. Controls prove the scan would see a secret if one were there.
+Dagster event. Controls prove the scan would see a secret if one were there. The same holds for
+the secret key of the ``storage:`` section (targets and staging in moto's S3 server).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import dagster as dg
 import httpx
 import pytest
 from support.reliability import Site
+from support.s3 import S3Store
 
 from sharesync.pipelines.dagster.location import build_definitions
 from sharesync.pipelines.dagster.resources import SharesyncResource
@@ -180,3 +182,63 @@ def test_no_secret_in_outputs_logs_exceptions_state_or_dagster_events(
     ).text
     assert any(leak.startswith("signature") for leak in _leaks([query], secrets))
     assert _leaks([oauth.read_text(), wrong.read_text()], secrets)
+
+
+WRONG_STORAGE_SECRET = "wrong-storage-secret-7373-must-never-show"  # noqa: S105 - a test value
+
+
+def test_no_storage_secret_in_outputs_logs_exceptions_state_or_dagster_events(
+    site: Site, s3_server: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``storage:`` secret comes from an environment variable (``${…}``); a wrong one is
+    written in the file. Neither may show, whether the sync succeeds or the store refuses it."""
+    site.table("m", rows=20, seed=1)
+    prefix = s3_server.prefix()
+    spec = site.spec("m", target=f"{prefix}/m")
+    env = {"LAKE_SECRET": s3_server.secret_access_key}
+    monkeypatch.setenv("LAKE_SECRET", s3_server.secret_access_key)
+    good = site.raw_config(
+        spec, staging_dir=f"{prefix}/staging", storage=s3_server.storage(secret_access_key="${LAKE_SECRET}")
+    )
+    wrong = {**good, "storage": s3_server.storage(secret_access_key=WRONG_STORAGE_SECRET)}
+    texts: list[str] = []
+
+    # 1. The real command, -vv: a sync that works, then one the store refuses.
+    for raw in (good, wrong):
+        site.write_raw(raw)
+        for command in (["-vv", "sync"], ["-vv", "status"]):
+            done = site.run_cli(*command, **env)
+            texts.extend([done.stdout, done.stderr])
+    assert "rejects the credentials" in "".join(texts), "the refused sync did not happen"
+    site.commit("m", 2, seed=3)
+
+    # 2. In-process with every logger at DEBUG: records, results and exceptions.
+    with debug_logs() as logs:
+        for raw in (good, wrong):
+            engine = site.engine(load_config(site.write_raw(raw)))
+            texts += _exception_texts(engine.sync_all())
+            texts.append(repr(engine.config))
+    texts += logs.texts
+
+    # 3. Dagster: a materialization that succeeds and one the store refuses.
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        for raw in (good, wrong):
+            site.commit("m", 1, seed=len(texts))
+            config_file = site.write_raw(raw)
+            resource = SharesyncResource(config_path=str(config_file))
+            defs = build_definitions(load_config(config_file), resource, retry_policy=dg.RetryPolicy(max_retries=0))
+            result = dg.materialize(
+                [*(defs.assets or ())],  # type: ignore[list-item]
+                resources=dict(defs.resources or {}),
+                instance=instance,
+                raise_on_error=False,
+            )
+            assert result.success is (raw is good)
+            texts += [dg.serialize_value(record) for record in instance.all_logs(result.run_id)]
+
+    texts += _state_rows(site.state_db)
+    secrets = [s3_server.secret_access_key, WRONG_STORAGE_SECRET]
+    assert _leaks(texts, secrets) == []
+    # Control: the scan sees the secret where it really is.
+    assert _leaks([site.config_file.read_text(encoding="utf-8")], secrets)

@@ -209,7 +209,7 @@ class Site(ProviderTables):
         """
         if not self.staging.exists():
             return False
-        tables = "*" if table is None else batch_dir(self.staging, self.name(table), "x").parent.name
+        tables = "*" if table is None else Path(batch_dir(self.staging, self.name(table), "x").path).parent.name
         return any(self.staging.glob(f"{tables}/*/raw"))
 
     def applying(self) -> bool:

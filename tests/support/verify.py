@@ -11,6 +11,9 @@ read back with ``deltalake``. Reused by the Dagster tests.
   bootstrap snapshot as inserts at its version, then every CDF row of the synced range.
 * :func:`assert_snapshot_target_matches`: the target is the source snapshot, as a multiset.
 
+A target in object storage is read with the ``storage_options`` the test passes (its own
+credentials for the store, not sharesync's settings).
+
 Types must agree too (modulo Arrow's string/binary view and timestamp zone spellings), so a
 decimal that came back as a double, or a short widened to an int, fails the check.
 """
@@ -51,12 +54,13 @@ def assert_merge_target_matches(
     where: Where = None,
     *,
     soft_delete: bool = False,
+    storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """The merge target equals the source snapshot at ``version``, row by row per key."""
     source = _snapshot(source_path, version)
     expected_names = _projected_names(source.schema.names, keys, columns)
     expected = [_project(r, expected_names) for r in source.to_pylist() if _matches(r, where)]
-    target = _read_target(target_path)
+    target = _read_target(target_path, storage_options)
     _by_key(_data_only(target).to_pylist(), keys, f"target {target_path}")  # one row per key, flagged or not
     if soft_delete:
         assert DELETED in target.column_names, f"soft-delete target {target_path} has no {DELETED} column"
@@ -74,12 +78,15 @@ def assert_merge_target_matches(
         lines += [f"  missing key {k}: {by_key_expected[k]}" for k in missing[:_SHOW]]
         lines += [f"  extra key {k}: {by_key_actual[k]}" for k in extra[:_SHOW]]
         for k in differ[:_SHOW]:
-            diff = {c: (by_key_expected[k][c], by_key_actual[k][c]) for c in expected_names
-                    if by_key_expected[k][c] != by_key_actual[k][c]}
+            diff = {
+                c: (by_key_expected[k][c], by_key_actual[k][c])
+                for c in expected_names
+                if by_key_expected[k][c] != by_key_actual[k][c]
+            }
             lines.append(f"  key {k} differs (expected, actual): {diff}")
         lines.append(f"  ({len(missing)} missing, {len(extra)} extra, {len(differ)} different of {len(expected)})")
         raise AssertionError("\n".join(lines))
-    guards = _read_target(target_path)
+    guards = _read_target(target_path, storage_options)
     if "_sharesync_version" in guards.column_names:
         newest = max(guards["_sharesync_version"].to_pylist(), default=None)
         assert newest is None or newest <= version, f"a target row claims source version {newest} > {version}"
@@ -95,6 +102,7 @@ def assert_append_target_matches(
     above: int | None = None,
     columns: Sequence[str] | None = None,
     where: Where = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """The append target holds each change row exactly once.
 
@@ -113,17 +121,26 @@ def assert_append_target_matches(
             for r in _snapshot(source_path, bootstrap_version).to_pylist()
             if _matches(r, where)
         ]
-    start = changes_from if changes_from is not None else (bootstrap_version + 1 if bootstrap_version is not None else 0)
+    start = (
+        changes_from if changes_from is not None else (bootstrap_version + 1 if bootstrap_version is not None else 0)
+    )
     if start <= end_version:
         cdf = DeltaTable(str(source_path)).load_cdf(starting_version=start, ending_version=end_version)
         for r in _normalise(pa.RecordBatchReader.from_stream(cdf).read_all()).to_pylist():
             if _matches(r, where):
-                expected.append({**_project(r, names), "_change_type": r["_change_type"],
-                                 "_commit_version": int(r["_commit_version"])})
-    target = _read_target(target_path)
+                expected.append(
+                    {
+                        **_project(r, names),
+                        "_change_type": r["_change_type"],
+                        "_commit_version": int(r["_commit_version"]),
+                    }
+                )
+    target = _read_target(target_path, storage_options)
     wanted = [*names, *CHANGE_COLUMNS]
     data_names = [c for c in target.column_names if c != "_commit_timestamp" and not c.startswith(SHARESYNC_PREFIX)]
-    assert sorted(data_names) == sorted(wanted), f"append target {target_path} columns {data_names} != expected {wanted}"
+    assert sorted(data_names) == sorted(wanted), (
+        f"append target {target_path} columns {data_names} != expected {wanted}"
+    )
     actual = target.select(wanted).to_pylist()
     if above is not None:
         actual = [r for r in actual if r["_commit_version"] > above]
@@ -136,19 +153,23 @@ def assert_snapshot_target_matches(
     version: int,
     columns: Sequence[str] | None = None,
     where: Where = None,
+    *,
+    storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """The snapshot target equals the source snapshot at ``version`` (as a multiset of rows)."""
     source = _snapshot(source_path, version)
     names = _projected_names(source.schema.names, (), columns)
     expected = [_project(r, names) for r in source.to_pylist() if _matches(r, where)]
-    actual_table = _data_only(_read_target(target_path))
+    actual_table = _data_only(_read_target(target_path, storage_options))
     _assert_types(source.select(names), actual_table, target_path)
-    _assert_same_multiset(expected, actual_table.to_pylist(), names, f"snapshot target {target_path} vs {source_path}@{version}")
+    _assert_same_multiset(
+        expected, actual_table.to_pylist(), names, f"snapshot target {target_path} vs {source_path}@{version}"
+    )
 
 
-def target_rows(target_path: str | Path) -> list[Row]:
+def target_rows(target_path: str | Path, storage_options: Mapping[str, str] | None = None) -> list[Row]:
     """The target's data rows (no ``_sharesync*`` columns), in storage order."""
-    return _data_only(_read_target(target_path)).to_pylist()
+    return _data_only(_read_target(target_path, storage_options)).to_pylist()
 
 
 def read_target_table(target_path: str | Path) -> pa.Table:
@@ -175,8 +196,9 @@ def _schema_order(path: str | Path, version: int) -> list[str]:
     return [f.name for f in DeltaTable(str(path), version=version).schema().fields]
 
 
-def _read_target(path: str | Path) -> pa.Table:
-    return _normalise(DeltaTable(str(path)).to_pyarrow_table())
+def _read_target(path: str | Path, storage_options: Mapping[str, str] | None = None) -> pa.Table:
+    options = dict(storage_options) if storage_options else None
+    return _normalise(DeltaTable(str(path), storage_options=options).to_pyarrow_table())
 
 
 def _data_only(table: pa.Table) -> pa.Table:

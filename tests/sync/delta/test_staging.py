@@ -82,7 +82,7 @@ def served(provider: Path, tmp_path: Path) -> Iterator[tuple[SharingServer, Shar
 def _stage(client: SharingClient, result: Any, files: list[Any], directory: Path, **options: Any) -> pa.Table:
     layout = StageLayout.build(result.metadata.table_schema, result.metadata.partition_columns)
     staged = batches.stage(client, result, files, layout, directory, concurrency=4, **options)
-    parts = [pq.read_table(p) for p in sorted(staged.path.glob("*.parquet"))]
+    parts = [pq.read_table(p) for p in sorted(Path(staged.path.path).glob("*.parquet"))]
     return pa.concat_tables(parts) if parts else layout.target.empty_table()
 
 

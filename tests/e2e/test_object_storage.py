@@ -1,0 +1,184 @@
+"""Targets in object storage beyond the rounds: schema evolution, history mode, the no-op glance,
+and Azure (the ``azurite`` emulator, when npm installed it: ``SHARESYNC_TEST_AZURITE``).
+
+The rounds of every mode with targets and staging in S3 are in ``test_rounds``, a crash in
+``test_recovery``; bad settings and foreign targets in ``reliability/test_object_storage``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from support.azurite import AzuriteStore, azurite_store
+from support.e2e import Workspace
+from support.history import sort_history
+from support.jobs import ins, post, pre, write_batch
+from support.s3 import S3Store, S3Workspace
+from support.verify import (
+    assert_append_target_matches,
+    assert_merge_target_matches,
+    assert_snapshot_target_matches,
+    source_version,
+)
+
+from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
+from sharesync.pipelines.jobs.identity import Glance, glance
+from sharesync.pipelines.jobs.session import get_spark
+from sharesync.pipelines.run.results import TableOutcome
+from sharesync.sync.core.storage import StorageSection, use_storage
+from sharesync.sync.server.samples import sample_rows
+
+MODES = {"m": "merge", "a": "append", "s": "snapshot"}
+
+
+def test_an_added_column_evolves_every_mode_in_s3(s3_workspace: S3Workspace) -> None:
+    ws, options = s3_workspace, s3_workspace.store.options()
+    for seed, table in enumerate(MODES):
+        ws.table(table, rows=15, seed=seed)
+    engine = ws.engine(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
+    first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+    for seed, table in enumerate(MODES):
+        ws.commit(table, 2, seed=seed)
+        rows = sample_rows(random.Random(seed), [1000 + seed]).append_column("note", pa.array(["new"]))
+        write_deltalake(str(ws.path(table)), rows, mode="append", schema_mode="merge")
+
+    results = engine.sync_all()
+
+    assert [r.outcome for r in results] == [TableOutcome.SYNCED] * 3, [r.error for r in results]
+    for table in MODES:
+        assert "note" in DeltaTable(ws.target(table), storage_options=options).schema().to_arrow().names
+    m, a, s = (ws.path(t) for t in MODES)
+    assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=options)
+    assert_append_target_matches(
+        a, ws.target("a"), bootstrap_version=first[ws.name("a")], end_version=source_version(a), storage_options=options
+    )
+    assert_snapshot_target_matches(s, ws.target("s"), source_version(s), storage_options=options)
+
+
+def test_without_a_storage_section_the_standard_environment_variables_reach_the_store(
+    s3_workspace: S3Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, store = s3_workspace, s3_workspace.store
+    for name, value in store.options().items():
+        monkeypatch.setenv(name, value)
+    ws.table("m", rows=10)
+    engine = ws.engine(ws.config(ws.spec("m"), storage=None))
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    ws.commit("m", 2, seed=4)
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    m = ws.path("m")
+    assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=store.options())
+
+
+def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Workspace) -> None:
+    ws, options = s3_workspace, s3_workspace.store.options()
+    ws.table("m", rows=10)
+    engine = ws.engine(ws.config(ws.spec("m")))
+    engine.sync_all()
+    checkpoint = engine.store.get_checkpoint(ws.name("m"))
+    assert checkpoint is not None and checkpoint.target_version is not None
+    version, written = checkpoint.target_version, checkpoint.updated_at
+
+    assert glance(ws.target("m"), version, written) is Glance.SAME
+    assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+    assert glance(ws.target("m"), version, datetime(2000, 1, 1, tzinfo=UTC)) is Glance.CHANGED  # re-created since
+    write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
+                    mode="append", storage_options=options)  # fmt: skip
+    assert glance(ws.target("m"), version, written) is Glance.CHANGED  # another commit after it
+    assert glance(f"{ws.base}/nothing-here", 0, written) is Glance.CHANGED
+
+
+SNAPSHOT = [ins(1, id=i, name=f"n{i}", score=i) for i in range(1, 5)]
+CHANGES = [
+    pre(2, id=1, name="n1", score=1),
+    post(2, id=1, name="one", score=10),
+    ins(3, id=5, name="n5", score=5),
+    pre(4, id=2, name="n2", score=2),
+]
+
+
+def _upload(local: Path, to: str) -> str:
+    """A staged batch written locally, copied under ``to`` in the bucket (as the stager leaves it)."""
+    from sharesync.sync.core.location import locate
+
+    where = locate(to).make_empty()
+    for file in sorted(local.glob("*.parquet")):
+        pafs.copy_files(str(file), where.join(file.name).path, destination_filesystem=where.filesystem)
+    return to
+
+
+def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server: S3Store, tmp_path: Path) -> None:
+    use_storage(StorageSection.model_validate(s3_server.storage()), embedded_engine=True)
+    spark, base = get_spark(), s3_server.prefix()
+    local = str(tmp_path / "history")
+    remote = f"{base}/history"
+    batches = [write_batch(tmp_path / "b1", SNAPSHOT), write_batch(tmp_path / "b2", CHANGES, files=2)]
+    staged = [_upload(b, f"{base}/staging/{b.name}/data") for b in batches]
+    try:
+        for target, (snapshot, changes) in ((local, batches), (remote, staged)):
+            bootstrap_history(spark, snapshot, target, keys=["id"], version=1, replace=True)
+            apply_history(spark, changes, target, keys=["id"])
+        remote_rows = DeltaTable(remote, storage_options=s3_server.options()).to_pyarrow_table().to_pylist()
+        local_rows = DeltaTable(local).to_pyarrow_table().to_pylist()
+        assert sort_history(remote_rows, ["id"]) == sort_history(local_rows, ["id"])
+        assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
+    finally:
+        use_storage(StorageSection())
+
+
+@pytest.fixture(scope="module")
+def azurite() -> Iterator[AzuriteStore]:
+    with azurite_store() as store:
+        yield store
+
+
+def test_rounds_with_targets_and_staging_on_azure(azurite: AzuriteStore, tmp_path: Path, start_server: object) -> None:
+    provider = tmp_path / "provider"
+    provider.mkdir()
+    ws = AzureWorkspace(tmp_path, start_server(provider), azurite)  # type: ignore[operator]
+    try:
+        for seed, table in enumerate(MODES):
+            ws.table(table, rows=20, seed=seed)
+        engine = ws.engine(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
+        first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+        for round_ in range(2):
+            for seed, table in enumerate(MODES):
+                ws.commit(table, 3, seed=10 * round_ + seed)
+            assert [r.outcome for r in engine.sync_all()] == [TableOutcome.SYNCED] * 3
+        m, a, s = (ws.path(t) for t in MODES)
+        options = azurite.options()
+        assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=options)
+        assert_append_target_matches(
+            a, ws.target("a"), bootstrap_version=first[ws.name("a")], end_version=source_version(a),
+            storage_options=options,
+        )  # fmt: skip
+        assert_snapshot_target_matches(s, ws.target("s"), source_version(s), storage_options=options)
+        assert [k for k in azurite.keys(f"{ws.base}/staging") if not k.endswith("/")] == []
+    finally:
+        ws.close()
+
+
+class AzureWorkspace(Workspace):
+    """Targets and staging in the azurite container, as ``abfss://`` URIs."""
+
+    def __init__(self, root: Path, server: object, store: AzuriteStore) -> None:
+        super().__init__(root, server)  # type: ignore[arg-type]
+        self.store = store
+        self.base = store.prefix()
+
+    def target(self, table: str) -> str:
+        return f"{self.base}/warehouse/{table}"
+
+    def spec(self, table: str, mode: str = "merge", **extra: object) -> dict[str, object]:
+        return {**super().spec(table, mode), "target": self.target(table), **extra}
+
+    def raw_config(self, *tables: dict[str, object], **top: object) -> dict[str, object]:
+        located = {"staging_dir": f"{self.base}/staging", "storage": self.store.storage()}
+        return super().raw_config(*tables, **{**located, **top})
