@@ -61,7 +61,7 @@ def _rounds(
         workspace.spec("a", "append", max_versions_per_batch=3),
         workspace.spec("s", "snapshot"),
         workspace.spec("d", "merge", soft_delete=True),
-        **engine_config,  # the embedded engine, and a Sail server in local-cluster mode (2 workers)
+        **(engine_config or {}),
     )
     engine = workspace.engine(config)
     bootstrap: dict[str, int] = {}
