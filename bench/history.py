@@ -72,7 +72,7 @@ def verify(w: wl.Workload, merge_target: Path, history_target: Path) -> None:
     from bench.run import verify as verify_merge
 
     verify_merge(w, {"merge": merge_target})
-    expected = DeltaTable(str(w.table_path)).to_pyarrow_table().sort_by("id")
+    expected = wl.provider_table(w)
     names = expected.column_names
     current = (
         DeltaTable(str(history_target))

@@ -8,6 +8,11 @@ share through the same server pays, so "sharesync / limit" says how much sharesy
   version has any, else its ``add``/``remove`` files (the protocol's rule, the same files
   sharesync downloads: see ``sharesync.sync.protocol.changes.select_change_files``).
 
+``--delta-format`` (tables with deletion vectors or column mapping, which a server answers only
+in the delta format): the same requests asking for ``responseformat=delta``, the files taken
+from each ``file.deltaSingleAction`` (``cdc``, else ``add``/``remove``). Deletion-vector files are
+not fetched: they are a few KB per data file, and the floor stays a floor.
+
 Downloads run on one asyncio loop with ``--concurrency`` connections (sharesync's default is
 8); each body is decoded with ``pyarrow.parquet`` on a small thread pool as soon as it
 arrives and then dropped, so memory stays bounded by what is in flight. Raw ``httpx`` and
@@ -36,11 +41,24 @@ def _lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+DELTA_CAPABILITIES = "responseformat=delta;readerfeatures=deletionvectors,columnmapping,timestampntz"
+
+
+def _actions(line: dict) -> list[tuple[str, dict]]:
+    """``(kind, action with url and version)`` of one response line, in either format."""
+    if "file" in line and "deltaSingleAction" in line["file"]:  # the delta format
+        wrapper = line["file"]
+        single = wrapper["deltaSingleAction"]
+        return [("cdf" if kind == "cdc" else kind, {"url": single[kind]["path"], "version": wrapper.get("version")})
+                for kind in ("add", "cdc", "remove") if kind in single]  # fmt: skip
+    return [(kind, line[kind]) for kind in ("file", "add", "cdf", "remove") if kind in line]
+
+
 def list_snapshot(client, base: str, version: int | None) -> list[dict]:  # noqa: ANN001
     body = {} if version is None else {"version": version}
     response = client.post(f"{base}/query", json=body)
     response.raise_for_status()
-    return [line["file"] for line in _lines(response.text) if "file" in line]
+    return [action for line in _lines(response.text) for _, action in _actions(line)]
 
 
 def list_changes(client, base: str, start: int, end: int | None) -> list[dict]:  # noqa: ANN001
@@ -49,10 +67,8 @@ def list_changes(client, base: str, start: int, end: int | None) -> list[dict]: 
     response.raise_for_status()
     by_version: dict[int, dict[str, list[dict]]] = {}
     for line in _lines(response.text):
-        for kind in ("add", "cdf", "remove"):
-            if kind in line:
-                action = line[kind]
-                by_version.setdefault(action["version"], {}).setdefault(kind, []).append(action)
+        for kind, action in _actions(line):
+            by_version.setdefault(action["version"], {}).setdefault(kind, []).append(action)
     files: list[dict] = []
     for version in sorted(by_version):
         kinds = by_version[version]
@@ -93,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", required=True)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--decoders", type=int, default=2)
+    parser.add_argument("--delta-format", action="store_true", help="ask for responseformat=delta")
     sub = parser.add_subparsers(dest="command", required=True)
     snap = sub.add_parser("snapshot")
     snap.add_argument("--version", type=int, default=None)
@@ -107,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     profile = json.loads(args.profile.read_text())
     base = _table_url(profile["endpoint"], args.table)
     headers = {"Authorization": f"Bearer {profile['bearerToken']}"}
+    if args.delta_format:
+        headers["delta-sharing-capabilities"] = DELTA_CAPABILITIES
     with httpx.Client(headers=headers, timeout=300) as client:
         if args.command == "snapshot":
             files = list_snapshot(client, base, args.version)

@@ -9,6 +9,9 @@ change per key, and ``deltalake`` writes/MERGEs the result into a local Delta ta
   versions in one call) → sort by ``_commit_version``/change rank, ``drop_duplicates(keep="last")``
   per key → one ``deltalake`` MERGE (delete / update / insert clauses).
 
+``--delta-format``: ``use_delta_format=True`` on both loads — how the connector reads tables with
+deletion vectors or column mapping (through ``delta-kernel-rust-sharing-wrapper``).
+
 The last applied version is kept in ``<target>.peer.json``. Nothing here imports sharesync: the
 peer must stand on its own. Prints one JSON line with the phase timings and row counts.
 
@@ -54,7 +57,7 @@ def _state_file(target: Path) -> Path:
     return target.with_name(target.name + ".peer.json")
 
 
-def bootstrap(url: str, target: Path, version: int | None, key: str) -> dict[str, object]:
+def bootstrap(url: str, target: Path, version: int | None, key: str, delta: bool | None) -> dict[str, object]:
     import delta_sharing
     import pyarrow as pa
     from deltalake import write_deltalake
@@ -64,7 +67,7 @@ def bootstrap(url: str, target: Path, version: int | None, key: str) -> dict[str
     if version is None:
         version = delta_sharing.get_table_version(url)
     schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
-    df = delta_sharing.load_as_pandas(url, version=version)
+    df = delta_sharing.load_as_pandas(url, version=version, use_delta_format=delta)
     timings["load"] = time.monotonic() - began
     mark = time.monotonic()
     table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
@@ -78,7 +81,7 @@ def bootstrap(url: str, target: Path, version: int | None, key: str) -> dict[str
     return {"version": version, "rows": rows, "timings": timings}
 
 
-def incremental(url: str, target: Path, key: str) -> dict[str, object]:
+def incremental(url: str, target: Path, key: str, delta: bool | None) -> dict[str, object]:
     import delta_sharing
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -91,7 +94,9 @@ def incremental(url: str, target: Path, key: str) -> dict[str, object]:
     if latest <= last:
         return {"version": last, "rows": 0, "timings": {"poll": time.monotonic() - began}}
     schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
-    df = delta_sharing.load_table_changes_as_pandas(url, starting_version=last + 1, ending_version=latest)
+    df = delta_sharing.load_table_changes_as_pandas(
+        url, starting_version=last + 1, ending_version=latest, use_delta_format=delta
+    )
     timings["load"] = time.monotonic() - began
     rows = len(df)
 
@@ -135,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", required=True, help="share.schema.table")
     parser.add_argument("--target", required=True, type=Path)
     parser.add_argument("--key", default="id")
+    parser.add_argument("--delta-format", action="store_true", help="use_delta_format=True (DV tables)")
     sub = parser.add_subparsers(dest="command", required=True)
     boot = sub.add_parser("bootstrap")
     boot.add_argument("--version", type=int, default=None)
@@ -143,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     url = f"{args.profile}#{args.table}"
     began = time.monotonic()
     if args.command == "bootstrap":
-        result = bootstrap(url, args.target, args.version, args.key)
+        result = bootstrap(url, args.target, args.version, args.key, args.delta_format or None)
     else:
-        result = incremental(url, args.target, args.key)
+        result = incremental(url, args.target, args.key, args.delta_format or None)
     result["seconds"] = time.monotonic() - began
     print(json.dumps({"pipeline": "peer", "command": args.command, **result}))
     return 0

@@ -246,12 +246,15 @@ def sharesync_argv(config: Path) -> list[str]:
     return [SHARESYNC, "--config", str(config), "sync"]
 
 
-def peer_argv(profile: Path, table: str, target: Path, *args: str) -> list[str]:
-    return [PYTHON, "-m", "bench.peer", "--profile", str(profile), "--table", table, "--target", str(target), *args]
+def peer_argv(profile: Path, table: str, target: Path, *args: str, delta_format: bool = False) -> list[str]:
+    """``delta_format``: the table needs the delta response format (deletion vectors)."""
+    return [PYTHON, "-m", "bench.peer", "--profile", str(profile), "--table", table, "--target", str(target),
+            *(["--delta-format"] if delta_format else []), *args]  # fmt: skip
 
 
-def limit_argv(profile: Path, table: str, *args: str) -> list[str]:
-    return [PYTHON, "-m", "bench.limit", "--profile", str(profile), "--table", table, *args]
+def limit_argv(profile: Path, table: str, *args: str, delta_format: bool = False) -> list[str]:
+    return [PYTHON, "-m", "bench.limit", "--profile", str(profile), "--table", table,
+            *(["--delta-format"] if delta_format else []), *args]  # fmt: skip
 
 
 def restore(seed: Path, directory: Path) -> None:
@@ -301,7 +304,8 @@ def start_state(base: Path, w: wl.Workload, profile: Path, *, peer: bool = True,
                   env={"SHARESYNC_PROFILE": str(server.profile)})  # fmt: skip
         if peer:
             state.peer.mkdir(parents=True)
-            run_child(peer_argv(server.profile, w.full_name, state.peer / "target", "bootstrap"),
+            run_child(peer_argv(server.profile, w.full_name, state.peer / "target", "bootstrap",
+                                delta_format=w.deletion_vectors),
                       log_to=base / "logs" / "setup-peer.log")  # fmt: skip
     finally:
         server.stop()
@@ -315,7 +319,7 @@ def verify(w: wl.Workload, targets: dict[str, Path | str], storage_options: dict
     """Every target equals the provider's table at its latest version: all columns, all rows."""
     from deltalake import DeltaTable
 
-    expected = DeltaTable(str(w.table_path)).to_pyarrow_table().sort_by("id")
+    expected = wl.provider_table(w)
     names = expected.column_names
     for pipeline, path in targets.items():
         got = (
@@ -378,6 +382,7 @@ class Bench:
 
     def shape(self, label: str, w: wl.Workload) -> None:
         table, base, profile = w.full_name, self.work / label, self.server.profile
+        dv = w.deletion_vectors  # both other pipelines must ask for the delta response format
         if "bootstrap" in self.args.scenarios:
             log(f"{label}: bootstrap of {w.live_rows:,} rows (v{w.latest_version})")
             config, fresh_ss = sharesync_bootstrap(base, profile, table)
@@ -389,8 +394,9 @@ class Bench:
 
             self.interleaved(f"{label}-bootstrap", {
                 "sharesync": (sharesync_argv(config), fresh_ss, w.live_rows),
-                "peer": (peer_argv(profile, table, peer_dir / "target", "bootstrap"), fresh_peer, w.live_rows),
-                "limit": (limit_argv(profile, table, "snapshot"), None, w.live_rows),
+                "peer": (peer_argv(profile, table, peer_dir / "target", "bootstrap", delta_format=dv), fresh_peer,
+                         w.live_rows),
+                "limit": (limit_argv(profile, table, "snapshot", delta_format=dv), None, w.live_rows),
             })  # fmt: skip
             self.verify(f"{label}-bootstrap", w, config.parent / "target", peer_dir / "target")
             self.breakdown(f"{label}-bootstrap", config, fresh_ss)
@@ -405,9 +411,10 @@ class Bench:
                 changes = ("changes", "--from", str(w.start_version + 1), "--to", str(w.latest_version))
                 self.interleaved(f"{label}-incremental", {
                     "sharesync": (sharesync_argv(state.config), state.restore_sharesync, w.change_file_rows),
-                    "peer": (peer_argv(profile, table, state.peer / "target", "incremental"), state.restore_peer,
+                    "peer": (peer_argv(profile, table, state.peer / "target", "incremental", delta_format=dv),
+                             state.restore_peer,
                              w.change_file_rows),
-                    "limit": (limit_argv(profile, table, *changes), None, w.change_file_rows),
+                    "limit": (limit_argv(profile, table, *changes, delta_format=dv), None, w.change_file_rows),
                 })  # fmt: skip
                 self.verify(f"{label}-incremental", w, state.sharesync / "target", state.peer / "target")
                 self.breakdown(f"{label}-incremental", state.config, state.restore_sharesync)
@@ -620,6 +627,8 @@ class Bench:
             check(
                 "small-incremental: a pass with changes (process wall)", get("small-incremental/sharesync"), 1.0, " s"
             )
+        if "dv" in labels and "incremental" in ran:  # issue 12's own bound: half the peer's memory too
+            check("dv-incremental (issue 12): peak RSS vs peer", versus("dv-incremental", "peer", "maxrss_mib"), 0.5)
         if "M" in labels and "incremental" in ran:
             check("M-incremental: wall vs limit", versus("M-incremental", "limit"), 2.5)
         if "L" in labels and "M" in labels:

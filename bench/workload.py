@@ -164,6 +164,7 @@ class Shape:
     updates: Mapping[str, str]  # SET clause of the range updates
     merge_existing_pct: int  # share of a merge's source rows that hit existing keys
     merge_delete: tuple[str, float]  # matched rows with s.<column> < <value> are deleted
+    deletion_vectors: bool = False  # written by Sail with deletion vectors (bench.dv_writer), no MERGEs
 
     def scaled(self, factor: float) -> Shape:
         if factor == 1:
@@ -178,6 +179,7 @@ class Shape:
             "shape": self.name, "rows": self.rows, "versions": self.versions, "change_rows": self.change_rows,
             "partition_by": self.partition_by, "updates": dict(self.updates),
             "merge_existing_pct": self.merge_existing_pct, "merge_delete": self.merge_delete,
+            **({"deletion_vectors": True} if self.deletion_vectors else {}),
         }  # fmt: skip
 
 
@@ -252,6 +254,9 @@ SHAPES: dict[str, Shape] = {  # name, table, rows, versions, change rows, column
     "small": Shape("small", "orders", 100_000, 10, 5_000, _ALL_TYPES, **_ALL_TYPES_CHANGES),
     "M": Shape("M", "orders", 1_000_000, 30, 50_000, _ALL_TYPES, **_ALL_TYPES_CHANGES),
     "L": Shape("L", "orders", 5_000_000, 30, 50_000, _ALL_TYPES, **_ALL_TYPES_CHANGES),
+    # M with deletion vectors, as Databricks shares tables by default (issue 12): deletes and
+    # updates are DV commits, read by both pipelines through the delta response format.
+    "dv": Shape("dv", "orders_dv", 1_000_000, 30, 50_000, _ALL_TYPES, deletion_vectors=True, **_ALL_TYPES_CHANGES),
 }
 
 
@@ -290,6 +295,7 @@ class Workload:
     live_rows: int  # rows at the latest version
     change_file_rows: int  # rows in the change feed of start+1..latest (what a sync reads)
     seconds: float  # generation time
+    deletion_vectors: bool = False
 
     @property
     def table_path(self) -> Path:
@@ -397,17 +403,35 @@ def build(
     log(f"generating {shape.name} ({name}): {shape.rows:,} rows + {shape.versions} versions × "
         f"~{shape.change_rows:,} changed keys (seed {seed}) …")  # fmt: skip
     began = time.monotonic()
-    kinds, live_rows = _generate(path, shape, seed, base_commits, log)
     start, latest = base_commits - 1, base_commits - 1 + shape.versions
+    if shape.deletion_vectors:
+        from bench import dv_writer
+
+        kinds, live_rows, change_rows = dv_writer.generate(path, shape, seed, base_commits, log)
+    else:
+        kinds, live_rows = _generate(path, shape, seed, base_commits, log)
+        change_rows = _change_file_rows(path, start + 1, latest)
     workload = Workload(
         shape.name, name, root, shape.rows, shape.versions, shape.change_rows, seed, base_commits, start, latest,
-        tuple(kinds), live_rows, _change_file_rows(path, start + 1, latest), round(time.monotonic() - began, 1),
+        tuple(kinds), live_rows, change_rows, round(time.monotonic() - began, 1), shape.deletion_vectors,
     )  # fmt: skip
     _truncated_copy(path, start_root(workload) / SHARE / SCHEMA / name, start)
     marker.write_text(json.dumps({**asdict(workload), "root": str(root)}, indent=2) + "\n")
     log(f"generated in {workload.seconds:.1f} s: {live_rows:,} rows at v{latest}, "
         f"{workload.change_file_rows:,} change rows in v{start + 1}..v{latest}")  # fmt: skip
     return workload
+
+
+def provider_table(workload: Workload) -> pa.Table:
+    """The provider's table at its latest version, sorted by key: what every target must equal."""
+    if workload.deletion_vectors:
+        from bench import dv_writer
+
+        schema = make_rows(SHAPES[workload.shape], np.random.default_rng(0), np.arange(1, 2)).schema
+        return dv_writer.read_provider(workload.table_path, schema).sort_by("id")
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(workload.table_path)).to_pyarrow_table().sort_by("id")
 
 
 def start_root(workload: Workload) -> Path:
