@@ -13,31 +13,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
+from sharesync.sync.delta.z85 import z85_decode
+
 _UUID_CHARS = 20  # a UUID (16 bytes) is 20 characters of Z85
 
 
 class DeletionVectorError(ValueError):
     """A DV descriptor the server cannot resolve (bad encoding, unknown storage type)."""
-
-
-def z85_decode(text: str) -> bytes:
-    """Z85 (ZeroMQ RFC 32), the Base85 variant Delta uses because it is JSON-friendly."""
-    if len(text) % 5:
-        raise DeletionVectorError(f"Z85 text must be a multiple of 5 characters long, got {len(text)}")
-    out = bytearray()
-    for start in range(0, len(text), 5):
-        value = 0
-        for char in text[start : start + 5]:
-            digit = _Z85_VALUE.get(char)
-            if digit is None:
-                raise DeletionVectorError(f"{char!r} is not a Z85 character")
-            value = value * 85 + digit
-        if value > 0xFFFFFFFF:
-            raise DeletionVectorError("Z85 group out of range")
-        out += value.to_bytes(4, "big")
-    return bytes(out)
 
 
 @dataclass(frozen=True)
@@ -70,7 +52,11 @@ class DeletionVector:
         if len(encoded) < _UUID_CHARS:
             raise DeletionVectorError(f"DV path {encoded!r} is too short to hold a UUID")
         prefix, encoded_uuid = encoded[:-_UUID_CHARS], encoded[-_UUID_CHARS:]
-        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded_uuid))}.bin"
+        try:
+            file_uuid = uuid.UUID(bytes=z85_decode(encoded_uuid))
+        except ValueError as exc:
+            raise DeletionVectorError(f"DV path {encoded!r} does not end in a Z85 UUID: {exc}") from None
+        name = f"deletion_vector_{file_uuid}.bin"
         return f"{prefix}/{name}" if prefix else name
 
     def presigned(self, url: str) -> dict[str, object]:

@@ -5,18 +5,24 @@ fewer, and "if the server encounters any errors during predicate processing ... 
 filtering and return all the files". So evaluation is three-valued and a file is dropped only
 when the predicate is certainly false for its partition values; anything not understood
 (a data column, an unknown op, a bad literal) keeps the file. Pure functions.
+
+With column mapping, hints and ``partitionColumns`` name columns logically while each file's
+``partitionValues`` is keyed by physical name: the values are renamed first, or no partition
+column would ever be found and every file kept.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
+from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.core.timestamps import parse_timestamp
-from sharesync.sync.server.logmodel import FileEntry
+from sharesync.sync.delta.column_mapping import ColumnMapping
+from sharesync.sync.server.logmodel import COLUMN_MAPPING_PROPERTY, FileEntry, TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -99,18 +105,39 @@ class _Evaluator:
             return None
 
 
+def logical_names(metadata: TableMetadata) -> dict[str, str]:
+    """Physical -> logical column names of a column-mapping table ({} without column mapping, or
+    when the schema lacks the mapping: then nothing is pruned that should not be)."""
+    mode = metadata.configuration.get(COLUMN_MAPPING_PROPERTY, "none").lower()
+    if mode not in ("name", "id"):
+        return {}
+    try:
+        return ColumnMapping.from_schema(metadata.schema_string, "name" if mode == "name" else "id").logical_names
+    except (ProtocolViolation, ValueError):
+        return {}
+
+
 def prune_by_json_predicate(
-    files: Sequence[FileEntry], hints: str | None, partition_columns: Sequence[str]
+    files: Sequence[FileEntry],
+    hints: str | None,
+    partition_columns: Sequence[str],
+    physical_to_logical: Mapping[str, str] | None = None,
 ) -> list[FileEntry]:
     """Drop the files whose partition values make the predicate certainly false."""
     if not hints or not partition_columns:
         return list(files)
+    names = physical_to_logical or {}
     try:
         tree = json.loads(hints)
         if not isinstance(tree, dict):
             raise ValueError("the predicate is not a JSON object")
         # A malformed tree raises below and keeps every file (spec: skip filtering on any error).
-        kept = [f for f in files if _Evaluator(partition_columns, f.partition_values)._safe(tree) is not False]
+        kept = [
+            f
+            for f in files
+            if _Evaluator(partition_columns, {names.get(k, k): v for k, v in f.partition_values.items()})._safe(tree)
+            is not False
+        ]
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         log.info("ignoring jsonPredicateHints: %s", exc)
         return list(files)

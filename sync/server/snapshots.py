@@ -15,7 +15,7 @@ from sharesync.sync.server.answers import Answer, Context, file_line, lazily, me
 from sharesync.sync.server.history import ensure_positive, snapshot_at, version_at
 from sharesync.sync.server.logmodel import FileEntry, JsonObject, Snapshot
 from sharesync.sync.server.problems import history_not_shared, invalid
-from sharesync.sync.server.pruning import apply_limit_hint, prune_by_json_predicate
+from sharesync.sync.server.pruning import apply_limit_hint, logical_names, prune_by_json_predicate
 from sharesync.sync.server.signing import SignatureError, checksum
 
 PAGE_TOKEN = "query-page"
@@ -121,7 +121,9 @@ def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
     snap = snapshot_at(ctx.log, ctx.table, target, check_files=target is not None and ctx.verify_files)
 
     selected = apply_limit_hint(
-        prune_by_json_predicate(snap.files, request.json_predicate_hints, snap.metadata.partition_columns),
+        prune_by_json_predicate(
+            snap.files, request.json_predicate_hints, snap.metadata.partition_columns, logical_names(snap.metadata)
+        ),
         request.limit_hint,
     )
     start = int(page["i"]) if page is not None else 0

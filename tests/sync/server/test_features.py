@@ -22,10 +22,11 @@ import httpx
 import pandas as pd
 import pytest
 from deltalake import DeltaTable, TableFeatures
+from support.feature_tables import z85_encode
 
-from sharesync.sync.server.deletionvectors import z85_decode
+from sharesync.sync.delta.z85 import z85_decode
 from sharesync.sync.server.runner import SharingServer
-from sharesync.sync.server.samples import build_feature_provider, embedded_spark
+from sharesync.sync.server.samples import PARTITION_COLUMN, build_feature_provider, embedded_spark
 
 from .conftest import Scratch
 from .support import ORDERS, error
@@ -177,6 +178,24 @@ def test_files_and_deletion_vectors_in_the_delta_format(client: httpx.Client, fe
     assert httpx.get(with_dv[0]["deltaSingleAction"]["add"]["deletionVector"]["pathOrInlineDv"]).status_code == 403
 
 
+def test_partition_hints_prune_a_column_mapping_table(client: httpx.Client) -> None:
+    """``partitionValues`` are keyed by physical name there, the hint names the logical column."""
+
+    def files(body: dict[str, Any]) -> list[dict[str, str | None]]:
+        lines = _lines(client.post(f"{_url('cm')}/query", json=body, headers=DELTA))
+        return [line["file"]["deltaSingleAction"]["add"]["partitionValues"] for line in lines[2:]]
+
+    every = files({})
+    assert every and all(list(values) != [PARTITION_COLUMN] for values in every)  # physical keys
+    regions = {next(iter(values.values())) for values in every}
+    region = sorted(r for r in regions if r is not None)[0]
+    column = {"op": "column", "name": PARTITION_COLUMN, "valueType": "string"}
+    hint = {"op": "equal", "children": [column, {"op": "literal", "value": region, "valueType": "string"}]}
+    pruned = files({"jsonPredicateHints": json.dumps(hint)})
+    assert len(regions) > 1 and 0 < len(pruned) < len(every)
+    assert {next(iter(values.values())) for values in pruned} <= {region, None}
+
+
 def test_time_travel_pages_and_refresh_tokens_in_the_delta_format(client: httpx.Client) -> None:
     url = f"{_url('dv')}/query"
     old = [line["file"] for line in _lines(client.post(url, json={"version": 1}, headers=DELTA))[2:]]
@@ -291,17 +310,6 @@ def test_the_official_connector_autoresolves_to_delta(features: SharingServer, s
 
 # ---------------------------------------------------------------- crafted logs (what Sail does not write)
 
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-
-
-def _z85(data: bytes) -> str:
-    data += b"\0" * (-len(data) % 4)  # Delta pads inline DVs to whole Z85 groups
-    out = []
-    for start in range(0, len(data), 4):
-        value = int.from_bytes(data[start : start + 4], "big")
-        out.append("".join(_Z85[(value // 85**power) % 85] for power in range(4, -1, -1)))
-    return "".join(out)
-
 
 def _copy(features: SharingServer, name: str, root: Path) -> Path:
     target = root / "crafted" / "s" / name
@@ -333,7 +341,7 @@ def test_inline_deletion_vectors_pass_unchanged(
         name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
         raw = (table / prefix / name if prefix else table / name).read_bytes()
         start = dv.get("offset", 1) + 4  # after the big-endian size
-        text = _z85(raw[start : start + dv["sizeInBytes"]])
+        text = z85_encode(raw[start : start + dv["sizeInBytes"]])
         dv.update(storageType="i", pathOrInlineDv=text)
         dv.pop("offset", None)
         inlined.add(text)
