@@ -198,9 +198,7 @@ def _stage(
         refresher = refresher_for(client, result)
         deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
         sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None)
-        outcome = downloader.download(
-            [c.file for c in files], refresher=refresher, progress=progress, on_file=sink.on_file
-        )
+        outcome = downloader.download(sink.downloads, refresher=refresher, progress=progress, on_file=sink.on_file)
         for stats in (outcome.stats, dv_stats):
             if stats is not None:
                 staged.files += stats.files
@@ -235,16 +233,23 @@ def _download_dir(where: Location) -> Iterator[Path]:
 class _Sink:
     """Stages each downloaded file as every change it carries, as soon as it arrives.
 
-    Usually one change per file; a data file whose deletion vector a version changed carries
-    two (the rows it deleted, the rows it restored), read from one download.
+    A data file is downloaded once per batch, whichever versions name it: a file's ``id`` is the
+    same in every request and version (protocol, "id"), and a table with deletion vectors names
+    the same data file again in each version that changes its DV — removed and re-added, with
+    another URL each time. Each change still reads only its own rows (its DVs' difference);
+    usually a file carries one change.
     """
 
     def __init__(
         self, changes: list[ChangeFile], layout: StageLayout, data: Location, dvs: DeletionVectors, *, in_memory: bool
     ) -> None:
         self.by_name: dict[str, list[ChangeFile]] = defaultdict(list)
+        first: dict[tuple[bool, str], DataFile] = {}
         for change in changes:
-            self.by_name[staged_name(change.file)].append(change)
+            # cdf files are files of their own; add and remove actions name the table's data files
+            shared = first.setdefault((isinstance(change.file, CdfFile), change.file.id), change.file)
+            self.by_name[staged_name(shared)].append(change)
+        self.downloads: list[DataFile] = list(first.values())
         self.layout, self.data, self.dvs, self.in_memory = layout, data, dvs, in_memory
         self.rows_per_file: dict[str, int] = {}
         self.tables: dict[str, pa.Table] = {}

@@ -9,6 +9,7 @@ crafted into copies of the logs (Sail writes neither).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import shutil
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support.feature_tables import commit, create_source, latest_version, read_source
+from support.feature_tables import commit, create_source, latest_version, read_source, z85_encode
 
 from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.delta.properties import DeletionVectorDescriptor
@@ -43,19 +44,20 @@ from sharesync.sync.staging.preview import preview
 
 SHARE, SCHEMA = "st", "s"
 TABLES = {"dv": (True, False, False), "dvcm": (True, True, True)}  # name: (DVs, column mapping, partitioned)
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 
 class Recording(httpx.AsyncBaseTransport):
-    """A real transport that records the path of every download (kept open across download calls)."""
+    """A real transport that records the path of every download (kept open across download calls,
+    each of which runs its own event loop: one inner transport per loop)."""
 
     def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
+        self.inner: dict[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = {}
         self.paths: list[str] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.paths.append(request.url.path)
-        return await self.inner.handle_async_request(request)
+        inner = self.inner.setdefault(asyncio.get_running_loop(), httpx.AsyncHTTPTransport())
+        return await inner.handle_async_request(request)
 
     async def aclose(self) -> None:
         pass
@@ -117,7 +119,12 @@ def test_each_version_stages_exactly_the_rows_it_changed(
     path = provider / SHARE / SCHEMA / name
     end = latest_version(path)
     result = client.changes(f"{SHARE}.{SCHEMA}.{name}", starting_version=1, ending_version=end)
-    staged = _stage(client, result, batches.change_files(result, end), tmp_path)
+    recording = Recording()
+    files = batches.change_files(result, end)
+    staged = _stage(client, result, files, tmp_path, downloader_factory=lambda raw: Downloader(raw, transport=recording))
+    # A data file that several versions name (its DV changed each time) is downloaded once.
+    fetched = Counter(p for p in recording.paths if p.endswith(".parquet"))
+    assert set(fetched.values()) == {1} and len(fetched) < len({(c.file.id, c.commit_version) for c in files})
     before = read_source(spark, path, 0)
     names = sorted(before.column_names)
     for version in range(1, end + 1):
@@ -186,7 +193,7 @@ def _inline(table: Path, action: dict[str, Any]) -> None:
             prefix, encoded = dv["pathOrInlineDv"][:-20], dv["pathOrInlineDv"][-20:]
             raw = (table / prefix / f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin").read_bytes()
             start = dv.pop("offset", 1) + 4
-            dv.update(storageType="i", pathOrInlineDv=_z85(raw[start : start + dv["sizeInBytes"]]))
+            dv.update(storageType="i", pathOrInlineDv=z85_encode(raw[start : start + dv["sizeInBytes"]]))
 
 
 def _id_mode(table: Path, action: dict[str, Any]) -> None:
@@ -252,12 +259,3 @@ def test_a_dv_relative_to_the_providers_table_is_a_clear_error(tmp_path: Path) -
     changes = snapshot_files([File(url="https://x/f.parquet", id="f", size=1, deletion_vector=relative)], 1)
     with pytest.raises(ProtocolViolation, match="storage type 'u'.*presigned URL"):
         load_deletion_vectors(changes, Downloader(tmp_path), None)
-
-
-def _z85(data: bytes) -> str:
-    data += b"\0" * (-len(data) % 4)  # Delta pads inline DVs to whole Z85 groups
-    out = []
-    for start in range(0, len(data), 4):
-        value = int.from_bytes(data[start : start + 4], "big")
-        out.append("".join(_Z85[(value // 85**power) % 85] for power in range(4, -1, -1)))
-    return "".join(out)
