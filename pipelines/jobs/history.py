@@ -189,7 +189,12 @@ def _apply(
     if plan.is_empty and existing:
         return stats  # a re-applied batch: already in the target
     rewrite = history is not None and _rewrites(plan, history.num_rows, job.rewrite_threshold)
-    deleted = _write(session, job, state, plan, data_columns, keys, replace=replace, rewrite=rewrite)
+    actions, opened, null_keys = _stage_plan(session, plan, job.staged), plan.opened, plan.null_keys
+    # The engine runs in this process: give it the memory of the batch, the target's keys and the
+    # plan (all on disk now), as staging does after netting.
+    del changes, history, plan
+    _release_arrow_memory()
+    deleted = _write(session, job, state, actions, data_columns, keys, opened, null_keys, replace=replace, rewrite=rewrite)
     after = version_after(state.version, commit_metrics(job.target, state.version))
     return dataclasses.replace(stats, target_version=after, deleted=stats.deleted + deleted)
 
@@ -198,17 +203,18 @@ def _write(
     session: SparkSession,
     job: _Job,
     state: TargetState,
-    plan: HistoryPlan,
+    actions: DataFrame,
     data_columns: Sequence[str],
     keys: Sequence[str],
+    opened: int,
+    null_keys: bool,
     *,
     replace: bool,
     rewrite: bool,
 ) -> int:
-    """Write the plan in one commit; returns the rows a replacing bootstrap removed."""
-    actions = _stage_plan(session, plan, job.staged)
+    """Write the staged plan in one commit; returns the rows a replacing bootstrap removed."""
     if not state.exists:
-        create_target(written_columns(actions, data_columns), job.target, plan.opened)
+        create_target(written_columns(actions, data_columns), job.target, opened)
         return 0
     if replace:
         previous = row_count(job.target)
@@ -216,9 +222,9 @@ def _write(
         writer.option("overwriteSchema", "true").save(job.target)
         return previous
     if rewrite:
-        rewrite_plan(session, actions, job.target, keys, data_columns, plan.null_keys)
+        rewrite_plan(session, actions, job.target, keys, data_columns, null_keys)
     else:
-        merge_plan(actions, register_target(session, job.target), keys, data_columns, plan.null_keys)
+        merge_plan(actions, register_target(session, job.target), keys, data_columns, null_keys)
     return 0
 
 
@@ -236,6 +242,12 @@ def _stage_plan(session: SparkSession, plan: HistoryPlan, staged: Location) -> D
     path = directory.join("plan.parquet")
     pq.write_table(plan.actions, path.path, filesystem=path.filesystem, compression="lz4")
     return session.read.parquet(path.uri)
+
+
+def _release_arrow_memory() -> None:
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _read_changes(files: Sequence[Location], state: TargetState) -> pa.Table:
