@@ -17,6 +17,7 @@ they are written (``change_rows``: appended + deleted + twice the updated, pre- 
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -107,6 +108,7 @@ def read_provider(path: Path, schema: pa.Schema) -> pa.Table:
     """The table at its latest version, read by Sail (``deltalake`` cannot read deletion vectors)."""
     from sharesync.sync.server.samples import embedded_spark
 
+    os.environ.setdefault("RUST_LOG", "error")  # Sail's session logs would fill the report
     with embedded_spark() as spark:
         table = spark.read.format("delta").load(str(path)).toArrow()
     return table.select(schema.names).cast(schema)
