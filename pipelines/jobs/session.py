@@ -38,7 +38,7 @@ from sharesync.sync.core.storage import current_storage
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "import_spark_modules", "session_of", "stop_spark"]
+__all__ = ["get_spark", "import_spark_modules", "release_remote_sessions", "session_of", "stop_spark"]
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
 # the session creates get no deletion vectors, whatever the platform's default (Databricks turns
@@ -133,6 +133,17 @@ def stop_spark(only: SparkSession | None = None) -> None:
             session.stop()
     if server is not None:
         server.stop()
+
+
+def release_remote_sessions() -> None:
+    """Close the sessions of remote engines: they hold state on a server others share. The
+    embedded engine's sessions end with its process (``sharesync`` exits without stopping it)."""
+    with _lock:
+        remote = [key for key in _sessions if key[0] is not None]
+        stopping = [_sessions.pop(key) for key in remote]
+    for session in stopping:
+        with contextlib.suppress(Exception):  # the server may be gone already; leaving anyway
+            session.stop()
 
 
 def _embedded_url() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -84,6 +85,39 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 def main(argv: list[str] | None = None) -> Any:
     install_log_redaction()
     return cli.main(args=argv, prog_name="sharesync", standalone_mode=True)
+
+
+def run() -> NoReturn:
+    """The ``sharesync`` console script: :func:`main`, then leave at once.
+
+    When a command returns, everything it did is committed (Delta commits, checkpoints, run
+    rows) and printed. What is left is stopping the embedded engine and tearing down an
+    interpreter with pyspark, pandas and Arrow loaded: about 0.8 s of every pass that used the
+    engine (bench/README.md). So output and logs are flushed, the sessions of a remote engine
+    are released (they hold state on a shared server), and the process ends with the command's
+    exit code. Tests call :func:`main`, which returns normally.
+    """
+    try:
+        main()
+        code = EXIT_OK
+    except SystemExit as exc:
+        code = exit_code(exc)
+    if "sharesync.pipelines.jobs.session" in sys.modules:  # only a process that used an engine
+        from sharesync.pipelines.jobs.session import release_remote_sessions
+
+        release_remote_sessions()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def exit_code(exc: SystemExit) -> int:
+    """What the interpreter would exit with: a message (not a number) goes to stderr, code 1."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or EXIT_OK
+    print(exc.code, file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":
