@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -101,13 +100,7 @@ def _objects(store: S3Store, prefix: str) -> list[str]:
 
 
 def _put(store: S3Store, key: str, body: bytes) -> None:
-    boto3.client(
-        "s3",
-        endpoint_url=store.endpoint,
-        region_name=store.region,
-        aws_access_key_id=store.access_key_id,
-        aws_secret_access_key=store.secret_access_key,
-    ).put_object(Bucket=store.bucket, Key=key, Body=body)
+    store.client("s3").put_object(Bucket=store.bucket, Key=key, Body=body)
 
 
 def _key(uri: str) -> str:
@@ -172,13 +165,7 @@ def test_the_files_of_a_crashed_first_write_in_s3_do_not_stop_the_next_attempt(
 def test_credentials_that_may_not_write_make_the_target_not_writable(
     site: Site, s3_server: S3Store, cli: Callable[..., CliResult]
 ) -> None:
-    iam = boto3.client(
-        "iam",
-        endpoint_url=s3_server.endpoint,
-        region_name=s3_server.region,
-        aws_access_key_id=s3_server.access_key_id,
-        aws_secret_access_key=s3_server.secret_access_key,
-    )
+    iam = s3_server.client("iam")
     name = f"reader-{s3_server.prefix().rsplit('-', 1)[-1]}"
     iam.create_user(UserName=name)
     read_only = {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}

@@ -81,17 +81,21 @@ class S3Store:
         lines = self.commits_file.read_text(encoding="utf-8").splitlines() if self.commits_file.exists() else []
         return [(p, condition) for p, condition in map(json.loads, lines) if p.startswith(path)]
 
-    def keys(self, prefix: str) -> list[str]:
-        """The object keys under an ``s3://`` prefix, through boto3 (not sharesync's code)."""
+    def client(self, service: str) -> Any:
+        """A boto3 client of this server with its root credentials (not sharesync's code)."""
         import boto3
 
-        client = boto3.client(
-            "s3",
+        return boto3.client(
+            service,
             endpoint_url=self.endpoint,
             region_name=self.region,
             aws_access_key_id=self.access_key_id,
             aws_secret_access_key=self.secret_access_key,
         )
+
+    def keys(self, prefix: str) -> list[str]:
+        """The object keys under an ``s3://`` prefix, through boto3 (not sharesync's code)."""
+        client = self.client("s3")
         key_prefix = prefix.removeprefix(f"s3://{self.bucket}/").rstrip("/") + "/"
         pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=key_prefix)
         return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
