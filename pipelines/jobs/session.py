@@ -67,7 +67,7 @@ def get_spark(config: SparkConfig | None = None) -> SparkSession:
         if config.remote is None:
             _export_environment(storage.engine_environment())
         session = _sessions.get(key)
-        if session is None:
+        if session is None or session.is_stopped:  # stopped by its holder (a test, a notebook): a new one
             _import_modules()
             url = config.remote or _embedded_url()
             session = _connect(url, {**conf, **_FIXED_CONF})

@@ -38,7 +38,9 @@ def test_exit_codes_follow_the_interpreters_rules(capsys: pytest.CaptureFixture[
 def test_remote_sessions_are_released_and_the_embedded_one_kept() -> None:
     from sharesync.pipelines.jobs import session as sessions
 
+    get_spark().stop()  # as code holding the session may: the next get_spark must not hand it out
     embedded = get_spark()
+    assert not embedded.is_stopped
     with sessions._lock:
         url = sessions._embedded_url()  # the same engine, reached as a remote one
     remote = get_spark(SparkConfig(remote=url))
