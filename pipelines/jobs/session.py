@@ -67,7 +67,7 @@ def get_spark(config: SparkConfig | None = None) -> SparkSession:
         if config.remote is None:
             _export_environment(storage.engine_environment())
         session = _sessions.get(key)
-        if session is None or session.is_stopped:  # stopped by its holder (a test, a notebook): a new one
+        if session is None or _stopped(session):  # stopped by its holder (a test, a notebook): a new one
             _import_modules()
             url = config.remote or _embedded_url()
             session = _connect(url, {**conf, **_FIXED_CONF})
@@ -133,6 +133,11 @@ def stop_spark(only: SparkSession | None = None) -> None:
             session.stop()
     if server is not None:
         server.stop()
+
+
+def _stopped(session: SparkSession) -> bool:
+    # ``is_stopped`` is the Connect session's; the classic SparkSession the type names lacks it.
+    return getattr(session, "is_stopped", False) is True
 
 
 def release_remote_sessions() -> None:
