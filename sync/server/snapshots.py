@@ -120,11 +120,10 @@ def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
     # Time travel reads old files: check they survived VACUUM (the latest snapshot's are live).
     snap = snapshot_at(ctx.log, ctx.table, target, check_files=target is not None and ctx.verify_files)
 
+    hints = request.json_predicate_hints
+    names = logical_names(snap.metadata) if hints else None  # the schema is parsed only to prune
     selected = apply_limit_hint(
-        prune_by_json_predicate(
-            snap.files, request.json_predicate_hints, snap.metadata.partition_columns, logical_names(snap.metadata)
-        ),
-        request.limit_hint,
+        prune_by_json_predicate(snap.files, hints, snap.metadata.partition_columns, names), request.limit_hint
     )
     start = int(page["i"]) if page is not None else 0
     stop = len(selected) if page_size is None else min(len(selected), start + page_size)
