@@ -66,12 +66,25 @@ def to_spark(expr: Expr) -> Column:
             compared: Column = op.apply(column(ref), literal(ref, value))
             return compared
         case In(ref, values):
-            return column(ref).isin(*(literal(ref, v) for v in _both_zeros(ref, values)))
+            return _null_when_null(ref, column(ref).isin(*(literal(ref, v) for v in _both_zeros(ref, values))))
         case Like(ref, pattern, case_insensitive):
             # Column.ilike exists in Spark >= 3.3 and works on Sail 0.7.
             matched: Column = column(ref).ilike(pattern) if case_insensitive else column(ref).like(pattern)
             return matched
     raise TypeError(f"not a predicate node: {expr!r}")
+
+
+def _null_when_null(ref: Ref, membership: Column) -> Column:
+    """``col IN (…)`` spelled ``CASE WHEN col IS NULL THEN NULL ELSE col IN (…) END``: the same value.
+
+    Sail 0.7's optimiser folds ``x IN (a) AND x IN (b)`` with disjoint lists to FALSE, which is
+    wrong for a NULL ``x`` (NULL in SQL), so ``NOT (…)`` of it kept NULL rows (found by the
+    random-tree test: ``NOT (b IN (false) AND b IN (true))``). An OR of equalities is folded the
+    same way; the CASE hides the lists from that rule and states the NULL case itself.
+    """
+    from pyspark.sql import functions as F
+
+    return F.when(column(ref).isNull(), F.lit(None).cast("boolean")).otherwise(membership)
 
 
 def _both_zeros(ref: Ref, values: tuple[Literal, ...]) -> tuple[Literal, ...]:
