@@ -52,4 +52,3 @@ def _spark_session(config: SharesyncConfig) -> SparkSession:
 
     import_spark_connect()
     return get_spark(config.spark)
-

@@ -171,30 +171,34 @@ def _apply(
     changes = _read_changes(files, state)
     keys = _batch_keys(changes, job.keys)
     data_columns = projected(changes.column_names, keys, job.columns)
-    session = session_of(spark)
     existing = state.exists and not replace
-    added = evolve_history(read_staged(session, job.staged, files), state, data_columns) if existing and files else ()
     tracked = tracked_columns(data_columns, keys, job.track_history, job.track_history_except)
     values = [c for c in data_columns if c not in keys] if tracked is not None else []
-    history = read_history(job.target, keys, values) if existing else None
+    present = set(state.column_names)  # a column the batch adds is NULL in the target's rows (the plan knows)
+    history = read_history(job.target, keys, [c for c in values if c in present]) if existing else None
     if snapshot is not None:
         snapshot = _snapshot_at(changes, snapshot)
     plan = plan_history(
         changes, history, keys, data_columns, tracked=tracked, kept=_kept(changes, job.row_filter),
         replay_from=job.replay_from, snapshot=snapshot,
     )  # fmt: skip
-    stats = HistoryStats(
-        changes.num_rows, plan.opened, plan.updated, plan.removed, state.version, added, plan.opened, plan.closed
-    )
-    if plan.is_empty and existing:
-        return stats  # a re-applied batch: already in the target
     rewrite = history is not None and _rewrites(plan, history.num_rows, job.rewrite_threshold)
-    actions, opened, null_keys = _stage_plan(session, plan, job.staged), plan.opened, plan.null_keys
-    # The engine runs in this process: give it the memory of the batch, the target's keys and the
-    # plan (all on disk now), as staging does after netting.
+    counts = changes.num_rows, plan.opened, plan.updated, plan.removed, plan.closed, plan.null_keys
+    staged_plan = None if plan.is_empty and existing else _stage_plan(plan, job.staged)
+    # The engine runs in this process: it starts only now, with the memory of the batch, the
+    # target's keys and the plan (all on disk now) given back, as staging does after netting.
     del changes, history, plan
     _release_arrow_memory()
-    deleted = _write(session, job, state, actions, data_columns, keys, opened, null_keys, replace=replace, rewrite=rewrite)
+    session = session_of(spark)
+    added = evolve_history(read_staged(session, job.staged, files), state, data_columns) if existing and files else ()
+    rows, opened, updated, removed, closed, null_keys = counts
+    stats = HistoryStats(rows, opened, updated, removed, state.version, added, opened, closed)
+    if staged_plan is None:
+        return stats  # a re-applied batch: already in the target
+    actions = session.read.parquet(staged_plan.uri)
+    deleted = _write(
+        session, job, state, actions, data_columns, keys, opened, null_keys, replace=replace, rewrite=rewrite
+    )
     after = version_after(state.version, commit_metrics(job.target, state.version))
     return dataclasses.replace(stats, target_version=after, deleted=stats.deleted + deleted)
 
@@ -229,19 +233,33 @@ def _write(
 
 
 def _rewrites(plan: HistoryPlan, target_rows: int, threshold: float | None) -> bool:
-    return threshold is not None and plan.actions.num_rows >= threshold * target_rows
+    return threshold is not None and plan.rows >= threshold * target_rows
 
 
-def _stage_plan(session: SparkSession, plan: HistoryPlan, staged: Location) -> DataFrame:
-    """The plan as one parquet file next to the batch, read by the engine as the write's source."""
+def _stage_plan(plan: HistoryPlan, staged: Location) -> Location:
+    """The plan as one parquet file next to the batch, for the engine to read as the write's
+    source; written a slice at a time. No statistics and no dictionaries: the engine reads every
+    row once, and encoding them cost more than the write (bench/README.md, history)."""
     import pyarrow.parquet as pq
 
     directory = staged.join(_PLAN_DIR)
     if directory.is_local:
         directory.filesystem.create_dir(directory.path)
     path = directory.join("plan.parquet")
-    pq.write_table(plan.actions, path.path, filesystem=path.filesystem, compression="lz4")
-    return session.read.parquet(path.uri)
+    batches = plan.batches()
+    first = next(batches)
+    with pq.ParquetWriter(
+        path.path,
+        first.schema,
+        filesystem=path.filesystem,
+        compression="lz4",
+        write_statistics=False,
+        use_dictionary=False,
+    ) as writer:
+        writer.write_table(first)
+        for batch in batches:
+            writer.write_table(batch)
+    return path
 
 
 def _release_arrow_memory() -> None:
@@ -256,7 +274,11 @@ def _read_changes(files: Sequence[Location], state: TargetState) -> pa.Table:
     import pyarrow.parquet as pq
 
     if files:
-        return pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
+        changes = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files])
+        try:  # contiguous columns: planning takes rows from them by index, many times
+            return changes.combine_chunks()
+        except pa.ArrowInvalid:  # a column over 2 GiB of values cannot be one array: chunks work, slower
+            return changes
     fields = [f for f in table_schema(state.path) if f.name not in HISTORY_COLUMNS]
     types = {CHANGE_TYPE: pa.string(), COMMIT_VERSION: pa.int64(), COMMIT_TIMESTAMP: pa.timestamp("us", tz="UTC")}
     return pa.schema([*fields, *(pa.field(c, types[c]) for c in CHANGE_COLUMNS)]).empty_table()

@@ -75,30 +75,31 @@ def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Se
 def rewrite_plan(
     spark: SparkSession, plan: DataFrame, target: str, keys: Sequence[str], data_columns: Sequence[str], null_keys: bool
 ) -> None:
-    """The target after the plan, written with one ``overwrite``: untouched rows, updated rows, new rows."""
+    """The target after the plan, written with one ``overwrite``: every row joined with the plan's
+    action for it (one at most) — kept, updated or dropped — then the new rows. One outer join
+    (not an anti join plus an inner join) reads the target once: less time and memory on Sail."""
     from pyspark.sql import functions as F
 
     table = spark.read.format("delta").load(target)
     types = {f.name: f.dataType for f in table.schema.fields}
     values = [c for c in data_columns if c not in keys]
     alias = {c: f"__ss_c{i}" for i, c in enumerate([*keys, *values, *_VALIDITY, MATCH_VERSION, ACTION, SET_VALUES])}
-    acts = plan.select(*[col(c).alias(a) for c, a in alias.items()])
+    action = F.col(alias[ACTION])
+    acts = plan.select(*[col(c).alias(a) for c, a in alias.items()]).where(action != F.lit(Action.INSERT))
     on = _keys_equal([table[quote_identifier(k)] for k in keys], [F.col(alias[k]) for k in keys], null_keys)
     on = on & (table[quote_identifier(VALID_FROM_VERSION)] == F.col(alias[MATCH_VERSION]))
-    action = F.col(alias[ACTION])
-    untouched = table.join(acts.where(action.isin(Action.UPDATE, Action.DELETE)), on, "left_anti")
-    changed = table.join(acts.where(action == F.lit(Action.UPDATE)), on, "inner")
+    joined = table.join(acts, on, "left").where(action.isNull() | (action != F.lit(Action.DELETE)))
+    updated = action == F.lit(Action.UPDATE)  # NULL (no action): the row stays as it is
 
-    def after_update(c: str) -> Column:
+    def after(c: str) -> Column:
         if c in _VALIDITY:
-            return F.col(alias[c]).cast(types[c]).alias(c)
+            return F.when(updated, F.col(alias[c]).cast(types[c])).otherwise(col(c)).alias(c)
         if c in values:
-            return F.when(F.col(alias[SET_VALUES]), F.col(alias[c]).cast(types[c])).otherwise(col(c)).alias(c)
+            return F.when(updated & F.col(alias[SET_VALUES]), F.col(alias[c]).cast(types[c])).otherwise(col(c)).alias(c)
         return col(c)
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
-    out = untouched.select(*[col(c) for c in table.columns])
-    out = out.unionByName(changed.select(*[after_update(c) for c in table.columns])).unionByName(inserted)
+    out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
     out.write.format("delta").mode("overwrite").save(target)
 
 

@@ -17,11 +17,15 @@ _PREDICATES = TypeAdapter(list[Predicate])
 @click.command("preview")
 @click.argument("name")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--where", "where_json", default=None, help='Filter as JSON, e.g. \'[{"col": "region", "op": "eq", "val": "eu"}]\'.')
+@click.option(
+    "--where", "where_json", default=None, help='Filter as JSON, e.g. \'[{"col": "region", "op": "eq", "val": "eu"}]\'.'
+)
 @click.option("--version", default=None, type=click.IntRange(min=0), help="Time-travel to this table version.")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON lines.")
 @click.pass_context
-def preview(ctx: click.Context, name: str, limit: int, where_json: str | None, version: int | None, as_json: bool) -> None:
+def preview(
+    ctx: click.Context, name: str, limit: int, where_json: str | None, version: int | None, as_json: bool
+) -> None:
     """Show the first matching rows of a shared table (no sync, no state)."""
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.profile import check_expiry, load_profile
@@ -68,7 +72,9 @@ def _parse_where(text: str) -> list[Predicate]:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"--where is not JSON ({exc.msg}); pass a list like '[{{\"col\": \"id\", \"op\": \"gt\", \"val\": 5}}]'") from None
+        raise ConfigError(
+            f'--where is not JSON ({exc.msg}); pass a list like \'[{{"col": "id", "op": "gt", "val": 5}}]\''
+        ) from None
     if isinstance(raw, dict):
         raw = [raw]
     try:

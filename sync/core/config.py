@@ -218,8 +218,12 @@ class SharesyncConfig(_Strict):
     sensor_interval_seconds: int = Field(default=30, ge=1)
     # Dagster: what starts a sync when the provider commits (README "Dagster", "Sensor or declarative automation").
     automation: Literal["sensor", "declarative"] = "sensor"
-    observe_schedule: str = Field(default="* * * * *", description="automation 'declarative': cron of source observations")
-    verify_check: bool = Field(default=False, description="Dagster: add the 'target_matches_snapshot' check (verify --full)")
+    observe_schedule: str = Field(
+        default="* * * * *", description="automation 'declarative': cron of source observations"
+    )
+    verify_check: bool = Field(
+        default=False, description="Dagster: add the 'target_matches_snapshot' check (verify --full)"
+    )
     lease_ttl_seconds: float = Field(
         default=120.0,
         ge=1,

@@ -2,8 +2,8 @@
 
 A batch of a million change rows is planned without a Python loop over them: events are sorted
 once by key and version, and every "per key, in version order" rule becomes a comparison with
-the previous or next row of that order. Keys compare NULL-safe (NULL keys form one key), as in
-:mod:`sharesync.sync.staging.netting`.
+the previous or next row of that order; what the target holds per key is found by a hash join.
+Keys compare NULL-safe (NULL keys form one key), as in :mod:`sharesync.sync.staging.netting`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,21 @@ import pyarrow.compute as pc
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.history_columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
 
-__all__ = ["applicable_events", "constant", "net_versions", "positions", "rows_equal", "segments"]
+__all__ = [
+    "applicable_events",
+    "constant",
+    "key_watermarks",
+    "net_versions",
+    "positions",
+    "rows_equal",
+    "segments",
+    "view_watermarks",
+]
 
 # Columns of the narrow tables passed between the steps.
 VER, TS, UPSERT, ROW = "__ss_version", "__ss_ts", "__ss_upsert", "__ss_row"  # event: version, time, kind, change row
-POS, OPEN, GID = "__ss_pos", "__ss_open", "__ss_gid"  # a view row; the key's open view row; the key's group
-_RANK, _SRC, _WM = "__ss_rank", "__ss_src", "__ss_wm"
+POS, OPEN, GID, WM = "__ss_pos", "__ss_open", "__ss_gid", "__ss_wm"  # a row; the key's open view row, group, watermark
+_RANK = "__ss_rank"
 _NO_ROW = pa.scalar(None, pa.int64())
 
 
@@ -35,10 +44,11 @@ def constant(n: int, value: object, kind: pa.DataType) -> pa.Array:
 
 
 def net_versions(changes: pa.Table, keys: Sequence[str], kept: pa.Array | pa.ChunkedArray | None) -> pa.Table:
-    """One event per key and version — keys, VER, TS, UPSERT, ROW (its change row) — in key order.
+    """One event per key and version — keys, GID, VER, TS, UPSERT, ROW (its change row) — in key order.
 
     The winner within a version follows the netting rule; ``kept`` (the user's filter) then
     turns a winning upsert that fails it into a delete, as merge mode does with its net change.
+    GID numbers the keys in order (with gaps).
     """
     change = changes[CHANGE_TYPE]
     is_upsert = pc.is_in(change, value_set=pa.array(UPSERT_TYPES, pa.string()))
@@ -56,50 +66,68 @@ def net_versions(changes: pa.Table, keys: Sequence[str], kept: pa.Array | pa.Chu
     )
     order = [(k, "ascending") for k in keys] + [(VER, "ascending"), (_RANK, "ascending")]
     ordered = narrow.take(pc.sort_indices(narrow, sort_keys=order))  # stable: ties keep file order
-    return ordered.filter(_starts(ordered, [*keys, VER])).drop_columns([_RANK])
+    new_key = _starts(ordered, keys)
+    gid = pc.subtract(pc.cumulative_sum(pc.cast(new_key, pa.int64())), 1)
+    ordered = ordered.drop_columns([_RANK]).append_column(GID, gid)
+    return ordered.filter(pc.or_(new_key, _starts(ordered, [VER])))
 
 
-def applicable_events(view: pa.Table, events: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Array]:
-    """The events above their key's watermark, in key then version order, and each view row's watermark.
-
-    Each event carries GID (its key's group, ascending) and OPEN (the key's open view row, or NULL).
-    The view and the events are sorted together by key, so one pass finds both.
-    """
-    view_wm = pc.max_element_wise(view[VALID_FROM_VERSION], view[VALID_TO_VERSION], skip_nulls=True)
-    both = pa.concat_tables(
-        [
-            pa.table(
-                {
-                    **{k: view[k] for k in keys},
-                    _SRC: constant(view.num_rows, 0, pa.int8()),
-                    POS: positions(view.num_rows),
-                }
-            ),
-            pa.table(
-                {
-                    **{k: events[k] for k in keys},
-                    _SRC: constant(events.num_rows, 1, pa.int8()),
-                    POS: positions(events.num_rows),
-                }
-            ),
-        ]
+def key_watermarks(view: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Per key of the target (NULL keys group as one): its watermark (WM: the newest version any
+    of its rows opened or closed at) and its open row (OPEN: the view row, or NULL)."""
+    current = pc.fill_null(view[IS_CURRENT], False)
+    rows = pa.table(
+        {
+            **{k: view[k] for k in keys},
+            WM: pc.max_element_wise(view[VALID_FROM_VERSION], view[VALID_TO_VERSION], skip_nulls=True),
+            OPEN: pc.if_else(current, positions(view.num_rows), _NO_ROW),
+        }
     )
-    # Events keep their version order within a key: POS follows it (net_versions sorted them).
-    order = [(k, "ascending") for k in keys] + [(_SRC, "ascending"), (POS, "ascending")]
-    both = both.take(pc.sort_indices(both, sort_keys=order))
-    gid = pc.subtract(pc.cumulative_sum(pc.cast(_starts(both, keys), pa.int64())), 1)
-    from_view = pc.equal(both[_SRC], 0)
-    at_view = pc.if_else(from_view, both[POS], _NO_ROW)
-    current = pc.fill_null(pc.take(view[IS_CURRENT], at_view), False)
-    per_row = pa.table({GID: gid, _WM: pc.take(view_wm, at_view), OPEN: pc.if_else(current, at_view, _NO_ROW)})
-    per_key = per_row.group_by(GID, use_threads=False).aggregate([(_WM, "max"), (OPEN, "max")]).sort_by(GID)
-    wm, open_row = pc.take(per_key[f"{_WM}_max"], gid), pc.take(per_key[f"{OPEN}_max"], gid)
-    wm_of_view = pa.table({POS: both[POS], _WM: wm}).filter(from_view).sort_by(POS)[_WM]
-    found = pa.table({GID: gid, POS: both[POS], _WM: wm, OPEN: open_row}).filter(pc.invert(from_view))
-    picked = events.select([VER, TS, UPSERT, ROW]).take(found[POS])
-    out = pa.table({GID: found[GID], OPEN: found[OPEN], **{c: picked[c] for c in picked.column_names}})
-    newer = pc.fill_null(pc.greater(out[VER], found[_WM]), True)
-    return out.filter(newer), wm_of_view.combine_chunks()
+    per_key = rows.group_by(list(keys), use_threads=False).aggregate([(WM, "max"), (OPEN, "max")])
+    return per_key.rename_columns({f"{WM}_max": WM, f"{OPEN}_max": OPEN}).select([*keys, WM, OPEN])
+
+
+def applicable_events(per_key: pa.Table, events: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """The events above their key's watermark (``per_key``: :func:`key_watermarks`), each with
+    OPEN (the key's open view row, or NULL), in key then version order."""
+    wm, open_row = _lookup(per_key, events, keys, [WM, OPEN])
+    out = events.select([GID, VER, TS, UPSERT, ROW]).append_column(OPEN, open_row)
+    return out.filter(pc.fill_null(pc.greater(out[VER], wm), True))
+
+
+def view_watermarks(per_key: pa.Table, view: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """Each view row's key's watermark."""
+    return _lookup(per_key, view, keys, [WM])[0]
+
+
+def _lookup(per_key: pa.Table, rows: pa.Table, keys: Sequence[str], wanted: Sequence[str]) -> list[pa.Array]:
+    """``per_key``'s ``wanted`` columns for each of ``rows`` by key (NULL where the key has none),
+    in the order of ``rows``: a hash join, then each result scattered back to its row."""
+    probe, build = _hash_keys(keys, rows, per_key)
+    found = pa.table({**probe, POS: positions(rows.num_rows)}).join(
+        pa.table({**build, **{c: per_key[c] for c in wanted}}), list(probe), join_type="left outer"
+    )
+    at = found[POS].combine_chunks()
+    return [pc.scatter(found[c].combine_chunks(), at) for c in wanted]
+
+
+def _hash_keys(keys: Sequence[str], *tables: pa.Table) -> list[dict[str, pa.Array | pa.ChunkedArray]]:
+    """The tables' keys as hash-join keys that match NULL with NULL, as history keys do (a hash
+    join never matches NULLs): a key with NULLs in any table becomes an is-NULL flag plus its
+    values with NULLs filled by one value of that key, the same in every table."""
+    out: list[dict[str, pa.Array | pa.ChunkedArray]] = [{} for _ in tables]
+    for i, name in enumerate(keys):
+        columns = [t[name] for t in tables]
+        if not any(c.null_count for c in columns):
+            for o, c in zip(out, columns, strict=True):
+                o[f"__ss_k{i}"] = c
+            continue
+        fill = next((c.drop_null()[0] for c in columns if c.null_count < len(c)), None)
+        for o, c in zip(out, columns, strict=True):
+            o[f"__ss_n{i}"] = pc.is_null(c)
+            if fill is not None:  # else every value is NULL: the flag alone is the key
+                o[f"__ss_k{i}"] = pc.fill_null(c, fill)
+    return out
 
 
 def segments(events: pa.Table, changes: pa.Table, view: pa.Table, tracked: Sequence[str] | None) -> pa.Table:

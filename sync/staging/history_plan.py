@@ -24,7 +24,7 @@ snapshot's version and opens the snapshot's rows, all at its version and commit 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -49,10 +49,12 @@ from sharesync.sync.staging.history_events import (
     VER,
     applicable_events,
     constant,
+    key_watermarks,
     net_versions,
     positions,
     rows_equal,
     segments,
+    view_watermarks,
 )
 
 __all__ = ["ACTION", "MATCH_VERSION", "SET_VALUES", "Action", "HistoryPlan", "SnapshotAt", "plan_history"]
@@ -79,8 +81,16 @@ class SnapshotAt:
 
 
 @dataclass(frozen=True)
+class _Part:
+    """Action rows made on demand: ``build(offset, length)`` gives that slice of them."""
+
+    rows: int
+    build: Callable[[int, int], pa.Table]
+
+
+@dataclass(frozen=True)
 class HistoryPlan:
-    actions: pa.Table  # data columns, the five history columns, ACTION, MATCH_VERSION, SET_VALUES
+    parts: tuple[_Part, ...]  # inserts, updates, deletes: made a slice at a time by batches()
     opened: int = 0  # new rows
     closed: int = 0  # rows given a valid_to, new rows closed within the batch included
     updated: int = 0  # existing rows changed: closed, reopened or updated in place
@@ -88,8 +98,26 @@ class HistoryPlan:
     null_keys: bool = False  # an action's key is NULL: the writer must match NULL-safe
 
     @property
+    def rows(self) -> int:
+        return sum(part.rows for part in self.parts)
+
+    @property
     def is_empty(self) -> bool:
-        return int(self.actions.num_rows) == 0
+        return self.rows == 0
+
+    def batches(self, rows: int = 131_072) -> Iterator[pa.Table]:
+        """The actions — data columns, the five history columns, ACTION, MATCH_VERSION,
+        SET_VALUES — ``rows`` at a time (at least one batch, empty for an empty plan): a plan
+        for millions of change rows is never whole in memory at full width."""
+        yield self.parts[0].build(0, 0)
+        for part in self.parts:
+            for offset in range(0, part.rows, rows):
+                yield part.build(offset, min(rows, part.rows - offset))
+
+    @property
+    def actions(self) -> pa.Table:
+        """Every action in one table (small plans, tests)."""
+        return pa.concat_tables(list(self.batches()))
 
 
 def plan_history(
@@ -117,24 +145,33 @@ def plan_history(
     view, removed = _rewrite_from(_view(target, changes, keys, values), replay_from)
     if snapshot is not None:
         _check_not_behind(view, snapshot.version)
-    events = net_versions(changes, keys, kept)
-    applicable, view_wm = applicable_events(view, events, keys)
+    per_key = key_watermarks(view, keys)
+    applicable = applicable_events(per_key, net_versions(changes, keys, kept), keys)
     segs = segments(applicable, changes, view, None if tracked is None else [c for c in tracked if c in values])
     opened = segs.filter(pc.and_(segs[UPSERT], pc.invert(segs["in_place"])))
+    opened = opened.take(pc.sort_indices(opened["last_row"]))  # in change-row order: reading their images is sequential
+    view_wm = view_watermarks(per_key, view, keys) if snapshot is not None else None
     updates = _updates(view, view_wm, segs, snapshot, changes[COMMIT_TIMESTAMP].type)
     if values:
         updates = _drop_unchanged(updates, view, changes, values)
     data = changes.select(list(data_columns))
-    actions = pa.concat_tables(
-        [
-            _inserts(data, opened, changes[COMMIT_TIMESTAMP].type),
-            _view_actions(data, view.take(updates[POS]), updates, keys, changes[COMMIT_TIMESTAMP].type),
-            _view_actions(data, removed, None, keys, changes[COMMIT_TIMESTAMP].type),
-        ]
+    ts_type = changes[COMMIT_TIMESTAMP].type
+    identity = [*keys, VALID_FROM_VERSION]  # what names an existing row
+    changed, removed = view.select(identity).take(updates[POS]), removed.select(identity)
+    parts = (
+        _Part(opened.num_rows, lambda at, n: _inserts(data, opened.slice(at, n), ts_type)),
+        _Part(
+            changed.num_rows,
+            lambda at, n: _view_actions(data, changed.slice(at, n), updates.slice(at, n), keys, ts_type),
+        ),
+        _Part(removed.num_rows, lambda at, n: _view_actions(data, removed.slice(at, n), None, keys, ts_type)),
     )
-    closed = int(pc.sum(pc.cast(pc.is_valid(actions[VALID_TO_VERSION]), pa.int64())).as_py() or 0)
-    null_keys = any(actions[k].null_count for k in keys)
-    return HistoryPlan(actions, opened.num_rows, closed, updates.num_rows, removed.num_rows, null_keys)
+    closed = (
+        opened.num_rows - opened["end_version"].null_count + updates.num_rows - updates[VALID_TO_VERSION].null_count
+    )
+    opened_keys = [pc.take(data[k], opened["last_row"]) for k in keys]
+    null_keys = any(c.null_count for c in [*opened_keys, *(t[k] for t in (changed, removed) for k in keys)])
+    return HistoryPlan(parts, opened.num_rows, closed, updates.num_rows, removed.num_rows, null_keys)
 
 
 def _at_snapshot(changes: pa.Table, snapshot: SnapshotAt) -> pa.Table:
@@ -192,7 +229,7 @@ def _check_not_behind(view: pa.Table, version: int) -> None:
 
 
 def _updates(
-    view: pa.Table, view_wm: pa.Array, segs: pa.Table, snapshot: SnapshotAt | None, ts_type: pa.DataType
+    view: pa.Table, view_wm: pa.Array | None, segs: pa.Table, snapshot: SnapshotAt | None, ts_type: pa.DataType
 ) -> pa.Table:
     """Target rows to change: POS in the view, new VALID_TO_VERSION / VALID_TO, ROW (new values) or NULL."""
     first = segs.filter(pc.and_(segs["first"], pc.is_valid(segs[OPEN])))
@@ -207,8 +244,10 @@ def _updates(
     )
     parts = [touched]
     n = view.num_rows
-    untouched = pc.invert(pc.is_in(positions(n), value_set=touched[POS].combine_chunks()))
-    if snapshot is not None:  # keys the snapshot lacks: their open rows close at its version
+    untouched = pc.is_null(
+        pc.scatter(constant(touched.num_rows, True, pa.bool_()), touched[POS].combine_chunks(), n - 1)
+    )
+    if snapshot is not None and view_wm is not None:  # keys the snapshot lacks: their open rows close at its version
         below = pc.fill_null(pc.less(view_wm, snapshot.version), True)
         closes = pc.and_(untouched, pc.and_(view[IS_CURRENT], below))
         parts.append(_rows(closes, constant(n, snapshot.version, pa.int64()), constant(n, snapshot.timestamp, ts_type)))

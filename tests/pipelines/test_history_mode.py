@@ -193,6 +193,16 @@ def test_new_columns_appear_from_their_version_on(spark: SparkSession, stage: St
     assert all(x["extra"] is None for x in rows if x["id"] != 1)
 
 
+def test_a_new_untracked_column_updates_the_open_row_in_place(spark: SparkSession, stage: StageFn, target: str) -> None:
+    # The plan reads the open rows' untracked values before the column exists in the target.
+    bootstrap(spark, stage(SNAPSHOT), target, version=1)
+    wider = pa.schema([*SCHEMA, ("extra", pa.string())])
+    batch = stage([post(2, **r(1, "n1", 1), extra="x")], wider)
+    stats = apply_history(spark, batch, target, track_history=["name", "score"])
+    assert stats.added_columns == ("extra",) and (stats.opened, stats.closed, stats.updated) == (0, 0, 1)
+    assert [(x[VF], x[VT], x["extra"]) for x in history(target) if x["id"] == 1] == [(1, None, "x")]
+
+
 def test_a_filtered_out_image_closes_the_row(spark: SparkSession, stage: StageFn, target: str) -> None:
     small = Comparison(Ref("score", "integer"), CmpOp.LT, 50)
     bootstrap(spark, stage(SNAPSHOT), target, version=1, row_filter=small)
