@@ -25,7 +25,7 @@ from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, VALID_FROM_VERSION
 from sharesync.pipelines.jobs.history_target import read_history, table_schema
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, version_after
-from sharesync.pipelines.jobs.session import session_of
+from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
 from sharesync.pipelines.jobs.target import (
     TargetState,
@@ -168,6 +168,7 @@ def _apply(
         _check_replaceable(state)
     elif state.exists:
         require_columns(state, list(HISTORY_COLUMNS), "history")
+    engine = start_early(spark)  # it starts while the batch is read and planned
     changes = _read_changes(files, state)
     keys = _batch_keys(changes, job.keys)
     data_columns = projected(changes.column_names, keys, job.columns)
@@ -185,11 +186,11 @@ def _apply(
     rewrite = history is not None and _rewrites(plan, history.num_rows, job.rewrite_threshold)
     counts = changes.num_rows, plan.opened, plan.updated, plan.removed, plan.closed, plan.null_keys
     staged_plan = None if plan.is_empty and existing else _stage_plan(plan, job.staged)
-    # The engine runs in this process: it starts only now, with the memory of the batch, the
-    # target's keys and the plan (all on disk now) given back, as staging does after netting.
+    # The embedded engine runs in this process: give it the memory of the batch, the target's
+    # keys and the plan (all on disk now) before it writes, as staging does after netting.
     del changes, history, plan
     _release_arrow_memory()
-    session = session_of(spark)
+    session = engine()
     added = evolve_history(read_staged(session, job.staged, files), state, data_columns) if existing and files else ()
     rows, opened, updated, removed, closed, null_keys = counts
     stats = HistoryStats(rows, opened, updated, removed, state.version, added, opened, closed)

@@ -29,6 +29,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
 from sharesync.sync.core.config import SparkConfig
@@ -38,7 +39,14 @@ from sharesync.sync.core.storage import current_storage
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "import_spark_modules", "release_remote_sessions", "session_of", "stop_spark"]
+__all__ = [
+    "get_spark",
+    "import_spark_modules",
+    "release_remote_sessions",
+    "session_of",
+    "start_early",
+    "stop_spark",
+]
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
 # the session creates get no deletion vectors, whatever the platform's default (Databricks turns
@@ -113,6 +121,33 @@ def session_of(spark: SparkSession | Callable[[], SparkSession]) -> SparkSession
     """Jobs accept a session or a factory (``lambda: get_spark(config)``), so an empty batch
     returns before the factory is called and never starts an engine."""
     return spark() if callable(spark) else spark
+
+
+def start_early(spark: SparkSession | Callable[[], SparkSession]) -> Callable[[], SparkSession]:
+    """Have the factory ``spark`` start its session in a thread now; the returned function waits for it.
+
+    A job whose Arrow work comes first (history mode's planning) overlaps the engine's start with
+    it. The wait, on the main thread, gives SIGINT back to Python as a start there would
+    (:func:`_keep_ctrl_c`); an error of the start is raised by the wait.
+    """
+    if not callable(spark):
+        return lambda: spark
+    started: Future[SparkSession] = Future()
+
+    def start() -> None:
+        try:
+            started.set_result(spark())
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter, which raises it
+            started.set_exception(exc)
+
+    threading.Thread(target=start, name="sharesync-engine-start", daemon=True).start()
+
+    def wait() -> SparkSession:
+        session = started.result()
+        _keep_ctrl_c()
+        return session
+
+    return wait
 
 
 def stop_spark(only: SparkSession | None = None) -> None:

@@ -40,3 +40,32 @@ def test_concurrent_callers_share_one_new_session(spark: SparkSession) -> None:
     with ThreadPoolExecutor(8) as pool:
         sessions = list(pool.map(lambda _: get_spark(config), range(8)))
     assert all(s is sessions[0] for s in sessions)
+
+
+def test_a_session_started_early_is_the_one_the_wait_returns(spark: SparkSession) -> None:
+    import threading
+
+    from sharesync.pipelines.jobs.session import start_early
+
+    starters: list[str] = []
+
+    def factory() -> SparkSession:
+        starters.append(threading.current_thread().name)
+        return get_spark()
+
+    assert start_early(factory)() is spark
+    assert starters == ["sharesync-engine-start"]  # started off the main thread
+    assert start_early(spark)() is spark  # a session, not a factory: nothing to start
+
+
+def test_an_early_start_that_fails_raises_at_the_wait() -> None:
+    import pytest
+
+    from sharesync.pipelines.jobs.session import start_early
+
+    def broken() -> SparkSession:
+        raise ConnectionRefusedError("no engine at sc://nowhere:1")
+
+    wait = start_early(broken)
+    with pytest.raises(ConnectionRefusedError, match="nowhere"):
+        wait()
