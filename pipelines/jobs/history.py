@@ -239,9 +239,8 @@ def _rewrites(plan: HistoryPlan, target_rows: int, threshold: float | None) -> b
 
 def _stage_plan(plan: HistoryPlan, staged: Location) -> Location:
     """The plan as one parquet file next to the batch, for the engine to read as the write's
-    source; written a slice at a time. No statistics and no dictionaries: the engine reads every
-    row once, and encoding them cost more than the write (bench/README.md, history)."""
-    import pyarrow.parquet as pq
+    source; written a slice at a time."""
+    from sharesync.sync.staging.files import staged_writer
 
     directory = staged.join(_PLAN_DIR)
     if directory.is_local:
@@ -249,14 +248,7 @@ def _stage_plan(plan: HistoryPlan, staged: Location) -> Location:
     path = directory.join("plan.parquet")
     batches = plan.batches()
     first = next(batches)
-    with pq.ParquetWriter(
-        path.path,
-        first.schema,
-        filesystem=path.filesystem,
-        compression="lz4",
-        write_statistics=False,
-        use_dictionary=False,
-    ) as writer:
+    with staged_writer(path.path, first.schema, path.filesystem) as writer:
         writer.write_table(first)
         for batch in batches:
             writer.write_table(batch)

@@ -88,7 +88,7 @@ def rewrite_plan(
     acts = plan.select(*[col(c).alias(a) for c, a in alias.items()]).where(action != F.lit(Action.INSERT))
     on = _keys_equal([table[quote_identifier(k)] for k in keys], [F.col(alias[k]) for k in keys], null_keys)
     on = on & (table[quote_identifier(VALID_FROM_VERSION)] == F.col(alias[MATCH_VERSION]))
-    joined = table.join(acts, on, "left").where(action.isNull() | (action != F.lit(Action.DELETE)))
+    joined = table.join(acts, on, "left").where(F.coalesce(action != F.lit(Action.DELETE), F.lit(True)))
     updated = action == F.lit(Action.UPDATE)  # NULL (no action): the row stays as it is
 
     def after(c: str) -> Column:

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location, Place, locate
+from sharesync.sync.staging.files import staged_writer
 
 NETTED_FILE = "netted.parquet"
 _ROWS_BEFORE = b"sharesync.rows_before"
@@ -91,14 +92,9 @@ def write_netted(table: pa.Table, keys: Sequence[str], directory: Place) -> Nett
     netted = net_table(table, keys)
     metadata = {**(netted.schema.metadata or {}), _ROWS_BEFORE: str(table.num_rows).encode()}
     target = locate(directory).join(NETTED_FILE)
-    with target.publish() as path:
-        pq.write_table(
-            netted.replace_schema_metadata(metadata),
-            path,
-            filesystem=target.filesystem,
-            compression="lz4",
-            use_dictionary=False,
-        )
+    netted = netted.replace_schema_metadata(metadata)
+    with target.publish() as path, staged_writer(path, netted.schema, target.filesystem) as writer:
+        writer.write_table(netted)
     return NettedBatch(table.num_rows, netted.num_rows, _has_null_keys(netted, keys))
 
 
