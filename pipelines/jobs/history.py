@@ -184,7 +184,10 @@ def _apply(
         replay_from=job.replay_from, snapshot=snapshot,
     )  # fmt: skip
     rewrite = history is not None and _rewrites(plan, history.num_rows, job.rewrite_threshold)
-    counts = changes.num_rows, plan.opened, plan.updated, plan.removed, plan.closed, plan.null_keys
+    stats = HistoryStats(
+        changes.num_rows, plan.opened, plan.updated, plan.removed, state.version, (), plan.opened, plan.closed
+    )
+    null_keys = plan.null_keys
     staged_plan = None if plan.is_empty and existing else _stage_plan(plan, job.staged)
     # The embedded engine runs in this process: give it the memory of the batch, the target's
     # keys and the plan (all on disk now) before it writes, as staging does after netting.
@@ -192,13 +195,12 @@ def _apply(
     _release_arrow_memory()
     session = engine()
     added = evolve_history(read_staged(session, job.staged, files), state, data_columns) if existing and files else ()
-    rows, opened, updated, removed, closed, null_keys = counts
-    stats = HistoryStats(rows, opened, updated, removed, state.version, added, opened, closed)
+    stats = dataclasses.replace(stats, added_columns=added)
     if staged_plan is None:
         return stats  # a re-applied batch: already in the target
     actions = session.read.parquet(staged_plan.uri)
     deleted = _write(
-        session, job, state, actions, data_columns, keys, opened, null_keys, replace=replace, rewrite=rewrite
+        session, job, state, actions, data_columns, keys, stats.opened, null_keys, replace=replace, rewrite=rewrite
     )
     after = version_after(state.version, commit_metrics(job.target, state.version))
     return dataclasses.replace(stats, target_version=after, deleted=stats.deleted + deleted)
@@ -246,11 +248,8 @@ def _stage_plan(plan: HistoryPlan, staged: Location) -> Location:
     if directory.is_local:
         directory.filesystem.create_dir(directory.path)
     path = directory.join("plan.parquet")
-    batches = plan.batches()
-    first = next(batches)
-    with staged_writer(path.path, first.schema, path.filesystem) as writer:
-        writer.write_table(first)
-        for batch in batches:
+    with staged_writer(path.path, plan.schema, path.filesystem) as writer:
+        for batch in plan.batches():
             writer.write_table(batch)
     return path
 

@@ -105,11 +105,14 @@ class HistoryPlan:
     def is_empty(self) -> bool:
         return self.rows == 0
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The actions' columns: data columns, the five history columns, ACTION, MATCH_VERSION, SET_VALUES."""
+        return self.parts[0].build(0, 0).schema
+
     def batches(self, rows: int = 131_072) -> Iterator[pa.Table]:
-        """The actions — data columns, the five history columns, ACTION, MATCH_VERSION,
-        SET_VALUES — ``rows`` at a time (at least one batch, empty for an empty plan): a plan
-        for millions of change rows is never whole in memory at full width."""
-        yield self.parts[0].build(0, 0)
+        """The actions, ``rows`` at a time: a plan for millions of change rows is never whole in
+        memory at full width."""
         for part in self.parts:
             for offset in range(0, part.rows, rows):
                 yield part.build(offset, min(rows, part.rows - offset))
@@ -117,7 +120,7 @@ class HistoryPlan:
     @property
     def actions(self) -> pa.Table:
         """Every action in one table (small plans, tests)."""
-        return pa.concat_tables(list(self.batches()))
+        return pa.concat_tables([self.schema.empty_table(), *self.batches()])
 
 
 def plan_history(
@@ -150,8 +153,8 @@ def plan_history(
     segs = segments(applicable, changes, view, None if tracked is None else [c for c in tracked if c in values])
     opened = segs.filter(pc.and_(segs[UPSERT], pc.invert(segs["in_place"])))
     opened = opened.take(pc.sort_indices(opened["last_row"]))  # in change-row order: reading their images is sequential
-    view_wm = view_watermarks(per_key, view, keys) if snapshot is not None else None
-    updates = _updates(view, view_wm, segs, snapshot, changes[COMMIT_TIMESTAMP].type)
+    closing = None if snapshot is None else (snapshot, view_watermarks(per_key, view, keys))
+    updates = _updates(view, segs, closing, changes[COMMIT_TIMESTAMP].type)
     if values:
         updates = _drop_unchanged(updates, view, changes, values)
     data = changes.select(list(data_columns))
@@ -229,9 +232,11 @@ def _check_not_behind(view: pa.Table, version: int) -> None:
 
 
 def _updates(
-    view: pa.Table, view_wm: pa.Array | None, segs: pa.Table, snapshot: SnapshotAt | None, ts_type: pa.DataType
+    view: pa.Table, segs: pa.Table, closing: tuple[SnapshotAt, pa.Array] | None, ts_type: pa.DataType
 ) -> pa.Table:
-    """Target rows to change: POS in the view, new VALID_TO_VERSION / VALID_TO, ROW (new values) or NULL."""
+    """Target rows to change: POS in the view, new VALID_TO_VERSION / VALID_TO, ROW (new values) or NULL.
+
+    ``closing`` (a bootstrap): the snapshot and each view row's key's watermark."""
     first = segs.filter(pc.and_(segs["first"], pc.is_valid(segs[OPEN])))
     in_place = first["in_place"]  # the key's first events only refresh the open row's values
     touched = pa.table(
@@ -247,7 +252,8 @@ def _updates(
     untouched = pc.is_null(
         pc.scatter(constant(touched.num_rows, True, pa.bool_()), touched[POS].combine_chunks(), n - 1)
     )
-    if snapshot is not None and view_wm is not None:  # keys the snapshot lacks: their open rows close at its version
+    if closing is not None:  # keys the snapshot lacks: their open rows close at its version
+        snapshot, view_wm = closing
         below = pc.fill_null(pc.less(view_wm, snapshot.version), True)
         closes = pc.and_(untouched, pc.and_(view[IS_CURRENT], below))
         parts.append(_rows(closes, constant(n, snapshot.version, pa.int64()), constant(n, snapshot.timestamp, ts_type)))
