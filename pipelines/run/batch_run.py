@@ -150,6 +150,9 @@ class BatchRunner:
             fetched, staged = self._stage_listed(step, fetched, directory)
             self.keeper.check()
             applied = step.apply(staged.path, fetched)
+            # Off the disk before the checkpoint moves: once it has, no run stages this batch
+            # again, so a process killed in between would leave its files for good.
+            batches.remove_batch(directory)
             # A bootstrap makes the target the snapshot at its version: the checkpoint may move back to it.
             stored = self._advance(checkpoint, fetched, rewind=step.kind is BatchKind.BOOTSTRAP)
             stats = _run_stats(applied.stats, staged)
@@ -158,7 +161,7 @@ class BatchRunner:
             self._fail_run(run_id, exc)
             raise
         finally:
-            batches.remove_batch(directory)
+            batches.remove_batch(directory)  # a failed batch's files (a second call finds nothing)
         seconds = time.monotonic() - began
         result = BatchResult(
             step.kind,

@@ -76,6 +76,37 @@ class FlakyStore:
         return getattr(self._store, name)
 
 
+class StagingWatchingStore:
+    """A state store that counts the staged files on disk whenever a checkpoint moves."""
+
+    def __init__(self, store: StateStore, staging: Path) -> None:
+        self._store = store
+        self.staging = staging
+        self.staged_at_advance: list[int] = []
+
+    def advance_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        self.staged_at_advance.append(sum(1 for p in self.staging.rglob("*") if p.is_file()))
+        return self._store.advance_checkpoint(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_batch_is_off_the_disk_before_its_checkpoint_moves(workspace: Workspace) -> None:
+    # A process killed once the checkpoint moved would otherwise leave the batch's files for
+    # good: no later run stages a batch that is done (tests/reliability/test_crashes.py).
+    workspace.table("m", rows=30, seed=5)
+    workspace.table("s", rows=30, seed=6)
+    config = workspace.config(workspace.spec("m", max_versions_per_batch=2), workspace.spec("s", "snapshot"))
+    watching = StagingWatchingStore(open_store(config.state_store), Path(str(config.staging_dir)))
+    workspace.engine(config, store=watching).sync_all(parallel=1)  # bootstraps
+    workspace.commit("m", 4, seed=7)
+    workspace.commit("s", 1, seed=8)
+    workspace.engine(config, store=watching).sync_all(parallel=1)  # m: two change batches; s: a snapshot
+    assert len(watching.staged_at_advance) == 5
+    assert watching.staged_at_advance == [0] * len(watching.staged_at_advance)
+
+
 @pytest.mark.parametrize("crash", ["before-commit", "after-commit"])
 def test_a_crash_mid_pass_keeps_the_last_batch_and_the_next_pass_finishes(workspace: Workspace, crash: str) -> None:
     _crash_mid_pass(workspace, crash)
