@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,18 +97,20 @@ class Database:
     @contextmanager
     def translate(self, action: str) -> Iterator[None]:
         """Turn driver exceptions raised while ``action`` runs into :class:`StateError` s."""
+        started = time.monotonic()
         try:
             yield
         except SharesyncError:
             raise
         except (exc.OperationalError, exc.InterfaceError) as error:
-            raise StateStoreUnavailable(self._unavailable_message(action, error)) from error
+            waited = time.monotonic() - started
+            raise StateStoreUnavailable(self._unavailable_message(action, error, waited)) from error
         except exc.DBAPIError as error:
             raise StateError(f"state store {self.display_url}: {action} failed: {_driver_reason(error)}") from error
         except exc.SQLAlchemyError as error:
             raise StateError(f"state store {self.display_url}: {action} failed: {error}") from error
 
-    def _unavailable_message(self, action: str, error: exc.DBAPIError) -> str:
+    def _unavailable_message(self, action: str, error: exc.DBAPIError, waited: float) -> str:
         reason = _driver_reason(error)
         if self.dialect == "sqlite":
             path = self.url.database or ""
@@ -118,9 +121,12 @@ class Database:
                     "writable, or point state_store / SHARESYNC_STATE_STORE elsewhere"
                 )
             if "locked" in lowered or "busy" in lowered:
+                # The time actually waited, not the timeout: SQLite answers some lock conflicts
+                # (WAL recovery, a closing connection's cleanup) without waiting on its handler.
                 return (
-                    f"state database '{path}' stayed locked for {SQLITE_BUSY_TIMEOUT_MS // 1000} s while {action}; "
-                    "another process holds a long write transaction. For many parallel writers use PostgreSQL"
+                    f"state database '{path}' was locked while {action} (gave up after {waited:.1f} s; "
+                    f"the busy timeout is {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s); another process holds a long "
+                    "write transaction. For many parallel writers use PostgreSQL"
                 )
             return f"cannot open state database '{path}' while {action}: {reason}"
         host = self.url.host or "localhost (unix socket)"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from support.state import read_only
+from support.state import make_checkpoint, read_only
 
 from sharesync.state import open_store
 from sharesync.state.engine import parse_url
@@ -61,6 +62,31 @@ def test_sqlite_creates_its_directory_and_uses_wal_with_a_busy_timeout(tmp_path:
     with store._db.read("test") as conn:  # the store's own connections
         assert conn.execute(text("PRAGMA busy_timeout")).scalar_one() == SQLITE_BUSY_TIMEOUT_MS
         assert conn.execute(text("PRAGMA synchronous")).scalar_one() == 2  # FULL
+
+
+def test_a_write_lock_held_past_the_busy_timeout_says_how_long_it_waited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sharesync.state.engine.SQLITE_BUSY_TIMEOUT_MS", 300)
+    path = tmp_path / "state.db"
+    store = open_store(f"sqlite:///{path}")  # a new file, so a new engine with the short timeout
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's long write transaction
+        with pytest.raises(StateStoreUnavailable) as raised:
+            store.advance_checkpoint(make_checkpoint("t", 1), expected_version=None)
+    finally:
+        other.close()
+    message = str(raised.value)
+    matched = re.fullmatch(
+        rf"state database '{re.escape(str(path))}' was locked while .*checkpoint.* \(gave up after "
+        r"(\d+\.\d) s; the busy timeout is 0\.3 s\); another process holds a long write transaction\. "
+        "For many parallel writers use PostgreSQL",
+        message,
+    )
+    assert matched is not None, message
+    assert float(matched.group(1)) >= 0.3  # the time it waited, not a fixed figure
+    assert store.get_checkpoint("t") is None
 
 
 def test_read_only_sqlite_file_is_refused_with_the_fix(tmp_path: Path) -> None:
