@@ -42,6 +42,7 @@ from sharesync.sync.protocol.wire import (
     StructType,
 )
 from sharesync.sync.staging.deletions import DeletionVectors, load_deletion_vectors
+from sharesync.sync.staging.direct import DirectFiles
 from sharesync.sync.staging.files import StageLayout, load_file, stage_file
 from sharesync.sync.staging.netting import write_netted
 
@@ -145,6 +146,7 @@ def stage(
     snapshot: bool = False,
     net_keys: Sequence[str] | None = None,
     budget: TransferBudget | None = None,
+    direct: bool = False,
 ) -> StagedBatch:
     """Download ``files`` and stage each as it completes; returns the staged batch.
 
@@ -162,6 +164,9 @@ def stage(
     staged, so the job still creates or replaces the target — as an empty table with the right
     columns — instead of leaving no table (or, in append mode, the previous log) behind.
 
+    ``direct`` (a snapshot whose every reader is the engine's :func:`read_staged`): files that
+    fit the layout are kept as downloaded, for the engine to read (:mod:`sharesync.sync.staging.direct`).
+
     Deletion vectors are fetched and checked first (:mod:`sharesync.sync.staging.deletions`).
     ``budget`` (shared by the tables of a pass) bounds the downloads in flight and, for a batch
     netted in memory, reserves its files' bytes until the netted file is written.
@@ -171,7 +176,7 @@ def stage(
         if downloader_factory is None:
             downloader_factory = partial(Downloader, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget)
         return _stage(
-            client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys
+            client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys, direct
         )
 
 
@@ -185,6 +190,7 @@ def _stage(
     progress: ProgressCallback | None,
     snapshot: bool,
     net_keys: Sequence[str] | None,
+    direct: bool,
 ) -> StagedBatch:
     with _download_dir(where) as raw:
         data = where.join("data").make_empty()
@@ -197,8 +203,11 @@ def _stage(
         downloader = downloader_factory(raw)
         refresher = refresher_for(client, result)
         deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
-        sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None)
+        kept = DirectFiles(data, layout) if direct and snapshot and net_keys is None else None
+        sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None, direct=kept)
         outcome = downloader.download(sink.downloads, refresher=refresher, progress=progress, on_file=sink.on_file)
+        if kept is not None:
+            kept.finish()
         for stats in (outcome.stats, dv_stats):
             if stats is not None:
                 staged.files += stats.files
@@ -241,7 +250,14 @@ class _Sink:
     """
 
     def __init__(
-        self, changes: list[ChangeFile], layout: StageLayout, data: Location, dvs: DeletionVectors, *, in_memory: bool
+        self,
+        changes: list[ChangeFile],
+        layout: StageLayout,
+        data: Location,
+        dvs: DeletionVectors,
+        *,
+        in_memory: bool,
+        direct: DirectFiles | None = None,
     ) -> None:
         self.by_name: dict[str, list[ChangeFile]] = defaultdict(list)
         first: dict[tuple[bool, str], DataFile] = {}
@@ -250,7 +266,7 @@ class _Sink:
             shared = first.setdefault((isinstance(change.file, CdfFile), change.file.id), change.file)
             self.by_name[staged_name(shared)].append(change)
         self.downloads: list[DataFile] = list(first.values())
-        self.layout, self.data, self.dvs, self.in_memory = layout, data, dvs, in_memory
+        self.layout, self.data, self.dvs, self.in_memory, self.direct = layout, data, dvs, in_memory, direct
         self.rows_per_file: dict[str, int] = {}
         self.tables: dict[str, pa.Table] = {}
 
@@ -259,6 +275,11 @@ class _Sink:
         for index, change in enumerate(changes):
             name = done.path.name if len(changes) == 1 else f"{done.path.stem}-{index}.parquet"
             rows = self.dvs.filter_for(change)
+            if self.direct is not None and rows is None and len(changes) == 1:
+                taken = self.direct.take(done.path, name, change)
+                if taken is not None:
+                    self.rows_per_file[name] = taken
+                    continue
             if self.in_memory:
                 self.tables[name] = load_file(done.path, change, self.layout, rows)
             else:

@@ -133,25 +133,52 @@ def _to_layout(
     for name, field in zip(layout.columns, layout.target, strict=False):
         key = name.lower()
         if key in partition_lower:
-            type_name = layout.schema.field(name).type_name  # type: ignore[union-attr]
-            value = parse_partition_value(partition_values.get(key), type_name)
-            arrays.append(_constant(value, n, field.type))
+            arrays.append(_partition_array(layout, name, partition_values.get(key), n))
         elif key in by_lower:
             arrays.append(_cast(batch.column(by_lower[key]), field.type))
         else:  # a column added after this file was written
             arrays.append(pa.nulls(n, field.type))
     if change.change_type is None:
         arrays.append(_cast(batch.column(by_lower[CHANGE_TYPE]), pa.string()))
+        arrays += _commit_arrays(change, n)
     else:
-        arrays.append(_constant(change.change_type.value, n, pa.string()))
-    arrays.append(_constant(change.commit_version, n, pa.int64()))
+        arrays += _change_arrays(change, n)
+    return pa.RecordBatch.from_arrays(arrays, schema=layout.target)
+
+
+def constant_columns(change: ChangeFile, layout: StageLayout) -> pa.Table:
+    """The columns an add file's rows all share, as one row: its partition values (layout
+    order) and the change columns, typed as staging types them."""
+    if change.change_type is None:
+        raise ValueError(f"cdf file {change.id}: its change type is per row, not one value")
+    mapped = layout.mapping.partition_values(change.file.partition_values)
+    values = {k.lower(): v for k, v in mapped.items()}
+    partition_lower = {c.lower() for c in layout.partition_columns}
+    names = [name for name in layout.columns if name.lower() in partition_lower]
+    arrays = [_partition_array(layout, name, values.get(name.lower()), 1) for name in names]
+    fields = [layout.target.field(name) for name in names] + list(layout.target)[len(layout.columns) :]
+    return pa.Table.from_arrays([*arrays, *_change_arrays(change, 1)], schema=pa.schema(fields))
+
+
+def _partition_array(layout: StageLayout, name: str, raw: str | None, n: int) -> pa.Array:
+    type_name = layout.schema.field(name).type_name  # type: ignore[union-attr]
+    return _constant(parse_partition_value(raw, type_name), n, layout.target.field(name).type)
+
+
+def _change_arrays(change: ChangeFile, n: int) -> list[pa.Array]:
+    """``_change_type`` of an add or remove file, then its commit's version and timestamp."""
+    assert change.change_type is not None
+    return [_constant(change.change_type.value, n, pa.string()), *_commit_arrays(change, n)]
+
+
+def _commit_arrays(change: ChangeFile, n: int) -> list[pa.Array]:
     ts = change.commit_timestamp_ms
-    arrays.append(
+    return [
+        _constant(change.commit_version, n, pa.int64()),
         _constant(ts * 1000, n, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
         if ts is not None
-        else pa.nulls(n, pa.timestamp("us", tz="UTC"))
-    )
-    return pa.RecordBatch.from_arrays(arrays, schema=layout.target)
+        else pa.nulls(n, pa.timestamp("us", tz="UTC")),
+    ]
 
 
 def _constant(value: object, n: int, type_: pa.DataType) -> pa.Array:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support.jobs import StageFn, delete, ins, post, pre
+from support.jobs import StageFn, delete, ins, post, pre, write_direct_batch
 
 from sharesync.pipelines.jobs.append import apply_append
 from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
@@ -113,6 +113,10 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     apply_snapshot(spark, stage(rows, wider), snap_t)
     apply_snapshot(spark, stage([]), snap_t)
     replace_target(spark, stage(rows), merge_t, keys=["id"])
+    # A bootstrap read as the provider wrote its files: each group joined with its constant row.
+    direct = write_direct_batch(tmp_path / "direct", [{"id": 7, "score": 1}], {"name": "p"}, version=4)
+    replace_target(spark, direct, merge_t, keys=["id"])
+    apply_snapshot(spark, direct, str(tmp_path / "ds" / "it's"))
     for target, threshold in ((str(tmp_path / "h" / "it's"), None), (str(tmp_path / "hr" / "it's"), 0.0)):
         bootstrap_history(spark, stage(rows), target, keys=["id"], version=1)  # creates the target
         apply_history(
@@ -148,6 +152,11 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     registered = {m.group(0) for s in statements if (m := re.search(NAME, s)) and s.startswith("CREATE")}
     for table in by_type.get("spark.connect.Read.NamedTable", []):
         assert table.unparsed_identifier in registered
+
+    # The recording saw the direct read: a join whose left side is a group's one-row file.
+    lefts = [m for j in by_type["spark.connect.Join"] for m in _walk(j.left)]
+    assert any("/_direct/" in p for m in lefts if m.DESCRIPTOR.full_name == "spark.connect.Read.DataSource"
+               for p in m.paths)  # fmt: skip
 
     merges = by_type["spark.connect.MergeIntoTableCommand"]
     # The creating batches are writes; in merge and history mode one target merges, one rewrites.

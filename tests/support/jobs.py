@@ -71,3 +71,29 @@ def data_rows(path: str | Path, *, key: str = "id") -> list[dict[str, Any]]:
 
 def version_of(path: str | Path) -> int:
     return DeltaTable(str(path)).version()
+
+
+def write_direct_batch(
+    directory: Path, rows: Sequence[dict[str, Any]], partition: dict[str, str | None], version: int
+) -> Path:
+    """A snapshot batch whose one provider file is kept as downloaded (sharesync.sync.staging.direct):
+    ``rows`` hold SCHEMA's columns except ``partition``'s, whose values the file's action carries."""
+    from sharesync.sync.core.location import locate
+    from sharesync.sync.protocol.changes import snapshot_files
+    from sharesync.sync.protocol.wire import File, StructType
+    from sharesync.sync.staging.direct import DirectFiles
+    from sharesync.sync.staging.files import StageLayout
+
+    types = {pa.int64(): "long", pa.string(): "string", pa.int32(): "integer"}
+    fields = [{"name": f.name, "type": types[f.type], "nullable": True, "metadata": {}} for f in SCHEMA]
+    layout = StageLayout.build(StructType.model_validate({"type": "struct", "fields": fields}), list(partition))
+    directory.mkdir(parents=True, exist_ok=True)
+    downloaded = directory.parent / f"{directory.name}-download.parquet"
+    in_file = pa.schema([f for f in SCHEMA if f.name not in partition])
+    pq.write_table(pa.Table.from_pylist(list(rows), schema=in_file), downloaded)
+    action = File(url="https://provider.invalid/f", id="f1", partition_values=partition, size=1)
+    [change] = snapshot_files([action], version)
+    kept = DirectFiles(locate(directory), layout)
+    assert kept.take(downloaded, "part-000.parquet", change) == len(rows)
+    kept.finish()
+    return directory

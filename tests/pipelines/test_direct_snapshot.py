@@ -1,0 +1,183 @@
+"""A bootstrap's provider files read by the engine as downloaded (sharesync.sync.staging.direct).
+
+The provider tables are written by deltalake and served by the local server. Staged with
+``direct=True`` and read by the engine, a snapshot must be row for row, column for column and
+type for type (nullability included: it becomes the target's schema) what the usual staging
+gives: partition values (NULL included) and the change columns added, a NOT NULL key and
+``string_view`` columns read as staging types them, files that do not fit (written before a
+column was added) staged the usual way in the same batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
+from sharesync.sync.core.location import locate
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.profile import load_profile
+from sharesync.sync.protocol.wire import StructType
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.staging import batch as batches
+from sharesync.sync.staging.direct import casts_for, read_manifest
+from sharesync.sync.staging.files import StageLayout
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SHARE, SCHEMA = "direct", "s"
+
+
+def _rows(ids: range, *, with_note: bool = False) -> pa.Table:
+    columns: dict[str, Any] = {
+        "id": pa.array(list(ids), pa.int64()),
+        "region": pa.array([("eu", "us", None)[i % 3] for i in ids], pa.string()),
+        "bucket": pa.array([i % 2 for i in ids], pa.int32()),
+        "name": pa.array([f"n{i}" if i % 5 else None for i in ids], pa.string()),
+        "amount": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(10, 2)),
+        "day": pa.array([date(2024, 1, 1 + i % 28) for i in ids], pa.date32()),
+        "at": pa.array([datetime(2024, 1, 1, i % 24, tzinfo=UTC) for i in ids], pa.timestamp("us", tz="UTC")),
+    }
+    if with_note:
+        columns["note"] = pa.array([f"note {i}" for i in ids], pa.string())
+    return pa.table(columns)
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("direct-provider")
+    plain = str(root / SHARE / SCHEMA / "plain")
+    write_deltalake(plain, _rows(range(0, 30)), partition_by=["region", "bucket"])
+    write_deltalake(plain, _rows(range(30, 50)), partition_by=["region", "bucket"], mode="append")
+    evolved = str(root / SHARE / SCHEMA / "evolved")
+    write_deltalake(evolved, _rows(range(0, 20)), partition_by=["region"])
+    # A column added later: the first commit's files lack it, so they cannot be read as they are.
+    write_deltalake(evolved, _rows(range(20, 40), with_note=True), partition_by=["region"], mode="append",
+                    schema_mode="merge")  # fmt: skip
+    # A NOT NULL key; deltalake's UPDATE rewrites files with string views, its first write did not.
+    strict = str(root / SHARE / SCHEMA / "strict")
+    first = _rows(range(0, 30))
+    write_deltalake(strict, first.cast(first.schema.set(0, pa.field("id", pa.int64(), nullable=False))),
+                    partition_by=["bucket"])  # fmt: skip
+    DeltaTable(strict).update(predicate="id < 10", updates={"name": "'renamed'"})
+    more = _rows(range(30, 40))
+    write_deltalake(strict, more.cast(more.schema.set(0, pa.field("id", pa.int64(), nullable=False))),
+                    partition_by=["bucket"], mode="append")  # fmt: skip
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(provider: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharingClient]:
+    with SharingServer(provider) as server:
+        profile = server.write_profile(tmp_path_factory.mktemp("direct-profile") / "p.share")
+        yield SharingClient(load_profile(profile))
+
+
+def _stage(client: SharingClient, table: str, directory: Path, *, direct: bool) -> batches.StagedBatch:
+    result = client.query(f"{SHARE}.{SCHEMA}.{table}")
+    layout = StageLayout.build(result.metadata.table_schema, result.metadata.partition_columns)
+    files = batches.snapshot_change_files(result)
+    return batches.stage(client, result, files, layout, directory, concurrency=4, snapshot=True, direct=direct)
+
+
+def _engine_rows(spark: SparkSession, staged: Path) -> list[tuple[Any, ...]]:
+    df = read_staged(spark, staged)
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+@pytest.mark.parametrize("table", ["plain", "evolved", "strict"])
+def test_the_engine_reads_a_direct_snapshot_as_the_usual_staging_gives_it(
+    spark: SparkSession, client: SharingClient, tmp_path: Path, table: str
+) -> None:
+    usual = _stage(client, table, tmp_path / "usual", direct=False)
+    kept = _stage(client, table, tmp_path / "kept", direct=True)
+
+    manifest = read_manifest(kept.path)
+    assert manifest is not None and manifest.groups
+    assert read_manifest(usual.path) is None
+    groups = {tuple(sorted(g.files)) for g in manifest.groups}
+    assert len(groups) == len(manifest.groups)
+    kept_files = manifest.file_names
+    staged = {f.name for f in staged_files(kept.path)}
+    assert kept_files <= staged
+    if table == "evolved":  # the files from before the column was added are re-encoded
+        assert staged - kept_files
+    else:
+        assert staged == kept_files
+    assert kept.rows == usual.rows == count_rows(staged_files(kept.path))
+
+    if table == "strict":  # each partition's files in two groups: the written and the rewritten ones
+        views = {"region": "string", "name": "string"}
+        assert sorted((g.casts for g in manifest.groups), key=len) == [{}, {}, views, views]
+    expected = _engine_rows(spark, usual.path)
+    assert len(expected) == usual.rows
+    assert read_staged(spark, kept.path).schema == read_staged(spark, usual.path).schema
+    assert _engine_rows(spark, kept.path) == expected
+
+
+def test_a_manifest_whose_files_are_gone_is_an_error(
+    spark: SparkSession, client: SharingClient, tmp_path: Path
+) -> None:
+    kept = _stage(client, "plain", tmp_path / "kept", direct=True)
+    manifest = read_manifest(kept.path)
+    assert manifest is not None
+    lost = sorted(manifest.file_names)[0]
+    locate(kept.path).join(lost).delete()
+    from sharesync.sync.core.errors import SyncError
+
+    with pytest.raises(SyncError, match="lacks files its manifest lists; stage the batch again"):
+        read_staged(spark, kept.path)
+
+
+SCHEMA_JSON = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "region", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
+
+
+def _layout() -> StageLayout:
+    return StageLayout.build(StructType.model_validate(SCHEMA_JSON), ["region"])
+
+
+@pytest.mark.parametrize(
+    ("file_schema", "casts"),
+    [
+        (pa.schema([("id", pa.int64()), ("name", pa.string())]), {}),
+        (pa.schema([("name", pa.string()), ("extra", pa.int8()), pa.field("id", pa.int64(), nullable=False)]), {}),
+        (pa.schema([("id", pa.int64()), ("name", pa.large_string())]), {"name": "string"}),
+        (pa.schema([("id", pa.int64()), ("name", pa.string_view())]), {"name": "string"}),
+        (pa.schema([("id", pa.int64())]), None),  # written before "name" was added
+        (pa.schema([("id", pa.int32()), ("name", pa.string())]), None),  # before a type was widened
+        (pa.schema([("ID", pa.int64()), ("name", pa.string())]), None),  # another spelling
+        (pa.schema([("id", pa.timestamp("ns")), ("name", pa.string())]), None),
+        (pa.schema([("id", pa.int64()), ("name", pa.binary())]), None),
+    ],
+)
+def test_a_file_is_read_as_downloaded_only_when_its_columns_are_the_layouts(
+    file_schema: pa.Schema, casts: dict[str, str] | None
+) -> None:
+    assert casts_for(file_schema, _layout()) == casts
+
+
+def test_files_with_column_mapping_are_always_re_encoded() -> None:
+    # Even when each physical name is the logical one, the file's columns are the mapping's to name.
+    fields = [
+        {**f, "metadata": {"delta.columnMapping.physicalName": f["name"], "delta.columnMapping.id": i}}
+        for i, f in enumerate(SCHEMA_JSON["fields"], start=1)  # type: ignore[arg-type]
+    ]
+    schema = StructType.model_validate({"type": "struct", "fields": fields, "column_mapping_mode": "name"})
+    file_schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    assert casts_for(file_schema, _layout()) == {}
+    assert casts_for(file_schema, StageLayout.build(schema, ["region"])) is None
