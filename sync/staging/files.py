@@ -140,9 +140,9 @@ def _to_layout(
             arrays.append(pa.nulls(n, field.type))
     if change.change_type is None:
         arrays.append(_cast(batch.column(by_lower[CHANGE_TYPE]), pa.string()))
-        arrays += _commit_arrays(change, n)
     else:
-        arrays += _change_arrays(change, n)
+        arrays.append(_constant(change.change_type.value, n, pa.string()))
+    arrays += _commit_arrays(change, n)
     return pa.RecordBatch.from_arrays(arrays, schema=layout.target)
 
 
@@ -157,7 +157,8 @@ def constant_columns(change: ChangeFile, layout: StageLayout) -> pa.Table:
     names = [name for name in layout.columns if name.lower() in partition_lower]
     arrays = [_partition_array(layout, name, values.get(name.lower()), 1) for name in names]
     fields = [layout.target.field(name) for name in names] + list(layout.target)[len(layout.columns) :]
-    return pa.Table.from_arrays([*arrays, *_change_arrays(change, 1)], schema=pa.schema(fields))
+    arrays += [_constant(change.change_type.value, 1, pa.string()), *_commit_arrays(change, 1)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _partition_array(layout: StageLayout, name: str, raw: str | None, n: int) -> pa.Array:
@@ -165,13 +166,8 @@ def _partition_array(layout: StageLayout, name: str, raw: str | None, n: int) ->
     return _constant(parse_partition_value(raw, type_name), n, layout.target.field(name).type)
 
 
-def _change_arrays(change: ChangeFile, n: int) -> list[pa.Array]:
-    """``_change_type`` of an add or remove file, then its commit's version and timestamp."""
-    assert change.change_type is not None
-    return [_constant(change.change_type.value, n, pa.string()), *_commit_arrays(change, n)]
-
-
 def _commit_arrays(change: ChangeFile, n: int) -> list[pa.Array]:
+    """``_commit_version`` and ``_commit_timestamp``: one commit's, for every row of its file."""
     ts = change.commit_timestamp_ms
     return [
         _constant(change.commit_version, n, pa.int64()),
