@@ -24,6 +24,7 @@ from datetime import datetime
 
 from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.jobs.metrics import ApplyStats
+from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.run.apply import Applied
 from sharesync.pipelines.run.commit_time import commit_time
 from sharesync.pipelines.run.context import TableContext, check_columns
@@ -147,7 +148,12 @@ class BatchRunner:
         try:
             fetched = step.fetch()
             check_columns(table, fetched.metadata.table_schema, version=fetched.end)
+            # A bootstrap that keeps its files as downloaded leaves the interpreter free while they
+            # download: the engine starts meanwhile (bench/README.md, *Bootstrap*).
+            engine = start_early(self.services.spark) if step.kind is BatchKind.BOOTSTRAP and fetched.files else None
             fetched, staged = self._stage_listed(step, fetched, directory)
+            if engine is not None:
+                engine()  # on this thread: the wait restores Ctrl-C as a start here would
             self.keeper.check()
             applied = step.apply(staged.path, fetched)
             # Off the disk before the checkpoint moves: once it has, no run stages this batch
