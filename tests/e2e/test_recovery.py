@@ -8,6 +8,7 @@ with the targets and staging in S3.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,20 @@ class FlakySpark:
         self.calls += 1
         if self.calls == self.fail_on:
             raise SyncError("injected: the engine went away")
+        return get_spark()
+
+
+class ThreadRecordingSpark:
+    """A Spark factory that records the thread of each call and may fail them (an engine that cannot start)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.threads: list[str] = []
+        self.fail = fail
+
+    def __call__(self) -> Any:
+        self.threads.append(threading.current_thread().name)
+        if self.fail:
+            raise SyncError("injected: the engine could not start")
         return get_spark()
 
 
@@ -195,3 +210,29 @@ def test_a_spark_failure_fails_only_its_table_and_the_next_table_gets_a_new_sess
     assert [r.outcome for r in retried] == [TableOutcome.UP_TO_DATE, TableOutcome.SYNCED, TableOutcome.UP_TO_DATE]
     a = workspace.path("a")
     assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
+
+
+def test_a_bootstrap_starts_the_engine_while_it_downloads_and_a_failed_start_fails_only_the_batch(
+    workspace: Workspace,
+) -> None:
+    workspace.table("m", rows=30, seed=9)
+    config = workspace.config(workspace.spec("m"))
+    store = open_store(config.state_store)
+
+    broken = ThreadRecordingSpark(fail=True)
+    [failed] = workspace.engine(config, spark=broken).sync_all()
+    assert failed.outcome is TableOutcome.FAILED and "injected: the engine could not start" in (failed.error or "")
+    assert broken.threads[0] == "sharesync-engine-start"  # started beside the downloads, raised at the wait
+    assert store.get_checkpoint(workspace.name("m")) is None
+    assert not Path(workspace.target("m")).exists()
+
+    recording = ThreadRecordingSpark()
+    workspace.engine(config, spark=recording).sync_all()
+    assert recording.threads[0] == "sharesync-engine-start"
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
+
+    workspace.commit("m", 1, seed=10)
+    changes = ThreadRecordingSpark()
+    workspace.engine(config, spark=changes).sync_all()  # a change batch's staging is Python work: no early start
+    assert changes.threads and "sharesync-engine-start" not in changes.threads
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
