@@ -59,7 +59,8 @@ class ThreadRecordingSpark:
 class DyingSession:
     """A Spark factory that stops the real session it hands to the first job after ``written``
     became a Delta table: the engine dies under the next table, which meets Spark Connect's own
-    error (``NO_ACTIVE_SESSION``), not one of ours."""
+    error (``NO_ACTIVE_SESSION``), not one of ours. (A bootstrap's early start, in its own
+    thread, gets a live session: the job's own call is the one that finds it dead.)"""
 
     def __init__(self, written: str) -> None:
         self.written = Path(written)
@@ -67,7 +68,8 @@ class DyingSession:
 
     def __call__(self) -> Any:
         session = get_spark()
-        if not self.killed and (self.written / "_delta_log").is_dir():
+        in_job = threading.current_thread().name != "sharesync-engine-start"
+        if in_job and not self.killed and (self.written / "_delta_log").is_dir():
             self.killed = True
             session.stop()
         return session
