@@ -130,9 +130,11 @@ class DirectFiles:
         casts = casts_for(schema, self.layout)
         if casts is None or footer.num_rows == 0:  # a group's join needs rows on the file side
             return None
-        # One spelling per group: an engine reading several files as one may refuse to merge two.
-        spelled = tuple((name, str(schema.field(name).type)) for name in sorted(casts))
-        key = (tuple(sorted(change.file.partition_values.items())), spelled)
+        # One file schema per group, unselected columns included: an engine reading several files
+        # as one merges their schemas first, and refuses two types (or spellings) of one column.
+        # The commit time too: a group shares one constant row.
+        shape = tuple((field.name, str(field.type)) for field in schema)
+        key = (tuple(sorted(change.file.partition_values.items())), shape, change.commit_timestamp_ms)
         with self._lock:
             group = self._groups.get(key)
             if group is None:

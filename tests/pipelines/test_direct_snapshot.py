@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -181,3 +182,34 @@ def test_files_with_column_mapping_are_always_re_encoded() -> None:
     file_schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
     assert casts_for(file_schema, _layout()) == {}
     assert casts_for(file_schema, StageLayout.build(schema, ["region"])) is None
+
+
+def test_files_whose_unselected_columns_differ_in_type_are_read_apart(spark: SparkSession, tmp_path: Path) -> None:
+    """A ``columns:`` projection reads only ``id``; the engine still merges the whole schemas of
+    the files it reads together, so files typed apart outside the projection are grouped apart."""
+    from sharesync.sync.protocol.changes import snapshot_files
+    from sharesync.sync.protocol.wire import File
+    from sharesync.sync.staging.direct import DirectFiles
+
+    wide = {
+        **SCHEMA_JSON,
+        "fields": [*SCHEMA_JSON["fields"], {"name": "w", "type": "long", "nullable": True, "metadata": {}}],
+    }  # type: ignore[list-item]
+    layout = StageLayout.build(StructType.model_validate(wide), ["region"], keep=["id"])
+    data = locate(tmp_path / "batch").make_empty()
+    kept = DirectFiles(data, layout)
+    spellings = [pa.int32(), pa.int64(), pa.int64()]
+    names = [pa.string(), pa.string(), pa.large_string()]
+    for i, (w, name) in enumerate(zip(spellings, names, strict=True)):
+        downloaded = tmp_path / f"download-{i}.parquet"
+        columns = {"id": pa.array([i], pa.int64()), "name": pa.array([f"n{i}"], name), "w": pa.array([i], w)}
+        pq.write_table(pa.table(columns), downloaded)
+        action = File(url="https://provider.invalid/f", id=f"f{i}", partition_values={"region": "eu"}, size=1)
+        [change] = snapshot_files([action], 7)
+        assert kept.take(downloaded, f"part-{i}.parquet", change) == 1
+    kept.finish()
+
+    manifest = read_manifest(data)
+    assert manifest is not None and len(manifest.groups) == 3
+    rows = read_staged(spark, data).collect()
+    assert sorted((r["id"], r["_commit_version"]) for r in rows) == [(0, 7), (1, 7), (2, 7)]
