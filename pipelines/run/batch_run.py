@@ -234,8 +234,8 @@ class BatchRunner:
             snapshot=snapshot,
             net_keys=step.net_keys,
             budget=self.services.budget,
-            # Only the engine reads these bootstraps: append and history mode read theirs in Python too.
-            direct=snapshot and self.context.table.mode in (Mode.MERGE, Mode.SNAPSHOT),
+            # Only the engine reads these modes' bootstraps: append and history mode read theirs in Python too.
+            direct=self.context.table.mode in (Mode.MERGE, Mode.SNAPSHOT),
         )
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:

@@ -164,8 +164,8 @@ def stage(
     staged, so the job still creates or replaces the target — as an empty table with the right
     columns — instead of leaving no table (or, in append mode, the previous log) behind.
 
-    ``direct`` (a snapshot whose every reader is the engine's :func:`read_staged`): files that
-    fit the layout are kept as downloaded, for the engine to read (:mod:`sharesync.sync.staging.direct`).
+    ``direct`` (the batch's only reader is the engine's :func:`read_staged`): a snapshot's files
+    that fit the layout are kept as downloaded, for the engine to read (:mod:`sharesync.sync.staging.direct`).
 
     Deletion vectors are fetched and checked first (:mod:`sharesync.sync.staging.deletions`).
     ``budget`` (shared by the tables of a pass) bounds the downloads in flight and, for a batch

@@ -91,18 +91,17 @@ def casts_for(file_schema: pa.Schema, layout: StageLayout) -> dict[str, str] | N
     """
     if layout.mapping.mode != "none":
         return None
-    partitions = {c.lower() for c in layout.partition_columns}
     found = {field.name: field.type for field in file_schema}
     casts: dict[str, str] = {}
-    for field in layout.target:
-        if field.name not in layout.columns or field.name.lower() in partitions:
+    for name, field in zip(layout.columns, layout.target, strict=False):
+        if name in layout.kept_partitions:
             continue
-        actual = found.get(field.name)
+        actual = found.get(name)
         if actual == field.type:
             continue
         if actual is None or actual not in _SPELLINGS.get(field.type, ()):
             return None
-        casts[field.name] = _SPARK_NAMES[field.type]
+        casts[name] = _SPARK_NAMES[field.type]
     return casts
 
 
@@ -154,11 +153,9 @@ class DirectFiles:
         if not self._groups:
             return
         groups = [g.model_copy(update={"files": sorted(g.files)}) for g in self._groups.values()]
-        partitions = {c.lower() for c in self.layout.partition_columns}
+        layout = self.layout
         manifest = DirectManifest(
-            columns=list(self.layout.columns),
-            partition_columns=[c for c in self.layout.columns if c.lower() in partitions],
-            groups=groups,
+            columns=list(layout.columns), partition_columns=list(layout.kept_partitions), groups=groups
         )
         target = self.data.join(MANIFEST)
         with target.publish() as path, target.filesystem.open_output_stream(path) as out:

@@ -59,6 +59,12 @@ class StageLayout:
             mapping=schema.column_mapping,
         )
 
+    @property
+    def kept_partitions(self) -> tuple[str, ...]:
+        """The partition columns among ``columns``, as ``columns`` spells them, in their order."""
+        partitions = {c.lower() for c in self.partition_columns}
+        return tuple(c for c in self.columns if c.lower() in partitions)
+
 
 def stage_file(
     source: Path, dest: Place, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None = None
@@ -153,8 +159,7 @@ def constant_columns(change: ChangeFile, layout: StageLayout) -> pa.Table:
         raise ValueError(f"cdf file {change.id}: its change type is per row, not one value")
     mapped = layout.mapping.partition_values(change.file.partition_values)
     values = {k.lower(): v for k, v in mapped.items()}
-    partition_lower = {c.lower() for c in layout.partition_columns}
-    names = [name for name in layout.columns if name.lower() in partition_lower]
+    names = layout.kept_partitions
     arrays = [_partition_array(layout, name, values.get(name.lower()), 1) for name in names]
     fields = [layout.target.field(name) for name in names] + list(layout.target)[len(layout.columns) :]
     arrays += [_constant(change.change_type.value, 1, pa.string()), *_commit_arrays(change, 1)]
