@@ -37,6 +37,7 @@ def _paths(size: str) -> dict[str, Path]:
 def capture(size: str) -> dict:
     import sharesync.pipelines.jobs.merge as merge
     import sharesync.sync.cli.main as cli
+    from sharesync.sync.core.location import locate
 
     p = _paths(size)
     shutil.rmtree(p["run"], ignore_errors=True)
@@ -47,7 +48,7 @@ def capture(size: str) -> dict:
 
     def grab(spark, staged, target, **kwargs):  # noqa: ANN001, ANN003, ANN202
         shutil.rmtree(p["staged"], ignore_errors=True)
-        shutil.copytree(staged, p["staged"])
+        shutil.copytree(locate(staged).path, p["staged"])
         raise Captured
 
     merge.apply_merge = grab
@@ -98,8 +99,21 @@ def sail(size: str, variant: str) -> dict:
     import pyarrow.parquet as pq
 
     import sharesync.pipelines.jobs.merge as merge
+    import sharesync.pipelines.jobs.rewrite as rewrite
     from sharesync.pipelines.jobs.session import get_spark
     from sharesync.sync.staging.netting import write_netted
+
+    counting = {"count_s": 0.0}  # the rewrite's first pass (what applies), apart from its write
+    count = rewrite._count
+
+    def timed_count(changes):  # noqa: ANN001, ANN202
+        started = time.monotonic()
+        try:
+            return count(changes)
+        finally:
+            counting["count_s"] += time.monotonic() - started
+
+    rewrite._count = timed_count
 
     p = _paths(size)
     target = _fresh_target(size)
@@ -111,7 +125,7 @@ def sail(size: str, variant: str) -> dict:
     began = time.monotonic()
     threshold = None if variant == "sail-merge" else 0.0
     stats = merge.apply_merge(spark, staged, target, keys=["id"], rewrite_threshold=threshold)
-    return {"merge_s": time.monotonic() - began, "inserted": stats.inserted, "updated": stats.updated,
+    return {"merge_s": time.monotonic() - began, **counting, "inserted": stats.inserted, "updated": stats.updated,
             "deleted": stats.deleted}  # fmt: skip
 
 
