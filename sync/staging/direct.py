@@ -84,13 +84,16 @@ _SPARK_NAMES = {pa.string(): "string", pa.binary(): "binary"}
 
 def casts_for(file_schema: pa.Schema, layout: StageLayout) -> dict[str, str] | None:
     """The casts that make ``file_schema``'s columns the layout's non-partition columns, or
-    ``None`` when the file does not fit: a column missing (or spelled in another case), another
-    type than the layout's or one of its spellings, or column mapping (physical names).
+    ``None`` when the file does not fit: a column missing (or spelled in another case), two
+    columns spelled alike but for case, another type than the layout's or one of its spellings,
+    or column mapping (physical names).
 
     Not INT96 or millisecond timestamps: how an engine reads those is its own (staging decides).
     """
     if layout.mapping.mode != "none":
         return None
+    if len({name.lower() for name in file_schema.names}) < len(file_schema.names):
+        return None  # two columns differing only in case: an engine's name resolution is ambiguous
     found = {field.name: field.type for field in file_schema}
     casts: dict[str, str] = {}
     for name, field in zip(layout.columns, layout.target, strict=False):
@@ -130,9 +133,11 @@ class DirectFiles:
         if casts is None or footer.num_rows == 0:  # a group's join needs rows on the file side
             return None
         # One file schema per group, unselected columns included: an engine reading several files
-        # as one merges their schemas first, and refuses two types (or spellings) of one column.
-        # The commit time too: a group shares one constant row.
-        shape = tuple((field.name, str(field.type)) for field in schema)
+        # as one merges their schemas first, and refuses two types (or spellings) of one column,
+        # or two metadata values of one nested field (Sail: "conflicting metadata"); schema-level
+        # metadata (pandas' and the like) it merges. The commit time too: a group shares one
+        # constant row.
+        shape = schema.remove_metadata().serialize().to_pybytes()
         key = (tuple(sorted(change.file.partition_values.items())), shape, change.commit_timestamp_ms)
         with self._lock:
             group = self._groups.get(key)

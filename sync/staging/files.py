@@ -107,8 +107,9 @@ def _layout_batches(
         ) from None
     # File column → logical name; without column mapping every column keeps its name.
     logical = layout.mapping.file_columns(parquet.schema_arrow)
-    present = {name.lower(): column for column, name in logical.items()}
-    read_columns = [present[c.lower()] for c in layout.columns if c.lower() in present]
+    wanted = [*layout.columns, *([CHANGE_TYPE] if change.change_type is None else [])]
+    present = _file_columns_for(logical, wanted, f"file {change.id} (version {change.commit_version})")
+    read_columns = [present[c] for c in layout.columns if c in present]
     if change.change_type is None:
         if CHANGE_TYPE not in present:
             raise DownloadError(f"cdf file {change.id} (version {change.commit_version}) has no {CHANGE_TYPE} column")
@@ -124,6 +125,32 @@ def _layout_batches(
         first_row += batch.num_rows
         if kept.num_rows or rows_filter is None:
             yield _to_layout(layout.mapping.to_logical(kept), change, layout, partition_values, partition_lower)
+
+
+def _file_columns_for(logical: dict[str, str], wanted: Sequence[str], context: str) -> dict[str, str]:
+    """Each wanted logical name → the file column that holds it (absent: the file lacks it).
+
+    Names match case-insensitively, as Delta's do, but a file may still hold two columns that
+    differ only in case (one of them unknown to the table): the exact spelling is the column,
+    and without one the file is ambiguous — taking either could stage the wrong values.
+    """
+    by_lower: dict[str, list[tuple[str, str]]] = {}
+    for column, name in logical.items():
+        by_lower.setdefault(name.lower(), []).append((name, column))
+    found: dict[str, str] = {}
+    for want in wanted:
+        candidates = by_lower.get(want.lower(), [])
+        exact = [column for name, column in candidates if name == want]
+        if exact or len(candidates) == 1:
+            found[want] = exact[0] if exact else candidates[0][1]
+        elif candidates:
+            spellings = ", ".join(sorted(f"'{name}'" for name, _ in candidates))
+            raise DownloadError(
+                f"{context} has columns {spellings}, which all match the table's column '{want}' only by "
+                "case (Delta column names are case-insensitive), so which one holds it is ambiguous; ask the "
+                "provider to rewrite the file"
+            )
+    return found
 
 
 def _to_layout(

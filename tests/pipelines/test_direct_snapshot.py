@@ -213,3 +213,69 @@ def test_files_whose_unselected_columns_differ_in_type_are_read_apart(spark: Spa
     assert manifest is not None and len(manifest.groups) == 3
     rows = read_staged(spark, data).collect()
     assert sorted((r["id"], r["_commit_version"]) for r in rows) == [(0, 7), (1, 7), (2, 7)]
+
+
+def _snapshot_change(index: int) -> Any:
+    from sharesync.sync.protocol.changes import snapshot_files
+    from sharesync.sync.protocol.wire import File
+
+    action = File(url="https://provider.invalid/f", id=f"f{index}", partition_values={"region": "eu"}, size=1)
+    [change] = snapshot_files([action], 7)
+    return change
+
+
+def test_a_file_with_two_columns_alike_but_for_case_stages_the_exact_spelling_or_says_it_is_ambiguous(
+    tmp_path: Path,
+) -> None:
+    """A provider file may hold a column the table does not know whose name differs from a table
+    column's only in case; staging reads the exact spelling, never the other one's values."""
+    from sharesync.sync.core.errors import DownloadError
+    from sharesync.sync.staging.files import load_file
+
+    downloaded = tmp_path / "both.parquet"
+    both = {"id": [0, 1, 2], "ID": [100, 101, 102], "name": ["a", "b", "c"]}
+    pq.write_table(pa.table(both), downloaded)
+    assert casts_for(pq.read_schema(downloaded), _layout()) is None  # the engine could not tell them apart
+
+    staged = load_file(downloaded, _snapshot_change(0), _layout())
+    assert staged.column("id").to_pylist() == [0, 1, 2]
+    assert staged.column("region").to_pylist() == ["eu"] * 3
+
+    fields = [{**f, "name": "Id"} if f["name"] == "id" else f for f in SCHEMA_JSON["fields"]]  # type: ignore[attr-defined]
+    neither = StageLayout.build(StructType.model_validate({**SCHEMA_JSON, "fields": fields}), ["region"])
+    with pytest.raises(DownloadError, match=r"columns 'ID', 'id', which all match the table's column 'Id'"):
+        load_file(downloaded, _snapshot_change(0), neither)
+
+
+def test_files_whose_nested_fields_differ_in_metadata_are_read_apart(spark: SparkSession, tmp_path: Path) -> None:
+    """Sail refuses to read together files whose nested fields carry different metadata
+    ("conflicting metadata"), as field ids of different writers do: such files are grouped apart."""
+    from sharesync.sync.staging.direct import DirectFiles
+
+    nested = {
+        **SCHEMA_JSON,
+        "fields": [
+            *SCHEMA_JSON["fields"],  # type: ignore[misc]
+            {"name": "st", "type": {"type": "struct", "fields": [
+                {"name": "a", "type": "long", "nullable": True, "metadata": {}}]}, "nullable": True, "metadata": {}},
+        ],
+    }  # fmt: skip
+    layout = StageLayout.build(StructType.model_validate(nested), ["region"])
+    data = locate(tmp_path / "batch").make_empty()
+    kept = DirectFiles(data, layout)
+    for i, field_id in enumerate(["10", "20", "10"]):
+        child = pa.field("a", pa.int64(), metadata={b"PARQUET:field_id": field_id.encode()})
+        columns = {
+            "id": pa.array([i], pa.int64()),
+            "name": pa.array([f"n{i}"], pa.string()),
+            "st": pa.array([{"a": i}], pa.struct([child])),
+        }
+        downloaded = tmp_path / f"download-{i}.parquet"
+        pq.write_table(pa.table(columns), downloaded)
+        assert kept.take(downloaded, f"part-{i}.parquet", _snapshot_change(i)) == 1
+    kept.finish()
+
+    manifest = read_manifest(data)
+    assert manifest is not None and sorted(len(g.files) for g in manifest.groups) == [1, 2]
+    rows = read_staged(spark, data).collect()
+    assert sorted((r["id"], r["st"]["a"], r["region"]) for r in rows) == [(0, 0, "eu"), (1, 1, "eu"), (2, 2, "eu")]
