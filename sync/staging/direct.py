@@ -13,8 +13,8 @@ Kept files may spell a type differently (``string_view``, ``large_string``: the 
 columns the engine casts) and may declare a column NOT NULL that staging declares nullable (the
 join makes it nullable again), so a target is the same whichever way its rows were staged. A
 file that does not fit — a column missing, another type, no rows, column mapping, a deletion
-vector, more groups than :data:`MAX_GROUPS` — is staged the usual way, so a batch may hold both
-kinds. The manifest ``_direct.json`` (skipped by ``staged_files`` like every ``_`` name) says
+vector, dates in Spark's legacy calendar, more groups than :data:`MAX_GROUPS` — is staged the
+usual way, so a batch may hold both kinds. The manifest ``_direct.json`` (skipped by ``staged_files`` like every ``_`` name) says
 which files are kept and how each group is read.
 """
 
@@ -108,6 +108,22 @@ def casts_for(file_schema: pa.Schema, layout: StageLayout) -> dict[str, str] | N
     return casts
 
 
+def _calendar_rebased(footer: dict[bytes, bytes] | None) -> bool:
+    """Whether Apache Spark reads this file's dates and timestamps other than as stored.
+
+    Files written by Spark 2, or by Spark 3+ in its legacy calendar mode, hold pre-1582 values
+    in the hybrid Julian calendar: Apache Spark may shift them when it reads the file, or refuse
+    it, as its rebase settings say; pyarrow — so staging — reads the stored values. Staged, the
+    file reads alike on every engine.
+    """
+    if not footer:
+        return False
+    if any(key.startswith(b"org.apache.spark.legacy") for key in footer):
+        return True
+    version = footer.get(b"org.apache.spark.version")
+    return version is not None and version.split(b".")[0] in (b"1", b"2")
+
+
 class DirectFiles:
     """Keeps the fitting files of one snapshot batch and writes their constants and manifest.
 
@@ -130,8 +146,8 @@ class DirectFiles:
         except (pa.ArrowInvalid, OSError):
             return None  # staging reports what is wrong with it
         casts = casts_for(schema, self.layout)
-        if casts is None or footer.num_rows == 0:  # a group's join needs rows on the file side
-            return None
+        if casts is None or footer.num_rows == 0 or _calendar_rebased(footer.metadata):
+            return None  # (a group's join needs rows on the file side)
         # One file schema per group, unselected columns included: an engine reading several files
         # as one merges their schemas first, and refuses two types (or spellings) of one column,
         # or two metadata values of one nested field (Sail: "conflicting metadata"); schema-level

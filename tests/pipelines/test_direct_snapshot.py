@@ -279,3 +279,26 @@ def test_files_whose_nested_fields_differ_in_metadata_are_read_apart(spark: Spar
     assert manifest is not None and sorted(len(g.files) for g in manifest.groups) == [1, 2]
     rows = read_staged(spark, data).collect()
     assert sorted((r["id"], r["st"]["a"], r["region"]) for r in rows) == [(0, 0, "eu"), (1, 1, "eu"), (2, 2, "eu")]
+
+
+@pytest.mark.parametrize(
+    ("footer", "kept"),
+    [
+        ({}, True),
+        ({b"org.apache.spark.version": b"3.5.1"}, True),
+        ({b"org.apache.spark.version": b"2.4.8"}, False),  # Spark 2: the hybrid Julian calendar
+        ({b"org.apache.spark.version": b"3.5.1", b"org.apache.spark.legacyDateTime": b""}, False),
+        ({b"org.apache.spark.version": b"3.5.1", b"org.apache.spark.legacyINT96": b""}, False),
+    ],
+)
+def test_files_in_sparks_legacy_calendar_are_staged_not_kept(
+    footer: dict[bytes, bytes], kept: bool, tmp_path: Path
+) -> None:
+    """Apache Spark may shift such files' pre-1582 dates when it reads them; staging reads what is stored."""
+    from sharesync.sync.staging.direct import DirectFiles
+
+    downloaded = tmp_path / "spark.parquet"
+    table = pa.table({"id": [1], "name": ["a"], "day": [date(1500, 3, 1)]})
+    pq.write_table(table.replace_schema_metadata(footer), downloaded)
+    files = DirectFiles(locate(tmp_path / "batch").make_empty(), _layout())
+    assert (files.take(downloaded, "part-0.parquet", _snapshot_change(0)) is not None) is kept
