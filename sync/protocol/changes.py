@@ -12,8 +12,9 @@ Deletion vectors (DVs) refine the rule, as Delta's own change reader does
 marks, so an ``add`` inserts and a ``remove`` deletes only the rows outside its DV. A ``remove``
 and an ``add`` of the *same* data file in one version (matched by file id; the URLs differ) only
 changed the DV: rows in the new DV and not the old one were deleted, rows in the old DV and not
-the new one came back. Those rows — never the whole file — are the version's changes. Actions
-with ``dataChange: false`` (compaction, DV purges) change no rows and are skipped.
+the new one came back. Those rows — never the whole file — are the version's changes. Add and
+remove actions with ``dataChange: false`` (compaction, DV purges) change no rows and are
+skipped; cdc actions always carry ``dataChange: false`` and are the version's changes.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def select_change_files(actions: Iterable[AddFile | CdfFile | RemoveFile]) -> li
     """Apply the per-version rule and return the files to stage, in version order."""
     by_version: dict[int, list[AddFile | CdfFile | RemoveFile]] = defaultdict(list)
     for action in actions:
-        if action.data_change:
+        # ``dataChange`` sorts add/remove actions; a cdc action is change data by definition and
+        # Delta writes it with ``dataChange: false`` (delta response format, as logged).
+        if isinstance(action, CdfFile) or action.data_change:
             by_version[action.version].append(action)
     selected: list[ChangeFile] = []
     for version in sorted(by_version):

@@ -72,6 +72,12 @@ def test_cdc_files_win_and_data_change_false_is_skipped() -> None:
     assert summary([action(RemoveFile, "f", 7), action(AddFile, "f", 7, "dv1"), cdc]) == [
         (7, None, "c", "CdfFile", None, None)
     ]
+    # As Delta logs it (and the delta response format passes it on), a cdc action says
+    # dataChange false: it is still the version's change data, never skipped.
+    logged = CdfFile(url="u", id="c", size=1, version=7, timestamp=7, dataChange=False)
+    assert summary([action(RemoveFile, "f", 7), action(AddFile, "g", 7), logged]) == [
+        (7, None, "c", "CdfFile", None, None)
+    ]
     # A DV purge or compaction: dataChange false, no row changed.
     purge = [action(RemoveFile, "f", 8, "dv1", data_change=False), action(AddFile, "g", 8, data_change=False)]
     assert summary(purge) == []
