@@ -106,6 +106,8 @@ class TableRun:
         rewinds = not fresh_start or table.mode is Mode.HISTORY
         if backfill is not None and rewinds and checkpoint is not None and table.mode is not Mode.SNAPSHOT:
             checkpoint = self._rewind_for_replay(checkpoint, replay_from)
+        if self._refresh_from is not None and checkpoint is not None:
+            checkpoint = self._rewind_for_refresh(checkpoint, self._refresh_from)
         source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
         history_gap = False
         while True:
@@ -232,6 +234,25 @@ class TableRun:
             back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
         )
 
+    def _rewind_for_refresh(self, checkpoint: Checkpoint, version: int) -> Checkpoint:
+        """Move the checkpoint back to a full refresh's snapshot version before the target is rewritten.
+
+        The refresh makes the target that snapshot, and the checkpoint follows only after the
+        write: a crash in between would leave the checkpoint ahead of the target, and the changes
+        between the two lost for good. Moved back first, the checkpoint tells the truth either
+        way: the target then holds the snapshot, or its rows from before, which are newer — and
+        the changes after ``version`` bring both up to date (merge guards; append mode rewrites
+        the rows above the checkpoint; snapshot mode takes a new snapshot).
+        """
+        if version >= checkpoint.version:
+            return checkpoint
+        back = dataclasses.replace(checkpoint, version=version, version_timestamp=None, updated_at=None)
+        log.info("%s: full refresh from version %s (checkpoint %s → %s)", self.table.name, version,
+                 checkpoint.version, version)  # fmt: skip
+        return self.services.store.advance_checkpoint(
+            back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
+        )
+
     def _refreshes_from(self, backfill: BackfillRequest | None, replay_from: int | None) -> int | None:
         """The version a backfill re-bootstraps from; None when it replays changes (or is none).
 
@@ -256,16 +277,16 @@ class TableRun:
         start_version = None
         # ``start`` matters for the first sync only; resolving a timestamp after that would be a
         # wasted call, and one that fails for good once the provider's log no longer holds it.
-        if first_sync and isinstance(table.start, StartAtVersion):
+        # A full refresh is planned as a first sync from its own version: ``start`` is not asked.
+        if self._refresh_from is not None:
+            start_version, replay_from = self._refresh_from, None
+        elif first_sync and isinstance(table.start, StartAtVersion):
             start_version = table.start.version
         elif first_sync and isinstance(table.start, StartAtTimestamp) and not history_gap:
             start_version = self._version_at(table.start.timestamp)
         until = None
         if backfill is not None and backfill.ending_timestamp is not None:
             until = self._version_at_or_before(backfill.ending_timestamp)
-        if self._refresh_from is not None:
-            # A full refresh re-bootstraps: planned as a first sync from the resolved version.
-            start_version, replay_from = self._refresh_from, None
         return PlanOptions(
             mode=table.mode,
             max_versions_per_batch=self.services.config.batch_size(table),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -17,6 +18,7 @@ from support.verify import (
 )
 
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome
+from sharesync.sync.core.errors import StateStoreUnavailable
 from sharesync.sync.core.timestamps import to_wire
 
 
@@ -132,6 +134,71 @@ def test_backfill_full_refresh_rebuilds_from_the_snapshot_at_the_timestamp(works
     assert (result.batches[0].kind, result.batches[0].start_version) == ("bootstrap", 2)
     assert result.checkpoint_version == source_version(m)
     assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
+
+
+class _LosesTheRefreshsCheckpoint:
+    """A state store that goes away right after a target was rewritten, before its checkpoint
+    records it: the first checkpoint write that names a new target version fails."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.failed = False
+
+    def advance_checkpoint(self, new: Any, **kwargs: Any) -> Any:
+        current = self._store.get_checkpoint(new.name)
+        if not self.failed and current is not None and new.target_version != current.target_version:
+            self.failed = True
+            raise StateStoreUnavailable("injected: the state store went away after the target was rewritten")
+        return self._store.advance_checkpoint(new, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("mode", ["merge", "append"])
+def test_a_full_refresh_cut_off_after_its_bootstrap_loses_no_change(workspace: Workspace, mode: str) -> None:
+    """The refresh rewrites the target as the snapshot at version 2 of 5; had the checkpoint
+    stayed at 5 until after that write, a crash there would lose versions 3..5 for good."""
+    workspace.table("t", rows=20, seed=5)
+    config = workspace.config(workspace.spec("t", mode))
+    engine = workspace.engine(config)
+    engine.sync_all()
+    workspace.commit("t", 5, seed=11)
+    engine.sync_all()
+    t = workspace.path("t")
+
+    cut = workspace.engine(config, store=_LosesTheRefreshsCheckpoint(engine.store))
+    with pytest.raises(StateStoreUnavailable, match="injected"):
+        cut.sync_table(workspace.name("t"), backfill=BackfillRequest(commit_time(t, 2), full_refresh=True))
+
+    assert engine.store.get_checkpoint(workspace.name("t")).version == 2  # type: ignore[union-attr]
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    if mode == "merge":
+        assert_merge_target_matches(t, workspace.target("t"), ["id"], source_version(t))
+    else:
+        assert_append_target_matches(t, workspace.target("t"), bootstrap_version=2, end_version=source_version(t))
+
+
+def test_a_full_refresh_does_not_ask_for_the_tables_start_again(workspace: Workspace) -> None:
+    """The table's ``start`` (a timestamp whose commit the provider no longer serves) is not
+    resolved by a full refresh, which starts from its own version: asking would turn the refresh
+    into a bootstrap at the latest version."""
+    path = workspace.table("m", rows=10, seed=6)
+    workspace.commit("m", 3, seed=6)
+    config = workspace.config(workspace.spec("m", start={"timestamp": to_wire(commit_time(path, 1))}))
+    engine = workspace.engine(config)
+    engine.sync_all()
+    workspace.commit("m", 2, seed=7)
+    DeltaTable(str(path), version=3).create_checkpoint()
+    for version in range(3):  # versions 0..2 leave the log; 3..5 are still served
+        (path / "_delta_log" / f"{version:020d}.json").unlink()
+
+    result = engine.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(path, 4), full_refresh=True))
+
+    assert result.outcome is TableOutcome.SYNCED, result.error
+    assert (result.batches[0].kind, result.batches[0].start_version) == ("bootstrap", 4)
+    assert not result.warnings
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
 
 
 def test_a_start_timestamp_is_only_resolved_for_the_first_sync(workspace: Workspace) -> None:
