@@ -222,17 +222,7 @@ class TableRun:
         """
         if replay_from is None or replay_from > checkpoint.version or replay_from < 1:
             return checkpoint  # nothing already applied is replayed (or from the very start): as is
-        back = dataclasses.replace(checkpoint, version=replay_from - 1, version_timestamp=None, updated_at=None)
-        log.info(
-            "%s: replaying from version %s (checkpoint %s → %s)",
-            self.table.name,
-            replay_from,
-            checkpoint.version,
-            back.version,
-        )
-        return self.services.store.advance_checkpoint(
-            back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
-        )
+        return self._move_back(checkpoint, replay_from - 1, f"replaying from version {replay_from}")
 
     def _rewind_for_refresh(self, checkpoint: Checkpoint, version: int) -> Checkpoint:
         """Move the checkpoint back to a full refresh's snapshot version before the target is rewritten.
@@ -246,9 +236,12 @@ class TableRun:
         """
         if version >= checkpoint.version:
             return checkpoint
+        return self._move_back(checkpoint, version, f"full refresh from version {version}")
+
+    def _move_back(self, checkpoint: Checkpoint, version: int, why: str) -> Checkpoint:
+        """The checkpoint at ``version`` (behind it), on record under the lease before anything is rewritten."""
         back = dataclasses.replace(checkpoint, version=version, version_timestamp=None, updated_at=None)
-        log.info("%s: full refresh from version %s (checkpoint %s → %s)", self.table.name, version,
-                 checkpoint.version, version)  # fmt: skip
+        log.info("%s: %s (checkpoint %s → %s)", self.table.name, why, checkpoint.version, version)
         return self.services.store.advance_checkpoint(
             back, expected_version=checkpoint.version, lease=self.keeper.lease, rewind=True
         )

@@ -14,8 +14,8 @@ columns the engine casts) and may declare a column NOT NULL that staging declare
 join makes it nullable again), so a target is the same whichever way its rows were staged. A
 file that does not fit — a column missing, another type, no rows, column mapping, a deletion
 vector, dates in Spark's legacy calendar, more groups than :data:`MAX_GROUPS` — is staged the
-usual way, so a batch may hold both kinds. The manifest ``_direct.json`` (skipped by ``staged_files`` like every ``_`` name) says
-which files are kept and how each group is read.
+usual way, so a batch may hold both kinds. The manifest ``_direct.json`` (skipped by
+``staged_files`` like every ``_`` name) says which files are kept and how each group is read.
 """
 
 from __future__ import annotations
@@ -95,9 +95,10 @@ def casts_for(file_schema: pa.Schema, layout: StageLayout) -> dict[str, str] | N
     if len({name.lower() for name in file_schema.names}) < len(file_schema.names):
         return None  # two columns differing only in case: an engine's name resolution is ambiguous
     found = {field.name: field.type for field in file_schema}
+    partitions = set(layout.kept_partitions)
     casts: dict[str, str] = {}
     for name, field in zip(layout.columns, layout.target, strict=False):
-        if name in layout.kept_partitions:
+        if name in partitions:
             continue
         actual = found.get(name)
         if actual == field.type:
