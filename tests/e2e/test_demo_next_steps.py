@@ -11,11 +11,14 @@ Dagster UI is started and stopped with Ctrl+C. Each exits 0 and prints no traceb
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 from support.shell import Service, ShellCommand, alarming, parse_commands, run_command
 
 BIN = Path(sys.executable).parent
@@ -52,6 +55,25 @@ def _dagster_port(command: ShellCommand) -> ShellCommand:
     return replace(command, argv=[*command.argv, "--port", str(port)])
 
 
+def _wait_until_ui_answers(service: Service, timeout: float = 60) -> str:
+    """The UI's server info, once it answers HTTP.
+
+    Dagster logs "Serving dagster-webserver on" just before uvicorn starts listening; a Ctrl+C in
+    between stops it before it served (an upstream warning about a never-awaited coroutine). A user
+    opens the UI first, and so does this test.
+    """
+    url = re.search(r"Serving dagster-webserver on (http://\S+)", service.output)
+    assert url is not None, service.output[-3000:]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return httpx.get(f"{url.group(1).rstrip('/')}/server_info", timeout=5).raise_for_status().text
+        except httpx.HTTPError:
+            if service.process.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def test_every_try_next_line_works_as_printed(tmp_path: Path) -> None:
     env = _user_env()
     code, output = run_command(parse_commands(f"{BIN}/sharesync demo")[0], cwd=tmp_path, env=env, timeout=300)
@@ -73,6 +95,8 @@ def test_every_try_next_line_works_as_printed(tmp_path: Path) -> None:
             if command.ready_marker() is not None:  # runs until Ctrl+C, as in its own terminal
                 services.append(Service.start(command, cwd=tmp_path, env=env))
                 services[-1].wait_ready(timeout=120)
+                if command.program == "dagster":
+                    finished["ui"] = _wait_until_ui_answers(services[-1])
                 continue
             code, output = run_command(command, cwd=tmp_path, env=env, timeout=300)
             assert code == 0, (line, output)
@@ -92,3 +116,4 @@ def test_every_try_next_line_works_as_printed(tmp_path: Path) -> None:
     assert "2 shared tables" in finished["discover"]
     assert "demo.sales.orders @ version" in finished["preview"] and "5 rows" in finished["preview"]
     assert "Serving dagster-webserver" in stopped[0][2] and "sharesync" in stopped[0][2]
+    assert "dagster_webserver_version" in finished["ui"]
