@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.session import get_spark
@@ -69,3 +70,22 @@ def test_an_early_start_that_fails_raises_at_the_wait() -> None:
     wait = start_early(broken)
     with pytest.raises(ConnectionRefusedError, match="nowhere"):
         wait()
+
+
+def test_the_engine_ignores_delta_idempotent_write_options(spark: SparkSession, tmp_path: Path) -> None:
+    """Why a stale writer is not fenced (docs/guarantees.md, *What is not guaranteed*).
+
+    Delta's ``txnAppId``/``txnVersion`` would make a batch written twice land once; Sail writes it
+    twice and logs no ``txn`` action. If this fails, the engine fences repeated writes: use it.
+    """
+    from deltalake import DeltaTable
+
+    target = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(target)
+    for _ in range(2):
+        spark.range(3).write.format("delta").mode("append").option("txnAppId", "batch").option("txnVersion", "1").save(
+            target
+        )
+    assert spark.read.format("delta").load(target).count() == 9
+    logged = "".join(p.read_text() for p in sorted((tmp_path / "t" / "_delta_log").glob("*.json")))
+    assert '"txn"' not in logged and DeltaTable(target).version() == 2
