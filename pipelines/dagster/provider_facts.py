@@ -35,7 +35,8 @@ def commit_timestamp(client: SharingClient, table: str, version: int) -> datetim
 
 
 def snapshot_num_records(client: SharingClient, table: str, version: int, *, latest: bool) -> int | None:
-    """Rows in the snapshot at ``version``: the sum of its files' ``numRecords``; None without stats.
+    """Rows in the snapshot at ``version``: its files' ``numRecords`` less the rows their deletion
+    vectors mark (``numRecords`` counts a file's physical rows); None without stats.
 
     ``latest`` asks for the current snapshot without a version, which works even where the
     provider does not share history.
@@ -48,5 +49,6 @@ def snapshot_num_records(client: SharingClient, table: str, version: int, *, lat
         stats = getattr(file, "parsed_stats", None)
         if stats is None or stats.num_records is None:
             return None
-        total += stats.num_records
+        deleted = file.deletion_vector.cardinality if file.deletion_vector is not None else 0
+        total += stats.num_records - deleted
     return total

@@ -123,13 +123,17 @@ def prune(files: list[ChangeFile], expr: Expr | None, schema: StructType) -> tup
     """Drop files whose partition values or stats prove no row can match the filter."""
     if expr is None:
         return files, 0
-    kept = [f for f in files if may_match(expr, _stats(f.file), f.file.partition_values, schema)]
+    kept = [f for f in files if may_match(expr, _stats(f), f.file.partition_values, schema)]
     return kept, len(files) - len(kept)
 
 
-def _stats(file: DataFile) -> FileStats | None:
+def _stats(change: ChangeFile) -> FileStats | None:
     # Only snapshot and add files carry stats; cdf and remove files prune on partition values alone.
-    return file.parsed_stats if isinstance(file, File | AddFile) else None
+    # So do rows a deletion vector marks (a DV delete's): an add's stats may describe only the
+    # rows it still holds (Delta's tightBounds), never those.
+    if change.rows.within is not None or not isinstance(change.file, File | AddFile):
+        return None
+    return change.file.parsed_stats
 
 
 def stage(

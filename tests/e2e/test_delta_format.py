@@ -27,6 +27,7 @@ from support.feature_tables import (
     rename_column,
 )
 
+from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
 from sharesync.sync.server.faults import Faults
@@ -176,3 +177,16 @@ def test_a_reader_feature_sharesync_lacks_fails_that_table_only(
     assert "uses Delta reader feature(s) variantType, which sharesync cannot read" in run.out + run.err
     assert not (workspace.root / "warehouse" / "v").exists()  # nothing written
     assert_merge_matches(spark, workspace.path("ok"), workspace.target("ok"), 0)
+
+
+def test_the_row_count_check_counts_the_rows_deletion_vectors_leave(workspace: Workspace) -> None:
+    spark = get_spark()
+    source = create_source(spark, workspace.path("n"), dvs=True, mapping=False, partitioned=False, rows=20)
+    assert commit(spark, source, random.Random(1), 2) == ["append", "delete"]
+    assert list(source.rglob("deletion_vector_*.bin"))  # the delete marked rows, it rewrote no file
+    client, _ = workspace.counting_client(workspace.config(workspace.spec("n")))
+    version = latest_version(source)
+
+    counted = snapshot_num_records(client, workspace.name("n"), version, latest=True)
+
+    assert counted == spark.read.format("delta").load(str(source)).count()

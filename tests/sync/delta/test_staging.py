@@ -26,16 +26,17 @@ import pyarrow.parquet as pq
 import pytest
 from support.feature_tables import commit, create_source, latest_version, read_source, z85_encode
 
+from sharesync.sync.core.changefeed import ChangeType
 from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.delta.properties import DeletionVectorDescriptor
 from sharesync.sync.delta.z85 import z85_decode
 from sharesync.sync.predicates import parse_where
-from sharesync.sync.protocol.changes import snapshot_files
+from sharesync.sync.protocol.changes import select_change_files, snapshot_files
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.refresh import refresher_for
-from sharesync.sync.protocol.wire import File
+from sharesync.sync.protocol.wire import AddFile, File, Metadata, RemoveFile
 from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.deletions import load_deletion_vectors
@@ -259,3 +260,30 @@ def test_a_dv_relative_to_the_providers_table_is_a_clear_error(tmp_path: Path) -
     changes = snapshot_files([File(url="https://x/f.parquet", id="f", size=1, deletion_vector=relative)], 1)
     with pytest.raises(ProtocolViolation, match="storage type 'u'.*presigned URL"):
         load_deletion_vectors(changes, Downloader(tmp_path), None)
+
+
+def test_a_filter_never_prunes_the_rows_a_dv_delete_marks() -> None:
+    """A DV delete logs remove(f) + add(f, dv); the add's stats may cover only the rows it keeps.
+
+    Crafted actions: Sail and Delta Spark keep the old, wide bounds (``tightBounds: false``), but
+    the protocol lets a writer record tight ones — here the deleted row (amount 150) is outside them.
+    """
+    schema_string = json.dumps({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "amount", "type": "long", "nullable": True, "metadata": {}},
+    ]})  # fmt: skip
+    schema = Metadata(id="t", schemaString=schema_string).table_schema
+    tight = {"numRecords": 4, "minValues": {"id": 2, "amount": 50}, "maxValues": {"id": 4, "amount": 70},
+             "nullCount": {"id": 0, "amount": 0}, "tightBounds": True}  # fmt: skip
+    dv = DeletionVectorDescriptor("p", "https://storage/dv.bin?sig=s", 34, 1, 1)
+    removed = RemoveFile(url="https://storage/f.parquet?r", id="f", size=10, version=1, timestamp=1)
+    added = AddFile(url="https://storage/f.parquet?a", id="f", size=10, version=1, timestamp=1,
+                    stats=json.dumps(tight), deletion_vector=dv, deletion_vector_file_id="dv")  # fmt: skip
+    changes = select_change_files([removed, added])
+    assert [(c.change_type, c.rows.within) for c in changes] == [(ChangeType.DELETE, added)]
+
+    kept, pruned = batches.prune(changes, parse_where([{"col": "amount", "op": "gt", "val": 100}], schema), schema)
+    assert (kept, pruned) == (changes, 0)
+    # The add's own rows still prune on its stats: an insert of that file with the same filter.
+    inserted = select_change_files([added.model_copy(update={"deletion_vector": None})])
+    assert batches.prune(inserted, parse_where([{"col": "amount", "op": "gt", "val": 100}], schema), schema)[1] == 1
