@@ -72,10 +72,10 @@ def apply_bootstrap(
             row_filter=expr,
             version=snapshot.version,
             commit_timestamp=snapshot.committed,
-            # First sync, or after 'sharesync reset' (also the way to switch a target's mode): the
-            # target becomes the snapshot. Any other re-bootstrap closes the open rows and keeps
-            # the history before.
-            replace=checkpoint is None,
+            # First sync, after 'sharesync reset' (also the way to switch a target's mode), or a
+            # target to rebuild (another table at its path): the target becomes the snapshot. Any
+            # other re-bootstrap closes the open rows and keeps the history before.
+            replace=checkpoint is None or reason is BootstrapReason.TARGET_CHANGED,
             replay_from=snapshot.replay_from,
             rewrite_threshold=rewrite_threshold,
         )

@@ -21,6 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.history import assert_history_matches, source_history
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -301,3 +302,28 @@ def test_a_checkpoint_without_target_identity_behaves_as_before_until_its_next_b
         target = DeltaTable(workspace.target(table))
         assert checkpoint is not None and checkpoint.target_version == target.version()
         assert checkpoint.target_table_id == target.metadata().id and checkpoint.target_mode == MODES[table]
+
+
+def test_a_history_target_replaced_by_another_sharesync_table_is_rebuilt(
+    workspace: Workspace, cli: Callable[..., CliResult]
+) -> None:
+    for seed, table in enumerate(("h", "dh")):
+        workspace.table(table, rows=30, seed=seed)
+        workspace.commit(table, FIRST, seed=10 + seed)
+    workspace.config(*(workspace.spec(t, "history", keys=["id"]) for t in ("h", "dh")))
+    config = ("--config", str(workspace.config_file))
+    assert cli(*config, "sync").code == 0
+    workspace.commit("h", 2, seed=300)  # the donor's rows are all older than this target's
+    assert cli(*config, "sync").code == 0
+    shutil.rmtree(workspace.target("h"))
+    shutil.copytree(workspace.target("dh"), workspace.target("h"))
+
+    result = cli(*config, "sync")
+
+    assert result.code == 0, result.out + result.err
+    assert SAID["replaced"] in result.out and "starts again there" in result.out, result.out
+    checkpoint = open_store(f"sqlite:///{workspace.root / 'state' / 'state.db'}").get_checkpoint(workspace.name("h"))
+    assert checkpoint is not None
+    version = checkpoint.version
+    expected = source_history(workspace.path("h"), ["id"], start=version, end=version)
+    assert_history_matches(workspace.target("h"), expected, ["id"])  # none of the donor's rows
