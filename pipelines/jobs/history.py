@@ -176,7 +176,8 @@ def _apply(
     tracked = tracked_columns(data_columns, keys, job.track_history, job.track_history_except)
     values = [c for c in data_columns if c not in keys] if tracked is not None else []
     present = set(state.column_names)  # a column the batch adds is NULL in the target's rows (the plan knows)
-    history = read_history(job.target, keys, [c for c in values if c in present]) if existing else None
+    compared = [c for c in values if c in present]
+    history = read_history(job.target, keys, compared, replay_from=job.replay_from) if existing else None
     if snapshot is not None:
         snapshot = _snapshot_at(changes, snapshot)
     plan = plan_history(

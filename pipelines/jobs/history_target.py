@@ -1,9 +1,9 @@
 """A history-mode target as its planning and its checks read it: with deltalake, outside Spark.
 
 Planning needs every row's keys and validity (a key's watermark counts its closed rows too),
-and, with a tracked-column list, the other values of the open rows only. These are narrow
-columnar reads of the table's files; the target must be reachable from this process, as for
-every job (:mod:`sharesync.pipelines.jobs.target`).
+and, with a tracked-column list, the other values of the open rows (and of those a backfill
+reopens) only. These are narrow columnar reads of the table's files; the target must be
+reachable from this process, as for every job (:mod:`sharesync.pipelines.jobs.target`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 __all__ = ["current_rows", "history_start", "read_history", "table_schema"]
 
 
-def read_history(path: str, keys: Sequence[str], values: Sequence[str] = ()) -> pa.Table:
-    """Keys, valid-from/to versions and the current flag of every row; ``values`` of the open rows."""
+def read_history(
+    path: str, keys: Sequence[str], values: Sequence[str] = (), *, replay_from: int | None = None
+) -> pa.Table:
+    """Keys, valid-from/to versions and the current flag of every row; ``values`` of the open rows,
+    and of the rows a backfill from ``replay_from`` reopens (closed at or after it): the replayed
+    changes are compared with their images."""
     import pyarrow as pa
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
@@ -30,10 +34,12 @@ def read_history(path: str, keys: Sequence[str], values: Sequence[str] = ()) -> 
     narrow = [*keys, VALID_FROM_VERSION, VALID_TO_VERSION, IS_CURRENT]
     if not values:
         return dataset.to_table(columns=narrow)
-    current = ds.field(IS_CURRENT)
-    open_rows = dataset.to_table(columns=[*narrow, *values], filter=current)
-    closed = dataset.to_table(columns=narrow, filter=~current)
-    return pa.concat_tables([open_rows, closed], promote_options="default")
+    compared = ds.field(IS_CURRENT)
+    if replay_from is not None:
+        compared = compared | (ds.field(VALID_TO_VERSION) >= replay_from)
+    with_values = dataset.to_table(columns=[*narrow, *values], filter=compared)
+    others = dataset.to_table(columns=narrow, filter=~compared)
+    return pa.concat_tables([with_values, others], promote_options="default")
 
 
 def table_schema(path: str) -> pa.Schema:

@@ -183,6 +183,27 @@ def test_untracked_changes_update_the_current_row_in_place(spark: SparkSession, 
         assert again.changed_rows == 0 and version_of(path) == version
 
 
+def test_a_backfill_with_tracked_columns_replays_the_same_history(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    """A backfill reopens the rows closed since its version and compares the replay with their images."""
+    bootstrap(spark, stage(SNAPSHOT), target, version=1)
+    batch = [
+        post(2, **r(1, "n1", 100)),  # score only: in place
+        post(3, **r(1, None, 100)),  # name to NULL: a new row
+        post(4, **r(2, "n2", 7)),  # score only: in place
+        post(5, **r(2, "x", 7)),  # name: a new row
+    ]
+    option = {"keys": KEYS, "rewrite_threshold": _threshold, "track_history": ["name"]}
+    history_job.apply_history(spark, stage(batch), target, **option)
+    before = history(target)
+    assert before == replay(replay(HistoryModel(KEYS, COLUMNS, ["name"]), SNAPSHOT), batch).sorted_rows()
+    for start in (2, 3, 4, 5):
+        replayed = [c for c in batch if c["_commit_version"] >= start]
+        history_job.apply_history(spark, stage(replayed), target, replay_from=start, **option)
+        assert history(target) == before, f"replayed from {start}"
+
+
 def test_new_columns_appear_from_their_version_on(spark: SparkSession, stage: StageFn, target: str) -> None:
     bootstrap(spark, stage(SNAPSHOT), target, version=1)
     wider = pa.schema([*SCHEMA, ("extra", pa.string())])
