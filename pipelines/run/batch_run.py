@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.jobs.metrics import ApplyStats
@@ -79,11 +79,14 @@ class BatchStep:
         return f"changes-{self.planned.start}-{self.planned.end}"
 
 
-def fetch_snapshot(services: RunServices, context: TableContext, version: int) -> Fetched:
+def fetch_snapshot(
+    services: RunServices, context: TableContext, version: int, previous: Checkpoint | None = None
+) -> Fetched:
     """The snapshot at ``version`` (the latest when that is the provider's current version).
 
     History mode asks for the version itself whenever the provider shares the table's history:
-    only then do the files carry the commit time its rows are valid from.
+    then the files carry the commit time its rows are valid from. Where none does, that time is
+    asked for apart (:func:`_snapshot_commit_time`): rows never open or close at an unknown time.
     """
     dated = context.table.mode is Mode.HISTORY and context.metadata.cdf_enabled
     latest = version >= context.metadata.version and not dated
@@ -93,9 +96,32 @@ def fetch_snapshot(services: RunServices, context: TableContext, version: int) -
         predicate_hints=context.hints.predicate_hints,
         json_predicate_hints=context.hints.json_predicate_hints,
     )
-    files, _ = batches.prune(batches.snapshot_change_files(result), context.expr, context.layout.schema)
-    committed = _max_timestamp(files)
+    read_at = datetime.now(UTC)
+    listed = batches.snapshot_change_files(result)
+    files, _ = batches.prune(listed, context.expr, context.layout.schema)
+    committed = _max_timestamp(listed)
+    if committed is None and context.table.mode is Mode.HISTORY:
+        committed = _snapshot_commit_time(services, context, result.version, previous) or read_at
     return Fetched(result, files, result.metadata, result.version, result.version, committed, committed)
+
+
+def _snapshot_commit_time(
+    services: RunServices, context: TableContext, version: int, previous: Checkpoint | None
+) -> datetime | None:
+    """When a snapshot no file dates was committed (an empty or filtered-out one), searched after
+    the checkpoint's commit when it is older, else from the epoch (a few dozen ``/version`` calls).
+
+    None when the provider cannot say — it answers no timestamp query on a table without a change
+    data feed, which is not asked; its history rows then open and close when sharesync read the
+    snapshot, the nearest time known to be at or after the commit.
+    """
+    if not context.metadata.cdf_enabled:
+        return None
+    after = from_millis(0)
+    if previous is not None and previous.version < version and previous.version_timestamp is not None:
+        after = previous.version_timestamp
+    found = commit_time(services.client, context.table.name, version, after)
+    return found if found is not None and found > after else None  # the search never moved: refused
 
 
 def fetch_changes(

@@ -347,7 +347,7 @@ class TableRun:
         return BatchStep(
             BatchKind.BOOTSTRAP,
             VersionRange(version, version),
-            fetch=partial(fetch_snapshot, self.services, context, version),
+            fetch=partial(fetch_snapshot, self.services, context, version, checkpoint),
             apply=lambda staged, fetched: apply_bootstrap(
                 spark,
                 table,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import FlakyStore, Workspace
-from support.history import CURRENT, VF, VT, Row, assert_history_matches, commit_times, source_history
+from support.history import CURRENT, VF, VF_TS, VT, VT_TS, Row, assert_history_matches, commit_times, source_history
 from support.verify import read_target_table, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
@@ -225,6 +226,46 @@ def test_a_history_gap_rebootstraps_and_closes_every_open_row_with_a_warning(
     sync(cli, ws)
     expected = source_history(ws.path("g"), KEYS, start=0, end=source_version(ws.path("g")), gaps={latest: 0})
     assert_history_matches(ws.target("g"), expected, KEYS)
+
+
+def test_a_gap_onto_an_empty_snapshot_closes_every_row_at_that_versions_commit_time(
+    workspace: Workspace, cli: Callable[..., CliResult]
+) -> None:
+    ws = workspace
+    ws.table("e", rows=10, partitioned=False, seed=8)
+    ws.config(history_spec(ws, "e"))
+    sync(cli, ws)
+    DeltaTable(str(ws.path("e"))).delete()  # the snapshot at the new version has no file to date it
+    ws.server.faults.history_error, ws.server.faults.budget = "version_not_found", 1
+
+    run = sync(cli, ws)
+
+    assert "no longer serves versions from 1" in run.out
+    latest = source_version(ws.path("e"))
+    assert_history_matches(
+        ws.target("e"), source_history(ws.path("e"), KEYS, start=0, end=latest, gaps={latest: 0}), KEYS
+    )  # every row closed at version 1, at its commit time (not NULL: an as-of query would keep it)
+
+
+def test_a_table_without_change_data_feed_dates_its_history_when_sharesync_read_it(
+    workspace: Workspace, cli: Callable[..., CliResult]
+) -> None:
+    """Such a provider answers no timestamp query: each snapshot's rows open (and the rows before
+    close) at the moment sharesync read it, at or after the commit; never at an unknown time."""
+    ws = workspace
+    ws.table("n", rows=10, partitioned=False, cdf=False, seed=9)
+    ws.config(history_spec(ws, "n"))
+    sync(cli, ws)
+    between = datetime.now(UTC)
+    ws.commit("n", 2, seed=9)
+    sync(cli, ws)
+
+    rows = read_target_table(ws.target("n")).to_pylist()
+    commits = commit_times(ws.path("n"))
+    assert all(r[VF_TS] is not None and r[VF_TS] >= commits[r[VF]] for r in rows)
+    assert all(r[VT_TS] is not None and r[VT_TS] >= commits[r[VT]] for r in rows if not r[CURRENT])
+    as_of = {r["id"] for r in rows if r[VF_TS] <= between and (r[VT_TS] is None or r[VT_TS] > between)}
+    assert as_of == set(DeltaTable(str(ws.path("n")), version=0).to_pyarrow_table(columns=["id"])["id"].to_pylist())
 
 
 def test_a_rolled_back_target_replays_from_its_own_high_water_mark(
