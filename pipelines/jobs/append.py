@@ -22,6 +22,7 @@ from sharesync.pipelines.jobs.target import (
     inspect_target,
     register_target,
     require_columns,
+    require_replaceable,
 )
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
 from sharesync.sync.core.location import Place
@@ -62,14 +63,16 @@ def apply_append(
     rows = count_rows(files)
     if not state.exists:
         return create_target(out, target, rows)
-    require_columns(state, list(CHANGE_COLUMNS), "append")
     if after_version < 0:
-        # The log restarts (bootstrap after 'sharesync reset', a re-created source): no row of the
-        # target survives, so replace it in one commit, schema included — the documented way past
-        # a breaking schema change. (DELETE + append would refuse the new schema.)
+        # The log restarts (bootstrap after 'sharesync reset', a re-created source, a target to
+        # rebuild or switched from another mode): no row of the target survives, so replace it in
+        # one commit, schema included — the documented way past a breaking schema change.
+        # (DELETE + append would refuse the new schema.)
+        require_replaceable(state)
         out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
+    require_columns(state, list(CHANGE_COLUMNS), "append")
     added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
     session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")

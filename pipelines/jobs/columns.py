@@ -43,12 +43,20 @@ __all__ = [
     "projected",
     "projection",
     "quote_identifier",
+    "written_by_sharesync",
 ]
 
 VERSION_COLUMN = "_sharesync_version"
 TIMESTAMP_COLUMN = "_sharesync_commit_timestamp"
 DELETED_COLUMN = "_sharesync_deleted"
 GUARD_COLUMNS = (VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN)
+
+
+def written_by_sharesync(columns: Sequence[str]) -> bool:
+    """Whether a table has the columns sharesync writes in some mode: the one rule by which a
+    target may be replaced (the reset and rebuild paths) and someone else's table is refused."""
+    names = set(columns)
+    return bool({VERSION_COLUMN, VALID_FROM_VERSION} & names) or set(CHANGE_COLUMNS) <= names
 
 
 def quote_identifier(name: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, VALID_FROM_VERSION, VERSION_COLUMN, projected
+from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
 from sharesync.pipelines.jobs.history_target import read_history, table_schema
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, version_after
@@ -33,11 +33,12 @@ from sharesync.pipelines.jobs.target import (
     inspect_target,
     register_target,
     require_columns,
+    require_replaceable,
 )
 from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
-from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
+from sharesync.sync.core.errors import SchemaIncompatible, SyncError
 from sharesync.sync.core.location import Location, Place, locate
 from sharesync.sync.staging.history_plan import HistoryPlan, SnapshotAt, plan_history
 from sharesync.sync.staging.netting import NETTED_FILE
@@ -165,7 +166,7 @@ def _apply(
     if not files and (not state.exists or (snapshot is None and job.replay_from is None)):
         return HistoryStats()  # nothing to write, or no schema to create a table with
     if state.exists and replace:
-        _check_replaceable(state)
+        require_replaceable(state)
     elif state.exists:
         require_columns(state, list(HISTORY_COLUMNS), "history")
     engine = start_early(spark)  # it starts while the batch is read and planned
@@ -308,13 +309,3 @@ def _kept(changes: pa.Table, row_filter: Expr | None) -> pa.ChunkedArray | None:
     from sharesync.sync.predicates import to_arrow
 
     return ds.dataset(changes).to_table(columns={"keep": to_arrow(row_filter, changes.schema)})["keep"]
-
-
-def _check_replaceable(state: TargetState) -> None:
-    """Replacing a table sharesync wrote (any mode) is the reset path; someone else's is refused."""
-    names = set(state.column_names)
-    if VALID_FROM_VERSION not in names and VERSION_COLUMN not in names and not set(CHANGE_COLUMNS) <= names:
-        raise TargetError(
-            f"target '{state.path}' is a Delta table that was not written by sharesync; sharesync will not "
-            "replace it. Point 'target' at a new path, or remove that table if its data may go"
-        )

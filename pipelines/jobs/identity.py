@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VERSION_COLUMN
-from sharesync.sync.core.changefeed import CHANGE_COLUMNS
+from sharesync.pipelines.jobs.columns import written_by_sharesync
 from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
@@ -61,8 +60,7 @@ class TargetIdentity:
     @property
     def written_by_sharesync(self) -> bool:
         """Whether the table has sharesync's columns (the rule the jobs refuse foreign tables by)."""
-        columns = set(self.columns)
-        return bool({VERSION_COLUMN, VALID_FROM_VERSION} & columns) or set(CHANGE_COLUMNS) <= columns
+        return written_by_sharesync(self.columns)
 
 
 def local_path(target: str) -> Path | None:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import (
     GUARD_COLUMNS,
-    VALID_FROM_VERSION,
     VERSION_COLUMN,
     col,
     guard_values,
@@ -30,10 +29,9 @@ from sharesync.pipelines.jobs.target import (
     inspect_target,
     register_target,
     require_columns,
+    require_replaceable,
 )
 from sharesync.pipelines.jobs.target_stats import row_count
-from sharesync.sync.core.changefeed import CHANGE_COLUMNS
-from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import Place
 
 if TYPE_CHECKING:
@@ -109,15 +107,7 @@ def _replace(
     added: tuple[str, ...] = ()
     writer = out.write.format("delta").mode("overwrite")
     if reset_schema:
-        # Replacing a table sharesync wrote (any mode) is the reset path; replacing someone
-        # else's Delta table that happens to sit at the target would destroy their data.
-        ours = {VERSION_COLUMN, VALID_FROM_VERSION} & set(state.column_names)  # merge/snapshot or history
-        if not ours and not set(CHANGE_COLUMNS) <= set(state.column_names):
-            raise TargetError(
-                f"target '{target}' is a Delta table that was not written by sharesync (it has no "
-                f"{VERSION_COLUMN} column); sharesync will not replace it. Point 'target' at a new path, "
-                "or remove that table if its data may go"
-            )
+        require_replaceable(state)
         writer = writer.option("overwriteSchema", "true")
     else:
         require_columns(state, [VERSION_COLUMN], "snapshot")

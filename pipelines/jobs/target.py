@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.columns import col, written_by_sharesync
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
 from sharesync.sync.core.errors import TargetError
@@ -129,6 +129,16 @@ def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> Non
         raise TargetError(
             f"target '{state.path}' is a Delta table without {', '.join(missing)}, so it was not written by "
             f"sharesync in '{mode}' mode; point 'target' at a new path, or run 'sharesync reset' for this table to rebuild it"
+        )
+
+
+def require_replaceable(state: TargetState) -> None:
+    """Replacing a table sharesync wrote (any mode) is the reset and rebuild path; replacing
+    someone else's Delta table that happens to sit at the target would destroy their data."""
+    if not written_by_sharesync(state.column_names):
+        raise TargetError(
+            f"target '{state.path}' is a Delta table that was not written by sharesync; sharesync will not "
+            "replace it. Point 'target' at a new path, or remove that table if its data may go"
         )
 
 

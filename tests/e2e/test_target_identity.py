@@ -327,3 +327,32 @@ def test_a_history_target_replaced_by_another_sharesync_table_is_rebuilt(
     version = checkpoint.version
     expected = source_history(workspace.path("h"), ["id"], start=version, end=version)
     assert_history_matches(workspace.target("h"), expected, ["id"])  # none of the donor's rows
+
+
+@pytest.mark.parametrize("before", ["merge", "snapshot", "history"])
+def test_a_target_switched_to_append_mode_restarts_as_a_change_log(
+    workspace: Workspace, cli: Callable[..., CliResult], before: str
+) -> None:
+    """Another mode's target becomes the log from the snapshot on (history needs a reset first)."""
+    workspace.table("w", rows=20, seed=3)
+    workspace.config(workspace.spec("w", before, **({"keys": ["id"]} if before == "history" else {})))
+    config = ("--config", str(workspace.config_file))
+    assert cli(*config, "sync").code == 0
+    workspace.commit("w", 2, seed=31)
+    workspace.config(workspace.spec("w", "append"))
+    if before == "history":
+        assert cli(*config, "reset", workspace.name("w")).code == 0
+
+    result = cli(*config, "sync")
+
+    assert result.code == 0, result.out + result.err
+    version = source_version(workspace.path("w"))
+    assert_append_target_matches(
+        workspace.path("w"), workspace.target("w"), bootstrap_version=version, end_version=version
+    )
+    workspace.commit("w", 2, seed=32)
+    assert cli(*config, "sync").code == 0
+    latest = source_version(workspace.path("w"))
+    assert_append_target_matches(
+        workspace.path("w"), workspace.target("w"), bootstrap_version=version, end_version=latest
+    )
