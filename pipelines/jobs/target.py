@@ -37,6 +37,7 @@ from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = [
     "TargetState",
@@ -46,6 +47,7 @@ __all__ = [
     "inspect_target",
     "register_target",
     "require_columns",
+    "require_replaceable",
 ]
 
 
@@ -69,6 +71,12 @@ class TargetState:
 # sharesync writes its targets without deletion vectors (Sail cannot MERGE-update a table with
 # them, and the checks here read targets with deltalake, which cannot read them at all).
 DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
+
+# Sail 0.7 takes a column whose file statistics say min == max with no NULLs for a constant,
+# but its writer (like pyarrow's) leaves NaN out of a float column's min and max: a file holding
+# [NaN, 2.0] reads back as [2.0, 2.0], and a MERGE or rewrite then writes that back. Targets
+# keep no statistics for floating-point columns, so no read of them can go wrong that way.
+STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
 
 # Sail 0.7 percent-encodes other characters when it writes a Delta table (the log lands in
 # "a%20b", the data files in "a%2520b"), so such a target would silently end up elsewhere.
@@ -157,9 +165,31 @@ def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:
     Deletion vectors are turned off explicitly: a Spark whose defaults turn them on for new
     tables (Databricks does) would otherwise create a target the next MERGE cannot update.
     """
-    out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false").save(target)
+    writer = out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false")
+    writer.option(STATS_COLUMNS_PROPERTY, _stats_columns(out.schema)).save(target)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
+
+
+def _stats_columns(schema: StructType) -> str:
+    """The ``delta.dataSkippingStatsColumns`` of a new target: every column without a float or
+    double in it (sharesync's own columns are integers, so the list is never empty)."""
+    kept = [f.name for f in schema.fields if not _floating(f.dataType)]
+    return ",".join("`" + name.replace("`", "``") + "`" for name in kept)
+
+
+def _floating(kind: DataType) -> bool:
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
+
+    if isinstance(kind, FloatType | DoubleType):
+        return True
+    if isinstance(kind, StructType):
+        return any(_floating(f.dataType) for f in kind.fields)
+    if isinstance(kind, ArrayType):
+        return _floating(kind.elementType)
+    if isinstance(kind, MapType):
+        return _floating(kind.keyType) or _floating(kind.valueType)
+    return False
 
 
 def _table_name(path: str) -> str:

@@ -125,6 +125,21 @@ def _calendar_rebased(footer: dict[bytes, bytes] | None) -> bool:
     return version is not None and version.split(b".")[0] in (b"1", b"2")
 
 
+def _flat_floats(footer: pq.FileMetaData) -> bool:
+    """Whether a float column's statistics say min == max somewhere: Sail 0.7 then reads it as
+    that constant, though NaN values — which writers leave out of min and max — may be there too
+    (staged files carry no statistics)."""
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            stats = chunk.statistics
+            if chunk.physical_type in ("FLOAT", "DOUBLE") and stats is not None and stats.has_min_max:
+                if stats.min == stats.max:
+                    return True
+    return False
+
+
 class DirectFiles:
     """Keeps the fitting files of one snapshot batch and writes their constants and manifest.
 
@@ -147,7 +162,7 @@ class DirectFiles:
         except (pa.ArrowInvalid, OSError):
             return None  # staging reports what is wrong with it
         casts = casts_for(schema, self.layout)
-        if casts is None or footer.num_rows == 0 or _calendar_rebased(footer.metadata):
+        if casts is None or footer.num_rows == 0 or _calendar_rebased(footer.metadata) or _flat_floats(footer):
             return None  # (a group's join needs rows on the file side)
         # One file schema per group, unselected columns included: an engine reading several files
         # as one merges their schemas first, and refuses two types (or spellings) of one column,

@@ -302,3 +302,19 @@ def test_files_in_sparks_legacy_calendar_are_staged_not_kept(
     pq.write_table(table.replace_schema_metadata(footer), downloaded)
     files = DirectFiles(locate(tmp_path / "batch").make_empty(), _layout())
     assert (files.take(downloaded, "part-0.parquet", _snapshot_change(0)) is not None) is kept
+
+
+@pytest.mark.parametrize(("values", "kept"), [([1.5, 2.0], True), ([float("nan"), 2.0], False), ([2.0, 2.0], False)])
+def test_files_whose_float_statistics_look_constant_are_staged_not_kept(
+    values: list[float], kept: bool, tmp_path: Path
+) -> None:
+    """The engine reads such a column as its min (tests/pipelines/test_spark.py): a NaN beside
+    equal values — writers leave NaN out of min and max — would come back as that value."""
+    from sharesync.sync.staging.direct import DirectFiles
+
+    fields = [*SCHEMA_JSON["fields"], {"name": "x", "type": "double", "nullable": True, "metadata": {}}]
+    layout = StageLayout.build(StructType.model_validate({**SCHEMA_JSON, "fields": fields}), ["region"])
+    downloaded = tmp_path / "provider.parquet"
+    pq.write_table(pa.table({"id": [1, 2], "name": ["a", "b"], "x": values}), downloaded)
+    files = DirectFiles(locate(tmp_path / "batch").make_empty(), layout)
+    assert (files.take(downloaded, "part-0.parquet", _snapshot_change(0)) is not None) is kept

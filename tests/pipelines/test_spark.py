@@ -89,3 +89,15 @@ def test_the_engine_ignores_delta_idempotent_write_options(spark: SparkSession, 
     assert spark.read.format("delta").load(target).count() == 9
     logged = "".join(p.read_text() for p in sorted((tmp_path / "t" / "_delta_log").glob("*.json")))
     assert '"txn"' not in logged and DeltaTable(target).version() == 2
+
+
+def test_the_engine_reads_a_float_column_with_flat_statistics_as_a_constant(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Why direct bootstraps stage such files and targets keep no float statistics (sync/staging/
+    direct.py, pipelines/jobs/target.py). If this fails, the engine reads NaN beside them right."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [float("nan"), 2.0]}), tmp_path / "f.parquet")  # statistics: min = max = 2.0
+    assert [r.x for r in spark.read.parquet(str(tmp_path / "f.parquet")).collect()] == [2.0, 2.0]

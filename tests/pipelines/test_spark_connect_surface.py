@@ -7,7 +7,7 @@ Apache Spark 4 + Delta Lake 4 accepts too:
 * SQL text has one of three standard shapes (CREATE TABLE … USING delta LOCATION, DELETE FROM
   with an optional integer bound) — no ALTER TABLE, DESCRIBE HISTORY or ``delta.`path``` names;
 * writes are Delta writes by path with standard save modes and only the ``mergeSchema`` /
-  ``overwriteSchema`` options (no ``replaceWhere``, no table properties);
+  ``overwriteSchema`` options and two table properties on creation (no ``replaceWhere``);
 * reads are parquet files, registered tables or Delta tables by path;
 * every MERGE targets a name an earlier CREATE TABLE registered (Sail needs it; Spark accepts it);
 * every function in every expression is a Spark SQL builtin or a Connect operator alias.
@@ -41,9 +41,11 @@ SQL_SHAPES = [
 ]
 # Spark SQL builtins (FunctionRegistry) plus the operator names the Connect planner maps.
 FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count", "isNotNull"}
-# delta.enableDeletionVectors: a table property set on creation (Delta Lake reads "delta."-prefixed
-# writer options as table properties; Sail stores them in the metaData configuration).
-WRITE_OPTIONS = {"mergeSchema", "overwriteSchema", "delta.enableDeletionVectors"}
+# delta.enableDeletionVectors, delta.dataSkippingStatsColumns (a list of backquoted top-level
+# columns, validated by Delta Lake against the schema): table properties set on creation (Delta
+# Lake reads "delta."-prefixed writer options as table properties; Sail stores them in the
+# metaData configuration).
+WRITE_OPTIONS = {"mergeSchema", "overwriteSchema", "delta.enableDeletionVectors", "delta.dataSkippingStatsColumns"}
 # UNSPECIFIED is Spark's default mode, error-if-exists: what creating a target relies on.
 SAVE_MODES = {"SAVE_MODE_APPEND", "SAVE_MODE_OVERWRITE", "SAVE_MODE_ERROR_IF_EXISTS", "SAVE_MODE_UNSPECIFIED"}
 
