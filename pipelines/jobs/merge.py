@@ -127,7 +127,8 @@ def apply_merge(
         return ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, after, added)
     name = register_target(session, target)
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
-    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys).merge()
+    flagged = DELETED_COLUMN in state.column_names  # soft deletes on, or on once (a live row is unflagged)
+    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
     commits = commit_metrics(target, state.version)
     inserted = total(commits, "MERGE", "numTargetRowsInserted")
     updated = total(commits, "MERGE", "numTargetRowsUpdated")
@@ -213,8 +214,13 @@ def _merge_writer(
     soft_delete: bool,
     replay_from: int | None,
     null_keys: bool = True,
+    flagged: bool = False,
 ) -> MergeIntoWriter:
-    """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses."""
+    """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses.
+
+    ``flagged``: the target has the soft-delete column; every row written live says so, even
+    once soft deletes are switched off (a key deleted and inserted again is not deleted).
+    """
     from pyspark.sql import functions as F
 
     def s(c: str) -> Column:
@@ -228,7 +234,7 @@ def _merge_writer(
         quote_identifier(VERSION_COLUMN): s(COMMIT_VERSION),
         quote_identifier(TIMESTAMP_COLUMN): s(COMMIT_TIMESTAMP),
     }
-    if soft_delete:
+    if soft_delete or flagged:
         guards[quote_identifier(DELETED_COLUMN)] = ~upsert
     values = {quote_identifier(c): s(c) for c in data_columns}
     writer = net.alias("s").mergeInto(name, _key_match(keys, name, "s", null_keys))

@@ -153,6 +153,23 @@ def test_soft_delete_flags_rows_and_counts_them_as_deletes(spark: SparkSession, 
     assert revived == {0: (False, "back"), 1: (False, "b"), 2: (True, "a")}
 
 
+def test_soft_delete_switched_off_writes_live_rows_unflagged(spark: SparkSession, stage: StageFn, target: str) -> None:
+    apply_merge(spark, stage([ins(1, **r(i, "a", i)) for i in range(3)]), target, keys=["id"], soft_delete=True)
+    apply_merge(
+        spark, stage([delete(2, **r(0, "a", 0)), delete(2, **r(1, "a", 1))]), target, keys=["id"], soft_delete=True
+    )
+
+    apply_merge(
+        spark,
+        stage([ins(3, **r(0, "back", 0)), ins(3, **r(7, "new", 7)), delete(3, **r(2, "a", 2))]),
+        target,
+        keys=["id"],
+    )
+
+    rows = {row["id"]: (row["_sharesync_deleted"], row["name"]) for row in read_target(target)}
+    assert rows == {0: (False, "back"), 1: (True, "a"), 7: (False, "new")}  # 2: deleted; 1: flagged before
+
+
 def test_soft_delete_can_be_switched_on_for_an_existing_target(
     spark: SparkSession, stage: StageFn, target: str
 ) -> None:
