@@ -204,14 +204,20 @@ def test_start_version_and_backfills_replay_the_change_feed(
     assert_history_matches(ws.target("b"), source_history(path, KEYS, start=1, end=6, gaps={3: 2}), KEYS)
 
 
+@pytest.mark.parametrize("emptied", [False, True], ids=["commits", "all-deleted"])
 def test_a_history_gap_rebootstraps_and_closes_every_open_row_with_a_warning(
-    workspace: Workspace, cli: Callable[..., CliResult]
+    workspace: Workspace, cli: Callable[..., CliResult], emptied: bool
 ) -> None:
+    """``all-deleted``: the snapshot has no file to date it; rows still close at its commit time
+    (a NULL time would keep them valid forever in an as-of query)."""
     ws = workspace
     ws.table("g", rows=15, partitioned=False, seed=5)
     ws.config(history_spec(ws, "g"))
     sync(cli, ws)
-    ws.commit("g", 3, seed=5)
+    if emptied:
+        DeltaTable(str(ws.path("g"))).delete()
+    else:
+        ws.commit("g", 3, seed=5)
     ws.server.faults.history_error, ws.server.faults.budget = "version_not_found", 1
 
     run = sync(cli, ws)
@@ -226,25 +232,6 @@ def test_a_history_gap_rebootstraps_and_closes_every_open_row_with_a_warning(
     sync(cli, ws)
     expected = source_history(ws.path("g"), KEYS, start=0, end=source_version(ws.path("g")), gaps={latest: 0})
     assert_history_matches(ws.target("g"), expected, KEYS)
-
-
-def test_a_gap_onto_an_empty_snapshot_closes_every_row_at_that_versions_commit_time(
-    workspace: Workspace, cli: Callable[..., CliResult]
-) -> None:
-    ws = workspace
-    ws.table("e", rows=10, partitioned=False, seed=8)
-    ws.config(history_spec(ws, "e"))
-    sync(cli, ws)
-    DeltaTable(str(ws.path("e"))).delete()  # the snapshot at the new version has no file to date it
-    ws.server.faults.history_error, ws.server.faults.budget = "version_not_found", 1
-
-    run = sync(cli, ws)
-
-    assert "no longer serves versions from 1" in run.out
-    latest = source_version(ws.path("e"))
-    assert_history_matches(
-        ws.target("e"), source_history(ws.path("e"), KEYS, start=0, end=latest, gaps={latest: 0}), KEYS
-    )  # every row closed at version 1, at its commit time (not NULL: an as-of query would keep it)
 
 
 def test_a_table_without_change_data_feed_dates_its_history_when_sharesync_read_it(
