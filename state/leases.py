@@ -28,7 +28,7 @@ from sharesync.state.domain import Holder, Lease, Takeover
 from sharesync.state.holder import default_owner, is_alive_on_this_host, this_process
 from sharesync.state.keeper import LeaseKeeper
 from sharesync.state.models import LeaseRow
-from sharesync.state.runs import abandon_running
+from sharesync.state.run_rows import abandon_running
 from sharesync.sync.core.errors import LeaseHeld, StateError
 
 log = logging.getLogger("sharesync.state")

@@ -2,8 +2,8 @@
 
 A run left ``running`` by a process that died is closed as abandoned (failed, with an error
 saying so) by whoever next owns the table: the next run to start, or a contender that took
-the lease over from the dead process. Both happen only while holding the table's lease, so
-the old run's process must be gone. A failed attempt that never got as far as a run (a
+the lease over from the dead process. Both happen only while holding the table's lease — checked
+in the same transaction — so the old run's process must be gone. A failed attempt that never got as far as a run (a
 config error, a held lease) is recorded with :meth:`RunHistory.record_failed_run`, which
 touches no other run: it may be written without the lease.
 """
@@ -11,19 +11,16 @@ touches no other run: it may be written without the lease.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
 from sharesync.state.base import AnyRow, StoreBase
-from sharesync.state.domain import RunRecord, RunStats, RunStatus
+from sharesync.state.domain import Lease, RunRecord, RunStats, RunStatus
+from sharesync.state.leases import require_lease
 from sharesync.state.models import RunRow
+from sharesync.state.run_rows import abandon_running, clean_error
 from sharesync.sync.core.errors import StateError
-from sharesync.sync.core.redact import redact
-
-# Stored error text is for people reading `status`; a full Spark trace would bloat every row.
-MAX_ERROR_CHARS = 8_000
 
 ABANDONED = (
     "abandoned: a newer run of this table started, so the process running this one stopped "
@@ -52,14 +49,18 @@ _RUN_COLUMNS = (
 class RunHistory(StoreBase):
     """The run-history part of :class:`sharesync.state.store.StateStore`."""
 
-    def start_run(self, name: str, *, start_version: int | None = None, end_version: int | None = None) -> int:
-        """Record that a run of ``name`` starts now; return its id.
+    def start_run(
+        self, name: str, *, start_version: int | None = None, end_version: int | None = None, lease: Lease
+    ) -> int:
+        """Record that a run of ``name`` starts now, under ``lease``; return its id.
 
-        Call it while holding ``name``'s lease: any run of ``name`` still marked running is
-        then known to be dead and is marked failed as abandoned.
+        Any run of ``name`` still marked running is then known to be dead and is marked failed
+        as abandoned — checked in the same transaction: a holder that lost the lease (frozen
+        past its expiry) gets :class:`LeaseHeld` and closes nobody's live run.
         """
         with self._db.write(f"starting a run of {name}") as conn:
             now = self._now(conn)
+            require_lease(conn, lease, now)
             abandon_running(conn, name, now, ABANDONED)
             run_id = conn.execute(
                 insert(RunRow)
@@ -172,30 +173,6 @@ class RunHistory(StoreBase):
     def _run(conn: Connection, run_id: int) -> RunRecord | None:
         row = conn.execute(select(*_RUN_COLUMNS).where(RunRow.id == run_id)).first()
         return None if row is None else _to_run(row)
-
-
-def abandon_running(conn: Connection, name: str, now: datetime, reason: str) -> tuple[int, ...]:
-    """Close every run of ``name`` still marked running as failed with ``reason``; their ids.
-
-    Only for a caller that holds (or just took) ``name``'s lease, in its transaction.
-    """
-    closed = conn.execute(
-        update(RunRow)
-        .where(RunRow.table_name == name, RunRow.status == RunStatus.RUNNING.value)
-        .values(status=RunStatus.FAILED.value, finished_at=now, error=clean_error(reason))
-        .returning(RunRow.id)
-    ).scalars()
-    return tuple(sorted(closed))
-
-
-def clean_error(error: str | None) -> str | None:
-    """Error text as stored: redacted, and bounded to :data:`MAX_ERROR_CHARS`."""
-    if error is None:
-        return None
-    cleaned = redact(error)
-    if len(cleaned) > MAX_ERROR_CHARS:
-        cleaned = cleaned[: MAX_ERROR_CHARS - 20] + " … [truncated]"
-    return cleaned
 
 
 def _outcome(status: RunStatus, stats: RunStats, error: str | None, note: str | None) -> dict[str, Any]:

@@ -168,7 +168,9 @@ class BatchRunner:
 
     def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
         table, store = self.context.table, self.services.store
-        run_id = store.start_run(table.name, start_version=step.planned.start, end_version=step.planned.end)
+        run_id = store.start_run(
+            table.name, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
+        )
         began = time.monotonic()
         directory = batches.batch_dir(self.services.config.staging_dir, table.name, step.directory)
         try:

@@ -199,7 +199,9 @@ class TableRun:
             checkpoint = self._record_target(checkpoint, check, version=checkpoint.version)
         if self._notes:  # e.g. a lease taken over, with nothing left to sync
             store, version = self.services.store, checkpoint.version if checkpoint else None
-            run_id = store.start_run(self.table.name, start_version=version, end_version=version)
+            run_id = store.start_run(
+                self.table.name, start_version=version, end_version=version, lease=self.keeper.lease
+            )
             store.finish_run(run_id, RunStatus.SUCCEEDED, RunStats(), note="; ".join(self._notes))
             self._notes.clear()
         return checkpoint

@@ -7,7 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from support.state import FakeClock
+from support.state import FakeClock, start_run
 
 from sharesync.state import RunStatus, StateStore, Takeover, this_process
 from sharesync.sync.core.errors import LeaseHeld
@@ -133,8 +133,8 @@ def test_a_reused_pid_is_a_dead_holder_taken_over_at_once(clocked_store: StateSt
     assert me.started is not None
     impostor = dataclasses.replace(me, started=me.started - 1)  # same pid, an earlier process
     dead = store.acquire_lease(NAME, "worker-a", TTL, holder=impostor)
-    crashed = store.start_run(NAME, start_version=3, end_version=4)
-    other_table = store.start_run("s.b.other")
+    crashed = store.start_run(NAME, start_version=3, end_version=4, lease=dead)
+    other_table = start_run(store, "s.b.other")
 
     lease, takeover = store.acquire_lease_with_takeover(NAME, "worker-b", TTL)  # no time has passed
 

@@ -15,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
+from support.state import start_run
 
 from sharesync.state import current_revision, head_revision, open_store, upgrade
 from sharesync.state.engine import dispose_engines
@@ -135,7 +136,7 @@ def test_upgrade_from_0003_keeps_the_rows_and_leaves_the_new_facts_unknown(store
 
 def test_schema_from_a_newer_sharesync_is_refused_without_writes(store_url: str, tmp_path: Path) -> None:
     store = open_store(store_url)
-    store.start_run("s.b.t")
+    start_run(store, "s.b.t")
     engine = _engine(store_url)
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0042_from_the_future'"))

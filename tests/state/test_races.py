@@ -189,7 +189,7 @@ def test_a_killed_holders_lease_on_another_host_is_taken_over_after_expiry(store
     assert lease.acquired_at >= last.expires_at
 
     # Work resumes without manual cleanup: the next run closes the dead one's record.
-    store.start_run("s.b.t", start_version=0, end_version=5)
+    store.start_run("s.b.t", start_version=0, end_version=5, lease=lease)
     dead = store.get_run(abandoned_run)
     assert dead is not None and dead.status is RunStatus.FAILED and "abandoned" in (dead.error or "")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sharesync.state import Checkpoint
+from sharesync.state import Checkpoint, StateStore
 
 
 class FakeClock:
@@ -67,3 +67,9 @@ def read_only(path: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def start_run(store: StateStore, name: str, *, start_version: int | None = None, end_version: int | None = None) -> int:
+    """A run started as a sync starts one: under the table's lease (taken here by the tests' owner)."""
+    lease = store.acquire_lease(name, "tests", timedelta(minutes=5))
+    return store.start_run(name, start_version=start_version, end_version=end_version, lease=lease)

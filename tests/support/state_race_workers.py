@@ -104,7 +104,7 @@ def doomed_holder(url: str, name: str, ttl: float, acquired: Event, results: Que
         store = open_store(url)
         holder = None if host is None else dataclasses.replace(this_process(), host=host)
         with store.hold_lease(name, owner="doomed-holder", ttl=timedelta(seconds=ttl), holder=holder) as keeper:
-            run_id = store.start_run(name, start_version=0, end_version=5)
+            run_id = store.start_run(name, start_version=0, end_version=5, lease=keeper.lease)
             results.put(("holding", run_id, keeper.lease.token))
             acquired.set()
             while True:
@@ -133,7 +133,7 @@ def run_writers(url: str, process: int, threads: int, batches: int, barrier: Bar
                 name = f"s.b.table{index}"
                 for batch in range(batches):
                     lease = store.acquire_lease(name, f"writer-{index}", timedelta(seconds=60))
-                    run_id = store.start_run(name, start_version=batch, end_version=batch)
+                    run_id = store.start_run(name, start_version=batch, end_version=batch, lease=lease)
                     store.advance_checkpoint(
                         make_checkpoint(name, batch), expected_version=None if batch == 0 else batch - 1, lease=lease
                     )
