@@ -208,7 +208,7 @@ def http_error_for(
         return RateLimited(status, error_code, message, context=context, retry_after=retry_after)
     if cls is not None:
         return cls(status, error_code, message, context=context)
-    if status >= 500:
+    if status >= 500 or status in (408, 425):  # Request Timeout, Too Early: RFC 9110/8470 say repeat it
         return ServerError(status, error_code, message, context=context, retry_after=retry_after)
     # Other 4xx (405, 409, 410, 413, …): the request itself is wrong; retrying will not help.
     return BadRequest(status, error_code, message, context=context)

@@ -8,7 +8,7 @@ Delta PROTOCOL.md, "Column Mapping" and "Deletion Vector Descriptor Schema".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeGuard
 
 from sharesync.sync.core.errors import ProtocolViolation
@@ -25,7 +25,7 @@ class DeletionVectorDescriptor:
     """The ``deletionVector`` struct of an ``add`` or ``remove`` action."""
 
     storage_type: StorageType
-    path_or_inline_dv: str
+    path_or_inline_dv: str = field(repr=False)  # a presigned URL for storage type "p"
     size_in_bytes: int
     cardinality: int
     offset: int | None = None

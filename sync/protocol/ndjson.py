@@ -52,8 +52,8 @@ class PageCursor:
     """Pagination state machine: START → (token)* → DONE.
 
     Spec: "the nextPageToken field may be an empty string or missing when there are no
-    additional results" — both end the listing. A token repeated verbatim would loop forever,
-    so it is a protocol violation.
+    additional results" — both end the listing. A token seen before (the last one, or any
+    earlier one: A→B→A…) would loop forever, so it is a protocol violation.
     """
 
     def __init__(self, context: str) -> None:
@@ -61,14 +61,16 @@ class PageCursor:
         self.token: str | None = None
         self.done = False
         self.pages = 0
+        self._seen: set[str] = set()
 
     def advance(self, next_token: str | None) -> None:
         self.pages += 1
         if not next_token:
             self.done = True
-        elif next_token == self.token:
-            raise ProtocolViolation(f"{self.context}: the server returned the same nextPageToken twice")
+        elif next_token in self._seen:
+            raise ProtocolViolation(f"{self.context}: the server returned a nextPageToken it had returned before")
         else:
+            self._seen.add(next_token)
             self.token = next_token
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from sharesync.sync.core.errors import ProtocolViolation
@@ -102,7 +102,7 @@ def refresher_for(client: SharingClient, result: QueryResult | ChangesResult) ->
 
 @dataclass
 class Url:
-    url: str
+    url: str = field(repr=False)  # presigned: its signature never goes into a repr
     expires_at: float | None  # epoch seconds
     received_at: float
 

@@ -76,19 +76,23 @@ class RetryBudget:
     """The retry state of one logical call: ``failed(exc)`` waits before the next attempt or re-raises.
 
     ``exc`` is re-raised when it is not Retryable, when the attempts are used up, or when the next
-    wait would end after the total bound (stopping before such a wait, not after it).
+    wait would end after the total bound (stopping before such a wait, not after it). The bound
+    counts from the first failure: a download or a page that streamed for minutes before its
+    connection reset is still retried.
     """
 
     def __init__(self, policy: RetryPolicy, context: str) -> None:
         self.policy = policy
         self.context = context
         self.attempts = 1
-        self._deadline = policy.clock() + policy.total_seconds
+        self._deadline: float | None = None
 
     def next_wait(self, exc: BaseException) -> float:
         """Seconds to wait before trying again; raises ``exc`` if there is no next attempt."""
         if not isinstance(exc, Retryable) or self.attempts >= self.policy.max_attempts:
             raise exc
+        if self._deadline is None:
+            self._deadline = self.policy.clock() + self.policy.total_seconds
         wait = self._wait(exc)
         if self.policy.clock() + wait > self._deadline:
             raise exc

@@ -346,6 +346,8 @@ def decode_wrapper(line: str | bytes, known: Mapping[str, object]) -> tuple[str,
         wrapper = json.loads(line, object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
         raise ProtocolViolation(f"response line is not JSON ({exc.msg} at column {exc.colno})") from None
+    except UnicodeDecodeError as exc:  # json.loads of bytes decodes them first
+        raise ProtocolViolation(f"response line is not UTF-8 (byte {exc.start})") from None
     if not isinstance(wrapper, dict):
         raise ProtocolViolation("response line is not a JSON object")
     if doubled and doubled[-1]:

@@ -83,7 +83,7 @@ def test_client_errors_are_not_retried(make_client: Make, status: int) -> None:
     assert len(seen) == 1
 
 
-@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+@pytest.mark.parametrize("status", [408, 425, 429, 500, 502, 503, 504])
 def test_transient_statuses_are_retried_until_success(make_client: Make, clock: FakeClock, status: int) -> None:
     seen, handler = counting(error(status), error(status), httpx.Response(200, json={"items": [{"name": "s"}]}))
     assert [s.name for s in make_client(handler).list_shares()] == ["s"]
@@ -126,6 +126,21 @@ def test_total_retry_time_is_bounded(make_client: Make, clock: FakeClock) -> Non
     # 25 + 25 = 50 s fits the 60 s bound, a third wait would not: stop instead of sleeping past it.
     assert clock.sleeps == [25.0, 25.0] and clock.now - start <= 60
     assert len(seen) == 3 and info.value.retry_after == 25.0
+
+
+def test_the_time_bound_counts_from_the_first_failure(make_client: Make, clock: FakeClock) -> None:
+    """A call that ran longer than the bound before it failed (a long stream cut off) is retried."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            clock.now += 600  # ten minutes of streaming, then the connection is reset
+            raise httpx.ReadError("connection reset by peer")
+        return httpx.Response(200, json={"items": [{"name": "a"}]})
+
+    assert [share.name for share in make_client(handler).list_shares()] == ["a"]
+    assert len(seen) == 2 and len(clock.sleeps) == 1
 
 
 def test_a_retry_after_beyond_the_bound_fails_at_once(make_client: Make, clock: FakeClock) -> None:

@@ -59,12 +59,19 @@ def test_an_empty_listing(make_client: Make) -> None:
     assert "maxResults" not in seen[0].url.params  # the server's default page size
 
 
-def test_a_repeated_page_token_is_a_protocol_violation(make_client: Make) -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"items": [{"name": "a"}], "nextPageToken": "same"})
+@pytest.mark.parametrize("cycle", [["same"], ["a", "b"]], ids=["repeated", "cycling"])
+def test_a_page_token_seen_before_is_a_protocol_violation(make_client: Make, cycle: list[str]) -> None:
+    """A server that hands out a token again (at once, or A→B→A…) would be paged forever."""
+    served: list[str] = []
 
-    with pytest.raises(ProtocolViolation, match="same nextPageToken twice"):
+    def handler(request: httpx.Request) -> httpx.Response:
+        served.append(cycle[len(served) % len(cycle)])
+        assert len(served) <= 10, "still paging"
+        return httpx.Response(200, json={"items": [{"name": "a"}], "nextPageToken": served[-1]})
+
+    with pytest.raises(ProtocolViolation, match="nextPageToken it had returned before"):
         make_client(handler).list_shares()
+    assert len(served) == len(cycle) + 1
 
 
 def test_client_page_size_is_the_default(make_client: Make) -> None:

@@ -96,3 +96,13 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
     assert any(r.name == "httpx" and "/files/" in r.getMessage() and "?***" in r.getMessage() for r in caplog.records)
     assert any(r.name.startswith("httpcore") for r in caplog.records)
     assert any("Request has expired" in m for m in messages)
+
+
+def test_presigned_urls_stay_out_of_reprs() -> None:
+    """A repr reaches logs, assertion messages and tracebacks' locals."""
+    from sharesync.sync.delta.properties import DeletionVectorDescriptor
+    from sharesync.sync.protocol.refresh import Url
+
+    signed = "https://bucket.example.com/f.parquet?X-Amz-Signature=sig-secret-42"
+    for value in (Url(signed, 1.0, 2.0), DeletionVectorDescriptor("p", signed, 34, 1, 1)):
+        assert "sig-secret-42" not in repr(value) and "sig-secret-42" not in str(value)

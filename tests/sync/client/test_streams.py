@@ -240,6 +240,26 @@ def test_a_line_cut_in_half_is_a_truncated_stream(make_client: Make) -> None:
     assert len(seen) == 2
 
 
+def _with_bytes(response: httpx.Response, old: bytes, new: bytes) -> httpx.Response:
+    return httpx.Response(200, headers=response.headers, content=response.content.replace(old, new))
+
+
+def test_a_line_cut_inside_a_character_is_a_truncated_stream(make_client: Make) -> None:
+    plain = ndjson([protocol(), metadata(), file("a", partitionValues={"city": "Zurich"})], echo=False, tail="")
+    whole = _with_bytes(plain, b"Zurich", "Zürich".encode())
+    cut = httpx.Response(200, headers=whole.headers, content=whole.content[: whole.content.index(b"\xc3") + 1])
+    seen, handler = recorder(cut, ndjson([protocol(), metadata(), file("a")], echo=False))
+    assert [f.id for f in make_client(handler).query(TABLE).files] == ["a"]
+    assert len(seen) == 2
+
+
+def test_a_line_that_is_not_utf8_is_a_protocol_violation(make_client: Make) -> None:
+    whole = ndjson([protocol(), metadata(), file("a", partitionValues={"city": "Zu"}), end()])
+    _seen, handler = recorder(_with_bytes(whole, b'"Zu"', b'"Z\xffu"'))
+    with pytest.raises(ProtocolViolation, match="not UTF-8"):
+        make_client(handler).query(TABLE)
+
+
 def test_an_empty_body_is_a_truncated_stream(make_client: Make) -> None:
     _seen, handler = recorder(ndjson([], tail=""))
     with pytest.raises(TruncatedStream, match="before its protocol and metaData"):
