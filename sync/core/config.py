@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.filters import Predicate
 from sharesync.sync.core.limits import PassLimits
+from sharesync.sync.core.redact import register_secret
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
 from sharesync.sync.core.timestamps import parse_timestamp
 
@@ -78,6 +79,10 @@ class SparkConfig(_Strict):
     def _spark_connect_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("sc://"):
             raise ValueError("must be a Spark Connect URL like 'sc://host:15002', or null for the embedded engine")
+        for parameter in (value or "").split(";")[1:]:  # sc://host:443/;token=…;x-user-agent=…
+            key, _, secret = parameter.partition("=")
+            if key.strip().lower() == "token":
+                register_secret(secret)  # masked wherever it might appear: errors, logs, run records
         return value
 
 

@@ -27,9 +27,10 @@ _URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^
 # "Bearer abc…" in headers echoed into messages. Tokens are long; prose ("the bearer token is
 # missing") is not, so only a run of 12+ token characters is masked.
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}")
-# Secret-looking key/value pairs in JSON ("key": "v") or form/query bodies (key=v); a plain
-# "password: required" in a validation message is not a value and stays readable.
-_SECRET_KEYS = r"(?:bearerToken|access_token|refresh_token|client_secret|clientSecret|password)"
+# Secret-looking key/value pairs in JSON ("key": "v") or form/query bodies (key=v) — and the
+# ";token=…" of a Spark Connect URL (sc://host:443/;token=…); a plain "password: required" in a
+# validation message is not a value and stays readable.
+_SECRET_KEYS = r"(?:bearerToken|access_token|refresh_token|client_secret|clientSecret|password|token)"
 _KEY_VALUE = re.compile(
     rf"(?i)(?P<key>[\"']{_SECRET_KEYS}[\"']\s*:\s*|\b{_SECRET_KEYS}=)"
     r"(?P<q>[\"']?)(?P<val>[^\"'&,\s}]+)"

@@ -106,3 +106,15 @@ def test_presigned_urls_stay_out_of_reprs() -> None:
     signed = "https://bucket.example.com/f.parquet?X-Amz-Signature=sig-secret-42"
     for value in (Url(signed, 1.0, 2.0), DeletionVectorDescriptor("p", signed, 34, 1, 1)):
         assert "sig-secret-42" not in repr(value) and "sig-secret-42" not in str(value)
+
+
+def test_a_spark_connect_token_is_masked_wherever_it_appears() -> None:
+    """``spark.remote: sc://host:443/;token=…`` (deploy/README.md) names the engine in errors."""
+    from sharesync.sync.core.config import SparkConfig
+    from sharesync.sync.core.redact import redact
+
+    url = "sc://workspace.example.com:443/;token=dapi-pat-0123456789;x-databricks-cluster-id=c1"
+    SparkConfig(remote=url)
+    said = redact(f"staging_dir: the Spark engine at {url} cannot read the probe file")
+    assert "dapi-pat-0123456789" not in said and "workspace.example.com" in said
+    assert "dapi-pat-0123456789" not in redact("grpc said: invalid token dapi-pat-0123456789")
