@@ -219,6 +219,15 @@ class SyncEngine:
             pool.shutdown(wait=True, cancel_futures=True)
             self._in_parallel = False
 
+    def backfill(self, name: str, request: BackfillRequest) -> TableSyncResult:
+        """Replay one table from a moment; its failure is its result, as in a pass."""
+        table = self.config.table(name)
+        started = time.monotonic()
+        try:
+            return self.sync_table(name, backfill=request)
+        except Exception as exc:  # noqa: BLE001 - the table's failure, whatever raised it, is its result
+            return self._failed(table, self._checkpoint_after_failure(table), None, exc, started)
+
     def _start_engine(self) -> None:
         """Start Spark in this (the main) thread before tables need it in theirs: pyspark cannot be
         imported by two threads at once, and the embedded engine, started from any other thread,

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from sharesync.state import RunStats
 from sharesync.sync.core.changefeed import ChangeType
 from sharesync.sync.core.config import Mode
+from sharesync.sync.core.errors import ConfigError
 
 
 class TableOutcome(StrEnum):
@@ -32,6 +33,13 @@ class BackfillRequest:
     ending_timestamp: datetime | None = None
     # Re-bootstrap from the snapshot at the resolved starting version instead of replaying changes.
     full_refresh: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ending_timestamp is not None and self.ending_timestamp < self.starting_timestamp:
+            raise ConfigError(
+                f"the backfill ends ({self.ending_timestamp.isoformat()}) before it starts "
+                f"({self.starting_timestamp.isoformat()}); give an end at or after the start"
+            )
 
 
 @dataclass(frozen=True)

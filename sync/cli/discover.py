@@ -75,13 +75,17 @@ def discover_tables(client: SharingClient, names: Sequence[str] = (), *, workers
     return sorted(tables, key=lambda t: t.name.lower())
 
 
-def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    for name in value:
-        try:
-            TableRef.of(name)
-        except ValueError:
-            raise click.BadParameter(f"'{name}' is not 'share.schema.table'") from None
+def table_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A click callback: ``value`` must be ``share.schema.table`` (a usage error otherwise)."""
+    try:
+        TableRef.of(value)
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not 'share.schema.table'") from None
     return value
+
+
+def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(table_name(ctx, param, name) for name in value)
 
 
 @click.command()

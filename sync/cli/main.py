@@ -54,9 +54,15 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SharesyncError as exc:
-            # A command that could not even start (bad config or profile, unreachable provider or
-            # state store) exits 2; per-table failures are reported by the command itself (exit 1).
+            # A command that could not even start (bad config or profile, unreachable state store)
+            # exits 2; per-table failures (an unreachable provider too) are the command's (exit 1).
             fail(str(exc))
+        except click.ClickException:
+            raise  # usage errors: click prints them (exit 2)
+        except Exception as exc:  # noqa: BLE001 - a library's error (deltalake, Spark): one line too
+            logging.getLogger("sharesync.cli").debug("the command failed", exc_info=True)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            fail(f"{type(exc).__name__}: {first} (run with -vv for the traceback)")
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,6 +7,7 @@ import json
 import click
 from pydantic import TypeAdapter, ValidationError
 
+from sharesync.sync.cli.discover import table_name
 from sharesync.sync.core.config import format_validation_error, load_config
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.predicates import Predicate
@@ -15,7 +16,7 @@ _PREDICATES = TypeAdapter(list[Predicate])
 
 
 @click.command("preview")
-@click.argument("name")
+@click.argument("name", callback=table_name)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--where", "where_json", default=None, help='Filter as JSON, e.g. \'[{"col": "region", "op": "eq", "val": "eu"}]\'.'

@@ -145,9 +145,14 @@ def sync_command(ctx: click.Context, names: tuple[str, ...], parallel: int | Non
     """One sync pass over all (or the named) tables."""
     with _engine(ctx, progress=True) as engine:
         results = engine.sync_all(list(names) or None, parallel=parallel)
-    print_results(results)
+    _report(results)
+
+
+def _report(results: Sequence[TableSyncResult]) -> None:
+    """Print the results; exit 2 when a table's config is wrong for it, 1 when a table failed."""
     from sharesync.pipelines.run.results import TableOutcome
 
+    print_results(results)
     failed = [r for r in results if r.outcome is TableOutcome.FAILED]
     if any(isinstance(r.exception, ConfigError) for r in failed):
         sys.exit(EXIT_USAGE)  # the config is wrong for a table (e.g. a key the shared table lacks)
@@ -167,8 +172,8 @@ def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, 
 
     request = BackfillRequest(_timestamp("--from", from_), _timestamp("--to", to) if to else None, full_refresh)
     with _engine(ctx, progress=True) as engine:
-        result = engine.sync_table(name, backfill=request)
-    print_results([result])
+        result = engine.backfill(name, request)
+    _report([result])
 
 
 @click.command("reset")
