@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from sharesync.pipelines.jobs.columns import spelled
 from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import Mode, TableConfig
@@ -63,8 +64,9 @@ def duplicate_keys(path: str, keys: Sequence[str], *, current_only: bool) -> tup
         dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
     except TableNotFoundError:
         return None
-    rows = dataset.to_table(columns=list(keys), filter=ds.field(IS_CURRENT) if current_only else None)
-    counts = rows.group_by(list(keys)).aggregate([([], "count_all")])
+    keys = spelled(dataset.schema.names, keys)
+    rows = dataset.to_table(columns=keys, filter=ds.field(IS_CURRENT) if current_only else None)
+    counts = rows.group_by(keys).aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     sample = [", ".join(str(row[k]) for k in keys) for row in repeated.slice(0, SAMPLE).to_pylist()]
     return repeated.num_rows, sample

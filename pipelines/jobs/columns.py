@@ -43,6 +43,7 @@ __all__ = [
     "projected",
     "projection",
     "quote_identifier",
+    "spelled",
     "written_by_sharesync",
 ]
 
@@ -99,3 +100,10 @@ def projected(names: Sequence[str], keys: Sequence[str], columns: Sequence[str] 
     data = [c for c in names if c not in CHANGE_COLUMNS and c not in GUARD_COLUMNS]
     wanted = {c.lower() for c in (*keys, *(data if columns is None else columns))}
     return [c for c in data if c.lower() in wanted]
+
+
+def spelled(names: Sequence[str], wanted: Sequence[str]) -> list[str]:
+    """``wanted`` as ``names`` spell them: config names match a table's columns in any case (a
+    name the table lacks stays as given, so the reader's error names it)."""
+    by_lower = {n.lower(): n for n in names}
+    return [by_lower.get(w.lower(), w) for w in wanted]

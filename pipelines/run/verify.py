@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT
+from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
 from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.run.context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history
@@ -184,7 +184,7 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
         paths = [f.path for f in staged_files(staged.path)]
         dataset = ds.dataset(paths, format="parquet", filesystem=staged.path.filesystem)
         keep = to_arrow(expr, dataset.schema) if expr is not None else None
-        return dataset.to_table(columns=_spelled(layout.columns, keys), filter=keep)
+        return dataset.to_table(columns=spelled(layout.columns, keys), filter=keep)
     finally:
         batches.remove_batch(directory)
 
@@ -211,7 +211,7 @@ def _target_keys(table: TableConfig, keys: list[str]) -> pa.Table:
 
     target = DeltaTable(table.target, storage_options=storage_options(table.target))
     names = [f.name for f in target.schema().fields]
-    wanted = _spelled(names, keys)
+    wanted = spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None
     flag = flag if flag in names else None
     rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
@@ -220,12 +220,6 @@ def _target_keys(table: TableConfig, keys: list[str]) -> pa.Table:
     elif flag == IS_CURRENT:
         rows = rows.filter(pc.fill_null(rows.column(flag), False))
     return rows.select(wanted)
-
-
-def _spelled(names: tuple[str, ...] | list[str], keys: list[str]) -> list[str]:
-    """``keys`` as ``names`` spell them (names match in any case)."""
-    by_lower = {n.lower(): n for n in names}
-    return [by_lower[k.lower()] for k in keys]
 
 
 def _key_set(rows: pa.Table) -> set[Key]:

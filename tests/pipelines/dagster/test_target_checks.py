@@ -82,6 +82,7 @@ def test_duplicate_keys_counts_current_rows_only_in_history_mode(tmp_path: Path)
     every = duplicate_keys(path, ["id"], current_only=False)
     assert every is not None and (every[0], sorted(every[1])) == (2, ["1", "3"])
     assert duplicate_keys(str(tmp_path / "missing"), ["id"], current_only=False) is None
+    assert duplicate_keys(path, ["ID"], current_only=True) == (1, ["3"])  # config keys match in any case
 
 
 # ---------------------------------------------------------------- on real targets
