@@ -243,19 +243,12 @@ class SharesyncConfig(_Strict):
     @model_validator(mode="after")
     def _unique_tables(self) -> SharesyncConfig:
         names: set[str] = set()
-        targets: dict[str, str] = {}
         for table in self.tables:
             key = table.name.lower()
             if key in names:
                 raise ValueError(f"table '{table.name}' is listed twice; give each shared table one entry")
             names.add(key)
-            target = table.target.rstrip("/")
-            if target in targets:
-                raise ValueError(
-                    f"tables '{targets[target]}' and '{table.name}' share the target '{table.target}'; "
-                    "each table needs its own target"
-                )
-            targets[target] = table.name
+        _check_unique_targets(self.tables)
         return self
 
     def table(self, name: str) -> TableConfig:
@@ -348,7 +341,12 @@ def parse_config(raw: dict[str, Any], *, base_dir: Path = Path("."), source: str
         config = SharesyncConfig.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {format_validation_error(exc)}") from None
-    return _resolve_paths(config, base_dir)
+    resolved = _resolve_paths(config, base_dir)
+    try:
+        _check_unique_targets(resolved.tables)  # 'warehouse/t' and '/abs/dir/warehouse/t'
+    except ValueError as exc:
+        raise ConfigError(f"{source}: tables: {exc}") from None
+    return resolved
 
 
 def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
@@ -365,6 +363,20 @@ def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
             "tables": tables,
         }
     )
+
+
+def _check_unique_targets(tables: Sequence[TableConfig]) -> None:
+    """Two tables writing one target would overwrite each other: compared as written (normalised)
+    here, and again once relative targets are resolved against the config's directory."""
+    targets: dict[str, str] = {}
+    for table in tables:
+        target = table.target.rstrip("/") if "://" in table.target else os.path.normpath(table.target)
+        if target in targets:
+            raise ValueError(
+                f"tables '{targets[target]}' and '{table.name}' share the target '{table.target}'; "
+                "each table needs its own target"
+            )
+        targets[target] = table.name
 
 
 def _resolve_target(target: str, base_dir: Path) -> str:

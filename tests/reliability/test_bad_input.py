@@ -165,6 +165,18 @@ CONFIG_CASES = [
         2,
         "share the target",
     ),
+    Case(  # the same directory, spelled relative with "./" and absolute
+        "two-tables-one-target-spelled-apart",
+        lambda s, r: {
+            **r,
+            "tables": [
+                {**r["tables"][0], "target": f"./{r['tables'][0]['target']}"},
+                {**r["tables"][0], "name": "rel.s.other", "target": str(s.root / r["tables"][0]["target"])},
+            ],
+        },
+        2,
+        "share the target",
+    ),
 ]
 
 PROFILE_CASES = [
