@@ -26,6 +26,7 @@ POOL_PREFIX = "sharesync/"
 # sizes and download concurrency change when or how fast, not what: they stay out.
 _DATA_FIELDS = ("name", "target", "keys", "mode", "where", "columns", "soft_delete", "start")
 _INVALID = re.compile(r"[^A-Za-z0-9_]")
+_KEY_PART = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,10 @@ class Names:
     shared_pool: str | None = None  # one concurrency pool for every table instead of one per table
 
     def asset_key(self, table: TableConfig) -> dg.AssetKey:
-        return dg.AssetKey([*self.asset_prefix, table.share, table.schema_name, table.table])
+        return dg.AssetKey([*self.asset_prefix, *_key_parts(table)])
 
     def source_key(self, table: TableConfig) -> dg.AssetKey:
-        return dg.AssetKey([*self.source_prefix, table.share, table.schema_name, table.table])
+        return dg.AssetKey([*self.source_prefix, *_key_parts(table)])
 
     def group_name(self, table: TableConfig) -> str:
         return self.group or group_name(table)
@@ -63,12 +64,25 @@ def source_key(table: TableConfig) -> dg.AssetKey:
     return DEFAULT_NAMES.source_key(table)
 
 
+def _key_parts(table: TableConfig) -> list[str]:
+    """The table's share, schema and table as asset key parts. Dagster names an asset's output
+    after its key with only ``-`` (and ``.``) turned into ``_``: any other character outside
+    ``[A-Za-z0-9_]`` would stop the whole code location from loading, so such a part is renamed
+    (with a hash: stable and unique); the names that worked before keep their keys."""
+    parts = (table.share, table.schema_name, table.table)
+    return [_KEY_PART.sub("_", part) + _suffix(part) if _KEY_PART.search(part) else part for part in parts]
+
+
+def _suffix(text: str) -> str:
+    return f"_{hashlib.sha256(text.encode()).hexdigest()[:6]}"
+
+
 def dagster_name(text: str) -> str:
     """``text`` as a valid Dagster name; changed names get a hash suffix to stay unique."""
     cleaned = _INVALID.sub("_", text)
     if cleaned == text and cleaned:
         return cleaned
-    return f"{cleaned}_{hashlib.sha256(text.encode()).hexdigest()[:6]}"
+    return cleaned + _suffix(text)
 
 
 def op_name(table: TableConfig) -> str:

@@ -69,6 +69,23 @@ def test_names_that_dagster_would_refuse_are_made_valid_and_unique() -> None:
     assert " " not in naming.pool(table)
 
 
+def test_a_code_location_loads_whatever_characters_its_table_names_hold(tmp_path: Path) -> None:
+    """Dagster names an asset's output after its key: a ``+``, ``$``, space or ``é`` there stopped
+    the whole code location from loading. Such parts are renamed; names that worked keep their keys."""
+    path = _write(tmp_path, "https://sharing.example.com/delta-sharing")
+    config = yaml.safe_load(path.read_text())
+    names = ["acme.sales.orders", "my-share.sales.order items", "s.sch.a+b", "s.sch.a$b", "s.zürich.t"]
+    config["tables"] = [{"name": n, "target": f"warehouse/{i}", "keys": ["id"]} for i, n in enumerate(names)]
+    path.write_text(yaml.safe_dump(config))
+
+    repo = load_definitions(path).get_repository_def()
+
+    keys = {k for k in repo.assets_defs_by_key if k.path[0] == "sharesync"}
+    assert len(keys) == len(names)
+    assert dg.AssetKey(["sharesync", "acme", "sales", "orders"]) in keys
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+", part) for key in keys for part in key.path), keys
+
+
 def test_loading_is_offline_even_with_an_unreachable_provider_and_state_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
