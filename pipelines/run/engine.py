@@ -317,7 +317,7 @@ class SyncEngine:
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:
             return list(self.config.tables)
-        wanted = list(names)
+        wanted = {self.config.table(n).name: None for n in names}  # each table once, however often named
         return [self.config.table(n) for n in wanted] if wanted else list(self.config.tables)
 
     def _record_failure(

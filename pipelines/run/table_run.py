@@ -52,7 +52,7 @@ from sharesync.pipelines.run.target_check import (
 )
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
-from sharesync.sync.core.errors import HistoryUnavailable, SharingHTTPError
+from sharesync.sync.core.errors import BadRequest, HistoryUnavailable
 from sharesync.sync.planning import (
     ApplyChanges,
     Bootstrap,
@@ -299,7 +299,9 @@ class TableRun:
         """The newest version committed at or before ``moment`` (None: no limit needed)."""
         try:
             after = self._version_at(moment + timedelta(milliseconds=1))
-        except SharingHTTPError:
+        except HistoryUnavailable:
+            raise
+        except BadRequest:  # not an outage, a refused credential or a missing table: those fail the run
             return None  # the moment is after the latest commit: replay to the latest
         return max(after - 1, 0)
 

@@ -114,7 +114,7 @@ class TableDefaults(_Strict, PassLimits):
 
 class TableConfig(_Strict):
     name: str = Field(description="share.schema.table")
-    target: str = Field(description="Delta table path or URI")
+    target: str = Field(min_length=1, description="Delta table path or URI")
     keys: list[str] = Field(default_factory=list)
     mode: Mode = Mode.MERGE
     where: list[Predicate] = Field(default_factory=list)
@@ -161,8 +161,8 @@ class TableConfig(_Strict):
     @field_validator("keys", "columns", "track_history", "track_history_except")
     @classmethod
     def _no_duplicates(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and len(set(value)) != len(value):
-            raise ValueError("lists a column twice")
+        if value is not None and len({v.lower() for v in value}) != len(value):
+            raise ValueError("lists a column twice (names match columns in any case)")
         return value
 
     @model_validator(mode="after")

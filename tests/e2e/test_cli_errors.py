@@ -71,3 +71,15 @@ def test_verify_of_a_target_whose_log_is_corrupt_is_one_error_line(
         assert run.code == 2, run.out + run.err
         lines = [line for line in run.err.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in run.err, run.err
+
+
+def test_a_table_named_twice_is_synced_once(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
+    """Twice at once, it would fail against its own lease."""
+    workspace.table("t", rows=10)
+    workspace.config(workspace.spec("t"))
+    name = workspace.name("t")
+
+    run = cli("--config", str(workspace.config_file), "sync", name, name.upper(), "--parallel", "2")
+
+    assert run.code == 0, run.out + run.err
+    assert [line.split()[0] for line in run.out.splitlines() if line.strip().startswith(name)] == [name]

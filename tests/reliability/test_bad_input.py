@@ -154,6 +154,10 @@ CONFIG_CASES = [
     ),
     Case("bad-start-timestamp", lambda s, r: _table(r, start={"timestamp": "yesterday"}), 2, "tables[0].start"),
     Case(
+        "keys-twice-in-two-cases", lambda s, r: _table(r, keys=["id", "ID"]), 2, "tables[0].keys: lists a column twice"
+    ),
+    Case("empty-target", lambda s, r: _table(r, target=""), 2, "tables[0].target"),
+    Case(
         "duplicate-table-names",
         lambda s, r: {**r, "tables": [*r["tables"], {**r["tables"][0], "target": "wh/x"}]},
         2,
