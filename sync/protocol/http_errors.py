@@ -79,6 +79,11 @@ def _translated(exc: httpx.HTTPError | httpx.InvalidURL, context: str) -> Shares
             f"{context}: the server's TLS certificate was not accepted ({redact(untrusted)}); if the provider "
             "uses a private or self-signed certificate authority, set 'ca_bundle' in the config to its PEM file"
         )
+    # Refused before anything was sent: the same request would fail the same way again.
+    if isinstance(exc, httpx.LocalProtocolError):  # an illegal header value: a token with a line break
+        return ConfigError(f"{context}: the request could not be sent ({detail}); check the profile's token")
+    if isinstance(exc, httpx.UnsupportedProtocol):  # a URL the server gave that is not http(s)
+        return ProtocolViolation(f"{context}: not an http(s) URL ({detail})")
     if isinstance(exc, httpx.TransportError):
         return TransportError(f"{context}: connection failed ({type(exc).__name__}: {detail or 'no detail'})")
     if isinstance(exc, httpx.DecodingError):  # a body that does not decode (gzip cut short): fetch it again

@@ -11,6 +11,7 @@ import pytest
 
 from sharesync.sync.core.errors import (
     BadRequest,
+    ConfigError,
     Forbidden,
     HistoryUnavailable,
     NotFound,
@@ -159,6 +160,13 @@ def test_connection_errors_are_retried_and_translated(make_client: Make, clock: 
     message = str(info.value)
     assert "list shares: connection failed (ConnectError" in message and "topsecret123" not in message
     assert info.value.__cause__ is None and info.value.__suppress_context__  # raw httpx text not chained
+
+
+def test_a_request_that_cannot_be_sent_is_not_retried(make_client: Make, clock: FakeClock) -> None:
+    seen, handler = counting(httpx.LocalProtocolError("Illegal header value b'Bearer tok\\n'"))
+    with pytest.raises(ConfigError, match="could not be sent.*check the profile's token"):
+        make_client(handler).list_shares()
+    assert len(seen) == 1 and clock.sleeps == []
 
 
 def test_read_timeouts_are_transport_errors(make_client: Make) -> None:
