@@ -83,7 +83,10 @@ def _group_starts(table: pa.Table, keys: Sequence[str]) -> pa.Array:
         current, previous = column.slice(1), column.slice(0, n - 1)
         equal = pc.fill_null(pc.equal(current, previous), False)
         both_null = pc.and_(pc.is_null(current), pc.is_null(previous))
-        same = pc.and_(same, pc.or_(equal, both_null))
+        alike = pc.or_(equal, both_null)
+        if pa.types.is_floating(column.type):  # NaN equals NaN in Spark SQL (and sorts last, together)
+            alike = pc.or_(alike, pc.fill_null(pc.and_(pc.is_nan(current), pc.is_nan(previous)), False))
+        same = pc.and_(same, alike)
     return pa.concat_arrays([pa.array([True]), pc.invert(same)])
 
 

@@ -429,3 +429,13 @@ def test_a_nan_beside_equal_values_survives_later_batches(spark: SparkSession, s
     assert rows[0]["x"] != rows[0]["x"] and rows[1]["x"] == 2.0  # NaN is still NaN
     stats = DeltaTable(target).metadata().configuration.get("delta.dataSkippingStatsColumns")
     assert stats is not None and "`x`" not in stats and "`id`" in stats
+
+
+def test_a_nan_key_is_one_key(spark: SparkSession, stage: StageFn, target: str) -> None:
+    """Spark SQL (and Sail) take NaN for equal to NaN: an update of a NaN key updates its row."""
+    schema = pa.schema([("k", pa.float64()), ("name", pa.string())])
+    nan = float("nan")
+    apply_merge(spark, stage([ins(1, k=nan, name="a"), ins(1, k=1.0, name="b")], schema), target, keys=["k"])
+    apply_merge(spark, stage([pre(2, k=nan, name="a"), post(2, k=nan, name="A")], schema), target, keys=["k"])
+    rows = read_target(target, key="name")
+    assert [(r["name"], r["k"] != r["k"]) for r in rows] == [("A", True), ("b", False)]
