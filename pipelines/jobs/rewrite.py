@@ -164,10 +164,14 @@ def _flagged(
     """Soft delete: the target's row as it was, flagged deleted, with the delete's guards."""
     from pyspark.sql import functions as F
 
-    deletes = changes.where(F.col(_ACTION) == _DELETE).select(
-        *[col(k).alias(a) for k, a in zip(keys, aliases, strict=True)],
-        F.col(COMMIT_VERSION).cast("long").alias(_DELETE_VERSION),
-        F.col(COMMIT_TIMESTAMP).alias(_DELETE_TIMESTAMP),
+    deletes = (
+        changes.where(F.col(_ACTION) == _DELETE)
+        .select(
+            *[col(k).alias(a) for k, a in zip(keys, aliases, strict=True)],
+            F.col(COMMIT_VERSION).cast("long").alias(_DELETE_VERSION),
+            F.col(COMMIT_TIMESTAMP).alias(_DELETE_TIMESTAMP),
+        )
+        .dropDuplicates(list(aliases))  # one per key, however often the target holds it (as MERGE flags)
     )
     rows = table.join(deletes, _keys_equal(table, keys, aliases, null_keys), "inner")
     return rows.select(

@@ -439,3 +439,21 @@ def test_a_nan_key_is_one_key(spark: SparkSession, stage: StageFn, target: str) 
     apply_merge(spark, stage([pre(2, k=nan, name="a"), post(2, k=nan, name="A")], schema), target, keys=["k"])
     rows = read_target(target, key="name")
     assert [(r["name"], r["k"] != r["k"]) for r in rows] == [("A", True), ("b", False)]
+
+
+def test_a_soft_delete_flags_each_row_of_a_key_the_target_holds_twice_once(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    """A provider whose snapshot repeats a key (the keys_unique check says so) bootstraps both
+    rows; a delete then flags both — the rewrite as the MERGE does, never doubling them."""
+    from sharesync.pipelines.jobs.snapshot import replace_target
+
+    replace_target(
+        spark, stage([ins(1, **r(1, "a", 1)), ins(1, **r(1, "b", 2))]), target, keys=["id"], soft_delete=True
+    )
+    apply_merge(spark, stage([delete(2, **r(1, "a", 1))]), target, keys=["id"], soft_delete=True)
+    rows = read_target(target, key="name")
+    assert [(r["name"], r["_sharesync_deleted"], r["_sharesync_version"]) for r in rows] == [
+        ("a", True, 2),
+        ("b", True, 2),
+    ]
