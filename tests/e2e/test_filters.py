@@ -50,20 +50,12 @@ def test_filtered_and_projected_replicas_follow_random_commits(workspace: Worksp
             bootstrap.setdefault(result.name, result.checkpoint_version or 0)
         m, mp, a, s = (workspace.path(t) for t in ("m", "mp", "a", "s"))
         assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m), where=WHERE)
-        assert_merge_target_matches(
-            mp, workspace.target("mp"), ["id"], source_version(mp), columns=COLUMNS, where=WHERE[:1]
-        )
+        assert_merge_target_matches(mp, workspace.target("mp"), ["id"], source_version(mp), columns=COLUMNS, where=WHERE[:1])
         assert_append_target_matches(
-            a,
-            workspace.target("a"),
-            bootstrap_version=bootstrap[workspace.name("a")],
-            end_version=source_version(a),
-            columns=COLUMNS,
-            where=WHERE,
+            a, workspace.target("a"), bootstrap_version=bootstrap[workspace.name("a")], end_version=source_version(a),
+            columns=COLUMNS, where=WHERE,
         )
-        assert_snapshot_target_matches(
-            s, workspace.target("s"), source_version(s), columns=["name", "price"], where=WHERE[1:]
-        )
+        assert_snapshot_target_matches(s, workspace.target("s"), source_version(s), columns=["name", "price"], where=WHERE[1:])
 
 
 def test_rows_moving_out_of_the_filter_are_deleted_and_nulls_never_match_neq(workspace: Workspace) -> None:

@@ -23,9 +23,7 @@ def test_output_through_a_pipe_arrives_whole_with_the_commands_exit_code(tmp_pat
     assert helped.stdout.splitlines()[-1].split()[0] == "verify"  # the last command: nothing lost
 
     missing = tmp_path / "nowhere.yaml"
-    failed = subprocess.run(
-        [SHARESYNC, "--config", str(missing), "status"], capture_output=True, text=True, check=False
-    )
+    failed = subprocess.run([SHARESYNC, "--config", str(missing), "status"], capture_output=True, text=True, check=False)
     assert failed.returncode == 2, failed.stderr
     assert failed.stdout == "" and failed.stderr.startswith("error: ") and str(missing) in failed.stderr
 

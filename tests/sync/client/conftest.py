@@ -93,15 +93,8 @@ def protocol() -> dict[str, Any]:
 
 
 def metadata(**extra: Any) -> dict[str, Any]:
-    return {
-        "metaData": {
-            "id": "table-id",
-            "format": {"provider": "parquet"},
-            "schemaString": SCHEMA,
-            "partitionColumns": [],
-            **extra,
-        }
-    }
+    return {"metaData": {"id": "table-id", "format": {"provider": "parquet"}, "schemaString": SCHEMA,
+                         "partitionColumns": [], **extra}}
 
 
 def file(file_id: str, size: int = 10, kind: str = "file", **extra: Any) -> dict[str, Any]:

@@ -58,9 +58,7 @@ class Storage:
                     raise item
                 return item
             if int(request.url.params["gen"]) < self.valid_gen:
-                return httpx.Response(
-                    403, text="<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
-                )
+                return httpx.Response(403, text="<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>")
             return httpx.Response(200, content=self.body_override.get(file_id, data(file_id, self.sizes[file_id])))
         finally:
             self.in_flight -= 1
@@ -120,11 +118,7 @@ def test_a_long_body_is_stopped_at_the_declared_size(downloader: Callable[..., D
 
 def test_a_transient_failure_is_retried(downloader: Callable[..., Downloader], clock: FakeClock) -> None:
     storage = Storage({"a": 50})
-    storage.failures["a"] = [
-        httpx.Response(503),
-        httpx.ConnectError("reset"),
-        httpx.Response(429, headers={"Retry-After": "2"}),
-    ]
+    storage.failures["a"] = [httpx.Response(503), httpx.ConnectError("reset"), httpx.Response(429, headers={"Retry-After": "2"})]
     result = downloader(storage).download([make_file("a", 50)])
     assert result.stats.retries == 3 and result.files[0].path.read_bytes() == data("a", 50)
     assert clock.sleeps[-1] == 2.0
@@ -151,9 +145,7 @@ def test_an_expired_url_is_refreshed_once_for_all_files(downloader: Callable[...
 
 def test_without_a_refresher_an_expired_url_fails_clearly(downloader: Callable[..., Downloader]) -> None:
     storage = Storage({"a": 10}, valid_gen=1)
-    with pytest.raises(
-        UrlExpired, match=r"download file a .*HTTP 403.*expired or was refused\); no way to renew"
-    ) as info:
+    with pytest.raises(UrlExpired, match=r"download file a .*HTTP 403.*expired or was refused\); no way to renew") as info:
         downloader(storage).download([make_file("a", 10)])
     assert "sig-a-0" not in str(info.value)
 
@@ -164,9 +156,7 @@ def test_urls_about_to_expire_are_refreshed_before_use(tmp_path: Path, retry: Re
     refresher = Refresher(storage, files)
     # received at NOW with 30 s to live; 25 s later less than a quarter of that lifetime is left
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(
-        tmp_path, transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times)
-    )
+    d = Downloader(tmp_path, transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1
     assert "a@0" not in storage.requests  # never tried the URL that was about to expire

@@ -53,9 +53,7 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
         fresh = client.query(TABLE)
         urls += [f.url for f in fresh.files]
         sharing_server.clock.advance(60)
-        done = Downloader(tmp_path / "a", retry=FAST).download(
-            list(fresh.files), refresher=refresher_for(client, fresh)
-        )
+        done = Downloader(tmp_path / "a", retry=FAST).download(list(fresh.files), refresher=refresher_for(client, fresh))
         assert done.stats.url_refreshes == 1
         stale = client.query(TABLE, version=1)
         urls += [f.url for f in stale.files]
@@ -79,13 +77,8 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
     with SharingClient(parse_profile({**sharing_server.profile(), "bearerToken": wrong_token}), retry=FAST) as other:
         failing(lambda: other.list_shares())
 
-    signatures = {
-        value
-        for url in urls
-        for key, values in parse_qs(urlsplit(url).query).items()
-        for value in values
-        if key == "sig"
-    }
+    signatures = {value for url in urls for key, values in parse_qs(urlsplit(url).query).items() for value in values
+                  if key == "sig"}
     assert len(signatures) >= 5
     secrets = {sharing_server.token, wrong_token, *signatures}
     logged = [r.getMessage() + "\n" + (r.exc_text or "") for r in caplog.records]
