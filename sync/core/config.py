@@ -62,6 +62,12 @@ class StartAtTimestamp(_Strict):
     @field_validator("timestamp", mode="before")
     @classmethod
     def _parse(cls, value: Any) -> datetime:
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 10**11:
+            # Epoch milliseconds before March 1973: almost surely seconds (1704067200 = 2024-01-01).
+            raise ValueError(
+                f"{value} would be epoch milliseconds, i.e. {parse_timestamp(value).isoformat()}; "
+                "write an ISO-8601 timestamp such as '2024-01-01T00:00:00Z'"
+            )
         return parse_timestamp(value)
 
 

@@ -154,6 +154,12 @@ CONFIG_CASES = [
     ),
     Case("bad-start-timestamp", lambda s, r: _table(r, start={"timestamp": "yesterday"}), 2, "tables[0].start"),
     Case(
+        "start-timestamp-in-seconds",
+        lambda s, r: _table(r, start={"timestamp": 1704067200}),
+        2,
+        "would be epoch milliseconds, i.e. 1970-01-20",
+    ),
+    Case(
         "keys-twice-in-two-cases", lambda s, r: _table(r, keys=["id", "ID"]), 2, "tables[0].keys: lists a column twice"
     ),
     Case("empty-target", lambda s, r: _table(r, target=""), 2, "tables[0].target"),
