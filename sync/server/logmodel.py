@@ -76,6 +76,14 @@ class FileEntry:
             return None
         return value if isinstance(value, int) else None
 
+    @property
+    def live_records(self) -> int | None:
+        """Rows a reader gets: ``numRecords`` counts the rows a deletion vector removed too."""
+        total = self.num_records
+        if total is None or self.deletion_vector is None:
+            return total
+        return max(total - self.deletion_vector.cardinality, 0)
+
 
 @dataclass(frozen=True)
 class TableMetadata:

@@ -47,9 +47,10 @@ def _cast(raw: Any, value_type: str) -> Value:
         "date": date.fromisoformat,
         "timestamp": lambda t: parse_timestamp(t).isoformat(),
     }
-    if value_type not in casts:
+    kind = str(value_type).lower()  # spec: value types are case-insensitive
+    if kind not in casts:
         raise _Unknown(f"value type {value_type!r}")
-    return casts[value_type](text)
+    return casts[kind](text)
 
 
 _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
@@ -59,6 +60,13 @@ _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "greaterThan": lambda a, b: bool(a > b),
     "greaterThanOrEqual": lambda a, b: bool(a >= b),
 }
+
+
+def _family(value: Value) -> type:
+    """Values comparable with each other: numbers together (a bool is not one), else by type."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float
+    return type(value)
 
 
 class _Evaluator:
@@ -95,6 +103,8 @@ class _Evaluator:
             left, right = self.leaf(children[0]), self.leaf(children[1])
             if left is None or right is None:
                 return None
+            if _family(left) != _family(right):  # a date is never equal to a string: undecided, not false
+                raise _Unknown(f"{type(left).__name__} compared with {type(right).__name__}")
             return _COMPARISONS[op](left, right)
         raise _Unknown(f"op {op!r}")
 
@@ -145,7 +155,8 @@ def prune_by_json_predicate(
 
 
 def apply_limit_hint(files: Sequence[FileEntry], limit: int | None) -> list[FileEntry]:
-    """The shortest prefix whose known ``numRecords`` reach ``limit``; files without stats never count."""
+    """The shortest prefix whose known live rows reach ``limit``; files without stats never count
+    (``numRecords`` less a deletion vector's rows: the spec lets a hint add files, never drop rows)."""
     if limit is None or limit < 0:
         return list(files)
     chosen: list[FileEntry] = []
@@ -154,5 +165,5 @@ def apply_limit_hint(files: Sequence[FileEntry], limit: int | None) -> list[File
         if rows >= limit:
             break
         chosen.append(entry)
-        rows += entry.num_records or 0
+        rows += entry.live_records or 0
     return chosen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from sharesync.sync.server.deletionvectors import DeletionVector
 from sharesync.sync.server.deltalog import DeltaLog
 from sharesync.sync.server.logmodel import FileEntry, LogError, VersionUnavailable, monotonize, parse_commit
 from sharesync.sync.server.pruning import apply_limit_hint, prune_by_json_predicate
@@ -100,11 +102,32 @@ def test_json_predicate_pruning_is_three_valued_and_best_effort() -> None:
     assert len(prune_by_json_predicate(files, '{"op":"equal","children":[]}', ["region"])) == 3  # malformed
 
 
+def test_json_predicate_values_of_different_types_decide_nothing() -> None:
+    """A literal without a valueType is a string: against a date column it cannot say "false"
+    (spec: on any error in predicate processing, skip filtering)."""
+    files = [_entry("2022-01-01"), _entry("2022-01-02")]
+
+    def on_date(literal: dict[str, str]) -> str:
+        return json.dumps(
+            {"op": "equal", "children": [{"op": "column", "name": "region", "valueType": "date"}, literal]}
+        )
+
+    assert prune_by_json_predicate(files, on_date({"op": "literal", "value": "2022-01-01"}), ["region"]) == files
+    typed = on_date({"op": "literal", "value": "2022-01-01", "valueType": "DATE"})  # types are case-insensitive
+    assert prune_by_json_predicate(files, typed, ["region"]) == files[:1]
+
+
 def test_limit_hint_counts_only_known_rows() -> None:
     files = [_entry("eu", 2), _entry("us"), _entry("eu", 5), _entry("us", 1)]
     assert apply_limit_hint(files, 6) == files[:3]
     assert apply_limit_hint(files, 2) == files[:1]
     assert apply_limit_hint(files, None) == files
+
+
+def test_limit_hint_counts_the_rows_deletion_vectors_leave() -> None:
+    dv = DeletionVector("u", "ab" + "0" * 20, 34, 9)  # 9 of the file's 10 rows deleted
+    files = [dataclasses.replace(_entry("eu", 10), deletion_vector=dv), _entry("us", 5)]
+    assert apply_limit_hint(files, 5) == files
 
 
 def test_signatures_and_tokens() -> None:
