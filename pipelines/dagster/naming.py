@@ -69,20 +69,15 @@ def _key_parts(table: TableConfig) -> list[str]:
     after its key with only ``-`` (and ``.``) turned into ``_``: any other character outside
     ``[A-Za-z0-9_]`` would stop the whole code location from loading, so such a part is renamed
     (with a hash: stable and unique); the names that worked before keep their keys."""
-    parts = (table.share, table.schema_name, table.table)
-    return [_KEY_PART.sub("_", part) + _suffix(part) if _KEY_PART.search(part) else part for part in parts]
+    return [dagster_name(part, _KEY_PART) for part in (table.share, table.schema_name, table.table)]
 
 
-def _suffix(text: str) -> str:
-    return f"_{hashlib.sha256(text.encode()).hexdigest()[:6]}"
-
-
-def dagster_name(text: str) -> str:
+def dagster_name(text: str, invalid: re.Pattern[str] = _INVALID) -> str:
     """``text`` as a valid Dagster name; changed names get a hash suffix to stay unique."""
-    cleaned = _INVALID.sub("_", text)
+    cleaned = invalid.sub("_", text)
     if cleaned == text and cleaned:
         return cleaned
-    return cleaned + _suffix(text)
+    return f"{cleaned}_{hashlib.sha256(text.encode()).hexdigest()[:6]}"
 
 
 def op_name(table: TableConfig) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from sharesync.pipelines.jobs.columns import col, written_by_sharesync
+from sharesync.pipelines.jobs.columns import col, quote_identifier, written_by_sharesync
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
 from sharesync.sync.core.errors import TargetError
@@ -175,7 +175,7 @@ def _stats_columns(schema: StructType) -> str:
     """The ``delta.dataSkippingStatsColumns`` of a new target: every column without a float or
     double in it (sharesync's own columns are integers, so the list is never empty)."""
     kept = [f.name for f in schema.fields if not _floating(f.dataType)]
-    return ",".join("`" + name.replace("`", "``") + "`" for name in kept)
+    return ",".join(quote_identifier(name) for name in kept)
 
 
 def _floating(kind: DataType) -> bool:

@@ -317,8 +317,8 @@ class SyncEngine:
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:
             return list(self.config.tables)
-        wanted = {self.config.table(n).name: None for n in names}  # each table once, however often named
-        return [self.config.table(n) for n in wanted] if wanted else list(self.config.tables)
+        wanted = {t.name: t for t in map(self.config.table, names)}  # each table once, however often named
+        return list(wanted.values()) or list(self.config.tables)
 
     def _record_failure(
         self, table: TableConfig, exc: Exception, checkpoint: Checkpoint | None, source_version: int | None

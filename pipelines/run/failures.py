@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.sync.core.errors import Permanent, SharesyncError
+from sharesync.sync.core.errors import Permanent, SharesyncError, exception_line
 from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
@@ -35,18 +35,12 @@ _SESSION_GONE = ("NO_ACTIVE_SESSION", "INVALID_HANDLE")
 
 
 def describe(exc: BaseException) -> str:
-    """The one-line, redacted text recorded and shown for ``exc``.
-
-    A library's message may run on for lines (a JVM stack trace after a Spark error, a Rust
-    backtrace after a deltalake one with ``RUST_BACKTRACE`` set): its first line is the message;
-    the rest stays in the log's traceback (``-v``).
-    """
+    """The one-line, redacted text recorded and shown for ``exc``; the rest of a library's long
+    message stays in the log's traceback (``-v``)."""
     if isinstance(exc, SharesyncError):
         return redact(str(exc))
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    first = lines[0] if lines else ""
-    more = " (more in the log at -v)" if len(lines) > 1 else ""
-    return redact(f"{type(exc).__name__}: {first}{more}")
+    line, more = exception_line(exc)
+    return redact(line + (" (more in the log at -v)" if more else ""))
 
 
 def is_transient(exc: BaseException) -> bool:

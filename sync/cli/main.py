@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import SharesyncError, exception_line
 from sharesync.sync.core.redact import install_log_redaction, redact
 
 # command name → "module:attribute"; each module owns one command (or group).
@@ -61,8 +61,7 @@ class LazyGroup(click.Group):
             raise  # usage errors: click prints them (exit 2)
         except Exception as exc:  # noqa: BLE001 - a library's error (deltalake, Spark): one line too
             logging.getLogger("sharesync.cli").debug("the command failed", exc_info=True)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            fail(f"{type(exc).__name__}: {first} (run with -vv for the traceback)")
+            fail(f"{exception_line(exc)[0]} (run with -vv for the traceback)")
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

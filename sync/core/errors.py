@@ -212,3 +212,11 @@ def http_error_for(
         return ServerError(status, error_code, message, context=context, retry_after=retry_after)
     # Other 4xx (405, 409, 410, 413, …): the request itself is wrong; retrying will not help.
     return BadRequest(status, error_code, message, context=context)
+
+
+def exception_line(exc: BaseException) -> tuple[str, bool]:
+    """``Type: message`` of a library's exception on one line, and whether its message ran on
+    past that line (a JVM stack trace after a Spark error, a Rust backtrace after a deltalake one
+    with ``RUST_BACKTRACE`` set: the first line is the message, the rest belongs in the log)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}", len(lines) > 1
