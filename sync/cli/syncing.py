@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -19,9 +20,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sharesync.sync.cli.main import EXIT_TABLE_FAILED, EXIT_USAGE
+from sharesync.sync.cli.main import EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE
+from sharesync.sync.cli.repeat import parse_interval, run_passes, stop_on_signals
 from sharesync.sync.core.config import Mode, SharesyncConfig, load_config
-from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.errors import ConfigError, SharesyncError
+from sharesync.sync.core.redact import redact
 from sharesync.sync.core.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
@@ -140,24 +143,100 @@ def _on_downloads(column: ProgressColumn) -> ProgressColumn:
     metavar="N",
     help="Sync up to N tables at once (default: defaults.max_parallel_tables, else the CPU count, at most 8).",
 )
+@click.option(
+    "--every",
+    default=None,
+    metavar="INTERVAL",
+    help="Keep running: a pass every INTERVAL (30s, 5m, 1h) in one process that keeps its engine; "
+    "Ctrl+C or SIGTERM stops after the running pass.",
+)
+@click.option(
+    "--passes", type=click.IntRange(min=1), default=None, metavar="N", help="With --every: stop after N passes."
+)
 @click.pass_context
-def sync_command(ctx: click.Context, names: tuple[str, ...], parallel: int | None) -> None:
-    """One sync pass over all (or the named) tables."""
-    with _engine(ctx, progress=True) as engine:
-        results = engine.sync_all(list(names) or None, parallel=parallel)
-    _report(results)
+def sync_command(
+    ctx: click.Context, names: tuple[str, ...], parallel: int | None, every: str | None, passes: int | None
+) -> None:
+    """One sync pass over all (or the named) tables; with --every, one pass after another."""
+    if every is None:
+        if passes is not None:
+            raise click.UsageError("--passes counts the passes of --every; add --every INTERVAL")
+        with _engine(ctx, progress=True) as engine:
+            results = engine.sync_all(list(names) or None, parallel=parallel)
+        _report(results)
+        return
+    try:
+        interval = parse_interval(every)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--every") from None
+    code = _sync_every(ctx, list(names) or None, parallel, interval, passes)
+    if code != EXIT_OK:
+        sys.exit(code)
+
+
+def _sync_every(
+    ctx: click.Context, names: list[str] | None, parallel: int | None, every: float, passes: int | None
+) -> int:
+    """Passes until stopped; the exit code of the last one.
+
+    Each pass reads the config and the profile again (an edited table list, a rotated token);
+    the Spark session, the engine and the state store's pool outlive the pass. A pass that
+    cannot start (the config edited into an error, the state store down) is reported and the
+    next one tries again — except the first: what is wrong at start is a usage error (exit 2).
+    """
+    stop = threading.Event()
+    last = EXIT_OK
+
+    def one_pass(number: int) -> None:
+        nonlocal last
+        started = time.monotonic()
+        try:
+            with _engine(ctx, progress=True) as engine:
+                results = engine.sync_all(names, parallel=parallel)
+        except SharesyncError as exc:
+            if number == 1:
+                raise
+            click.echo(f"error: pass {number}: {redact(str(exc))}; the next pass tries again", err=True)
+            last = EXIT_USAGE
+            return
+        _print_pass(number, results, time.monotonic() - started)
+        last = _exit_code(results)
+
+    with stop_on_signals(stop, lambda message: click.echo(message, err=True)):
+        run_passes(one_pass, every, stop, passes=passes)
+    return last
+
+
+def _print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) -> None:
+    """One line per pass (a log that shows the loop is alive), then the tables that did something."""
+    from sharesync.pipelines.run.results import TableOutcome
+
+    order = (TableOutcome.SYNCED, TableOutcome.FAILED, TableOutcome.UP_TO_DATE)
+    counts = {outcome: sum(r.outcome is outcome for r in results) for outcome in order}
+    summary = ", ".join(f"{n} {outcome.value.replace('_', ' ')}" for outcome, n in counts.items() if n) or "no tables"
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    click.echo(f"{now} UTC pass {number}: {summary} ({seconds:.2f} s)")
+    busy = [r for r in results if r.outcome is not TableOutcome.UP_TO_DATE or r.warnings]
+    if busy:
+        print_results(busy)
+
+
+def _exit_code(results: Sequence[TableSyncResult]) -> int:
+    """2 when a table's config is wrong for it (e.g. a key the shared table lacks), 1 when a table failed."""
+    from sharesync.pipelines.run.results import TableOutcome
+
+    failed = [r for r in results if r.outcome is TableOutcome.FAILED]
+    if any(isinstance(r.exception, ConfigError) for r in failed):
+        return EXIT_USAGE
+    return EXIT_TABLE_FAILED if failed else EXIT_OK
 
 
 def _report(results: Sequence[TableSyncResult]) -> None:
-    """Print the results; exit 2 when a table's config is wrong for it, 1 when a table failed."""
-    from sharesync.pipelines.run.results import TableOutcome
-
+    """Print the results; exit with :func:`_exit_code`."""
     print_results(results)
-    failed = [r for r in results if r.outcome is TableOutcome.FAILED]
-    if any(isinstance(r.exception, ConfigError) for r in failed):
-        sys.exit(EXIT_USAGE)  # the config is wrong for a table (e.g. a key the shared table lacks)
-    if failed:
-        sys.exit(EXIT_TABLE_FAILED)
+    code = _exit_code(results)
+    if code != EXIT_OK:
+        sys.exit(code)
 
 
 @click.command("backfill")

@@ -1,0 +1,124 @@
+"""``sharesync sync --every``: passes in one process against a real provider.
+
+The provider changes between passes from inside the loop: the tests wrap the command's
+``run_passes`` so that the test's commit happens after pass 1 ends and before pass 2 starts,
+with the real schedule, passes and engine (no sleeping to line things up).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from support.cli_runner import CliResult
+from support.e2e import Workspace
+from support.verify import assert_merge_target_matches, source_version
+
+from sharesync.pipelines.jobs.session import get_spark
+from sharesync.state import open_store
+from sharesync.sync.cli import syncing
+
+CLI = [sys.executable, "-m", "sharesync.sync.cli.main"]
+
+
+def _between_passes(monkeypatch: pytest.MonkeyPatch, after: dict[int, Callable[[], None]]) -> None:
+    """Run ``after[n]()`` once pass ``n`` is done (the real loop and passes otherwise)."""
+    real = syncing.run_passes
+
+    def run_passes(run_pass: Callable[[int], None], every: float, stop: Any, **kwargs: Any) -> int:
+        def wrapped(number: int) -> None:
+            run_pass(number)
+            if number in after:
+                after[number]()
+
+        return real(wrapped, every, stop, **kwargs)
+
+    monkeypatch.setattr(syncing, "run_passes", run_passes)
+
+
+def test_each_pass_applies_what_the_provider_committed_since_in_one_engine(
+    workspace: Workspace, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace.table("m", rows=30)
+    config = workspace.config(workspace.spec("m"))
+    sessions: list[object] = []
+
+    def commit() -> None:
+        sessions.append(get_spark(config.spark))
+        workspace.commit("m", 3, seed=7)
+
+    _between_passes(monkeypatch, {1: commit, 2: lambda: sessions.append(get_spark(config.spark))})
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "0", "--passes", "3")
+
+    assert run.code == 0, run.err
+    lines = [line for line in run.out.splitlines() if " UTC pass " in line]
+    assert [line.split(" UTC ")[1].split(" (")[0] for line in lines] == [
+        "pass 1: 1 synced",
+        "pass 2: 1 synced",
+        "pass 3: 1 up to date",
+    ]
+    latest = source_version(workspace.path("m"))
+    checkpoint = open_store(config.state_store).get_checkpoint(workspace.name("m"))
+    assert checkpoint is not None and checkpoint.version == latest
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], latest)
+    assert sessions[0] is sessions[1]  # the engine's session outlived pass 2
+
+
+def test_a_pass_that_cannot_start_is_reported_and_the_next_one_tries_again(
+    workspace: Workspace, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace.table("m", rows=10)
+    workspace.config(workspace.spec("m"))
+    good = workspace.config_file.read_text()
+
+    def break_config() -> None:
+        workspace.config_file.write_text(good + "surprise: 1\n")
+        workspace.commit("m", 1, seed=3)
+
+    _between_passes(monkeypatch, {1: break_config, 2: lambda: workspace.config_file.write_text(good)})
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "0", "--passes", "3")
+
+    assert run.code == 0, run.err  # the last pass's code
+    assert run.err.count("error: pass 2:") == 1 and "surprise" in run.err and "the next pass tries again" in run.err
+    assert "Traceback" not in run.err
+    assert " UTC pass 3: 1 synced" in run.out  # pass 2's commit, applied by pass 3
+
+
+def test_a_first_pass_that_cannot_start_exits_2(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
+    workspace.table("m", rows=10)
+    workspace.config(workspace.spec("m"), profile=str(workspace.root / "missing.share"))
+
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "1h")
+
+    assert run.code == 2
+    assert run.err.startswith("error: ") and "missing.share" in run.err and " UTC pass " not in run.out
+
+
+def test_sigterm_between_passes_stops_the_loop_with_the_last_pass_code(workspace: Workspace) -> None:
+    workspace.table("m", rows=10)
+    workspace.config(workspace.spec("m"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARESYNC_")}
+    process = subprocess.Popen(
+        [*CLI, "--config", str(workspace.config_file), "sync", "--every", "1h"],
+        cwd=workspace.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()  # the pass's line: it then waits for the next hour
+        assert " UTC pass 1: 1 synced" in first, first
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    assert "SIGTERM: stopping after this pass" in err and " UTC pass 2" not in out
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 0)
