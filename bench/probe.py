@@ -7,6 +7,9 @@
   which of the modules a no-op pass should not need were imported (``heavy_imported``).
 * ``poll --config CFG``: ``SyncEngine.source_versions()`` over every configured table (1,000 in
   the benchmark) — first call and median of ``--repeat`` more; counts tables that failed.
+* ``warm --config CFG --warmup CFG0``: two ``sharesync sync`` passes in one process, as
+  ``sharesync sync --every`` runs them — a pass with changes on ``CFG0`` (it imports, starts the
+  engine, writes a target), then the measured pass on ``CFG``; both must sync their tables.
 
 Prints one JSON line.
 """
@@ -76,13 +79,47 @@ def poll(config_file: str, repeat: int) -> dict[str, object]:
     }
 
 
+def warm(config_file: str, warmup_file: str) -> dict[str, object]:
+    from sharesync.state import open_store
+    from sharesync.sync.cli.main import main
+    from sharesync.sync.core.config import load_config
+
+    def one_pass(path: str) -> float:
+        """The CLI's pass (config, engine, sync, printed results), as one ``--every`` pass runs it."""
+        config = load_config(path)
+        store = open_store(config.state_store)
+
+        def checkpoints() -> list[int | None]:
+            return [getattr(store.get_checkpoint(t.name), "version", None) for t in config.tables]
+
+        before = checkpoints()
+        began = time.perf_counter()
+        try:
+            main(["--config", path, "sync"])
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                raise SystemExit(f"the pass on {path} failed ({exc.code})") from None
+        seconds = time.perf_counter() - began
+        if checkpoints() == before:
+            raise SystemExit(f"the pass on {path} synced nothing (checkpoints {before})")
+        return seconds
+
+    warmup = one_pass(warmup_file)
+    measured = one_pass(config_file)
+    return {"warmup_seconds": warmup, "warm_pass_seconds": measured}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="in-process probes: no-op sync and version polling")
-    parser.add_argument("probe", choices=["noop", "poll"])
+    parser = argparse.ArgumentParser(description="in-process probes: no-op sync, version polling, a warm pass")
+    parser.add_argument("probe", choices=["noop", "poll", "warm"])
     parser.add_argument("--config", required=True)
+    parser.add_argument("--warmup", help="warm: the config of the first (unmeasured) pass")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    result = noop(args.config, args.repeat) if args.probe == "noop" else poll(args.config, args.repeat)
+    if args.probe == "warm":
+        result = warm(args.config, args.warmup)
+    else:
+        result = noop(args.config, args.repeat) if args.probe == "noop" else poll(args.config, args.repeat)
     print(json.dumps({"probe": args.probe, **result}))
     return 0
 

@@ -18,6 +18,9 @@ Scenarios per shape:
 * ``incremental`` — from a target and checkpoint at the version before the change versions:
   set up once (unmeasured) through a second, short-lived server whose copy of the table
   stops at that version (same table id and files), then copied back before every run.
+* ``warm``        — the incremental batch as the second pass of one process, as ``sharesync
+  sync --every`` runs it (``bench.probe warm``: first a bootstrap pass of the same table into
+  another target, then the measured pass); the pass's own wall time.
 * ``noop``        — ``sharesync sync`` when nothing is new (process wall time), and the
   in-process ``SyncEngine.sync_all()`` call (``bench.probe noop``).
 * ``poll``        — ``SyncEngine.source_versions()`` over 1,000 configured tables
@@ -58,7 +61,7 @@ SHARESYNC = str(VENV_BIN / "sharesync")
 RESULTS = BENCH / "results"
 TOKEN = "bench-token"
 PIPELINES = ("sharesync", "peer", "limit")
-SCENARIOS = ("bootstrap", "incremental", "noop", "poll", "history")
+SCENARIOS = ("bootstrap", "incremental", "warm", "noop", "poll", "history")
 RSS_LIMIT_KB = 16 * 2**20  # a child above this is killed and the run stops (--rss-limit-gib)
 
 
@@ -402,7 +405,7 @@ class Bench:
             self.verify(f"{label}-bootstrap", w, config.parent / "target", peer_dir / "target")
             self.breakdown(f"{label}-bootstrap", config, fresh_ss)
 
-        if "incremental" in self.args.scenarios or "noop" in self.args.scenarios:
+        if {"incremental", "warm", "noop"} & set(self.args.scenarios):
             log(f"{label}: incremental v{w.start_version + 1}..v{w.latest_version} "
                 f"({w.versions} versions, {w.change_file_rows:,} change rows); setting up the start state …")  # fmt: skip
             state = start_state(
@@ -419,6 +422,8 @@ class Bench:
                 })  # fmt: skip
                 self.verify(f"{label}-incremental", w, state.sharesync / "target", state.peer / "target")
                 self.breakdown(f"{label}-incremental", state.config, state.restore_sharesync)
+            if "warm" in self.args.scenarios and "sharesync" in self.args.pipelines:
+                self.warm(label, w, state)
             if "noop" in self.args.scenarios:  # needs an up-to-date state
                 run_child(sharesync_argv(state.config), log_to=self.work / "logs" / f"{label}-setup-noop.log")
                 self.noop(label, state.config)
@@ -440,6 +445,19 @@ class Bench:
                 log(f"  {scenario}: {self.findings[-1][2:]}")
                 return
         log(f"  {scenario}: targets verified (equal to the provider at v{w.latest_version}, {w.live_rows:,} rows)")
+
+    def warm(self, label: str, w: wl.Workload, state: StartState) -> None:
+        log(f"{label}: the incremental batch as the second pass of a running process")
+        warmup, fresh_warmup = sharesync_bootstrap(self.work / label, self.server.profile, w.full_name)
+
+        def fresh() -> None:
+            state.restore_sharesync()
+            fresh_warmup()
+
+        argv = [PYTHON, "-m", "bench.probe", "warm", "--config", str(state.config), "--warmup", str(warmup)]
+        for _ in range(self.runs):
+            self.measure(f"{label}-warm", "probe", argv, before=fresh, rows=w.change_file_rows)
+        verify(w, {"sharesync": state.sharesync / "target"})
 
     def noop(self, label: str, config: Path) -> None:
         log(f"{label}: no-op sync (nothing new)")
@@ -492,7 +510,7 @@ class Bench:
             if entry["pipeline"] == "probe":
                 outputs = [r["output"] for r in runs]
                 out[key]["probe"] = outputs[-1]
-                for field_ in ("first_call_seconds", "warm_call_seconds"):
+                for field_ in ("first_call_seconds", "warm_call_seconds", "warm_pass_seconds", "warmup_seconds"):
                     values = [o.get(field_) for o in outputs if o.get(field_) is not None]
                     if values:
                         out[key][field_] = statistics.median(values)
@@ -585,6 +603,12 @@ class Bench:
                              f"{s['warm_call_seconds']:.4f} s; engine imports {p['import_seconds']:.2f} s; "
                              f"outcomes {p['outcomes']}; Spark started: {p['engine_started']}, pysail imported: "
                              f"{p['pysail_imported']}")  # fmt: skip
+            elif p and key.endswith("warm/probe"):
+                cold = summary.get(key.replace("warm/probe", "incremental/sharesync"), {}).get("wall")
+                versus = f" (a fresh process's pass: {cold:.2f} s)" if cold else ""
+                extra.append(f"- {key}: the incremental batch as a running process's second pass (`sync --every`) "
+                             f"{s['warm_pass_seconds']:.2f} s{versus}; its first pass, a bootstrap, "
+                             f"{s['warmup_seconds']:.2f} s; peak RSS of the process {s['maxrss_mib']:.0f} MiB")  # fmt: skip
             elif p:
                 extra.append(f"- {key}: `source_versions()` over {p['tables']} tables: first call "
                              f"{s['first_call_seconds']:.2f} s, warm {s['warm_call_seconds']:.2f} s, "
@@ -636,6 +660,13 @@ class Bench:
         if "small" in labels and "incremental" in ran:
             check(
                 "small-incremental: a pass with changes (process wall)", get("small-incremental/sharesync"), 1.0, " s"
+            )
+        if "small" in labels and "warm" in ran:
+            check(
+                "small-warm: a pass with changes in a running `sync --every` process",
+                get("small-warm/probe", "warm_pass_seconds"),
+                1.0,
+                " s",
             )
         if "dv" in labels and "incremental" in ran:  # issue 12's own bound: half the peer's memory too
             check("dv-incremental (issue 12): peak RSS vs peer", versus("dv-incremental", "peer", "maxrss_mib"), 0.5)
