@@ -14,7 +14,7 @@ from sharesync.sync.core.timestamps import from_millis, parse_timestamp, to_mill
 from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.deltalog import DeltaLog
 from sharesync.sync.server.logmodel import Commit, FileEntry, Snapshot, VersionUnavailable
-from sharesync.sync.server.problems import history_unavailable, invalid
+from sharesync.sync.server.problems import ApiError, history_unavailable, invalid
 
 
 def parse_moment(name: str, value: str) -> int:
@@ -69,8 +69,36 @@ def commits_in(log: DeltaLog, table: SharedTable, start: int, end: int) -> list[
         raise history_unavailable(table.full_name, earliest_change_version(log), version=exc.version) from None
 
 
+def _after_latest(timestamp: str, stamps: dict[int, int]) -> ApiError:
+    """A moment after the latest commit, worded like Delta's ``timestampLaterThanTableLastCommit``
+    (the reference server's 400), naming the latest version and when it was committed."""
+    latest = max(stamps)
+    last = _wire(stamps[latest])
+    return invalid(
+        f"The provided timestamp ({timestamp}) is after the latest version available to this "
+        f"table (version {latest}, committed at {last}). Please use a timestamp before or at {last}."
+    )
+
+
+def version_as_of(log: DeltaLog, table: SharedTable, timestamp: str) -> int:
+    """Time travel by timestamp (``/query``, ``/metadata``): the last version committed at or before it.
+
+    A moment after the latest commit is refused, as the reference server does (Delta Kernel's
+    ``getSnapshotAsOfTimestamp``): "the version as of" a moment still to come is not known yet,
+    and answering the latest would change once a commit lands before that moment.
+    """
+    stamps = log.timestamps()
+    if parse_moment("timestamp", timestamp) > stamps[max(stamps)]:
+        raise _after_latest(timestamp, stamps)
+    return version_at(log, table, timestamp)
+
+
 def version_at(log: DeltaLog, table: SharedTable, timestamp: str, name: str = "timestamp") -> int:
-    """Time travel by timestamp: the last version committed at or before it."""
+    """The last version committed at or before the moment; the latest for a moment after it.
+
+    Only ``/changes``'s ``endingTimestamp`` takes a moment after the latest commit as is: an end
+    bound, clamped to the latest version like ``endingVersion``. Time travel uses :func:`version_as_of`.
+    """
     moment = parse_moment(name, timestamp)
     stamps = log.timestamps()
     found = log.version_at_or_before(moment)
@@ -96,11 +124,7 @@ def version_at_or_after(log: DeltaLog, table: SharedTable, timestamp: str, name:
     earliest = earliest_change_version(log)
     found = log.version_at_or_after(moment)
     if found is None:
-        last = _wire(stamps[max(stamps)])
-        raise invalid(
-            f"The provided timestamp ({timestamp}) is after the latest version available to this "
-            f"table ({last}). Please use a timestamp before or at {last}."
-        )
+        raise _after_latest(timestamp, stamps)
     if earliest > 0 and found <= earliest:
         # Exactly `earliest` only if the version before it is known to be older than the moment.
         previous = stamps.get(earliest - 1)

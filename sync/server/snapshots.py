@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from sharesync.sync.protocol import wire
 from sharesync.sync.server.answers import Answer, Context, file_line, lazily, metadata_line, protocol_line
-from sharesync.sync.server.history import ensure_positive, snapshot_at, version_at
+from sharesync.sync.server.history import ensure_positive, snapshot_at, version_as_of
 from sharesync.sync.server.logmodel import FileEntry, JsonObject, Snapshot
 from sharesync.sync.server.problems import history_not_shared, invalid
 from sharesync.sync.server.pruning import apply_limit_hint, logical_names, prune_by_json_predicate
@@ -76,7 +76,7 @@ def answer_metadata(ctx: Context, version: str | None = None, timestamp: str | N
                 raise invalid("version is not a valid number.")
             target = int(version)
         else:
-            target = version_at(ctx.log, ctx.table, timestamp or "")
+            target = version_as_of(ctx.log, ctx.table, timestamp or "")
     snap = snapshot_at(ctx.log, ctx.table, target, check_files=False)
     ctx.negotiate(snap.protocol, [snap.metadata])
     lines = [
@@ -114,7 +114,7 @@ def answer_snapshot_query(ctx: Context, request: QueryRequest) -> Answer:
     elif request.version is not None:
         target = request.version
     elif request.timestamp is not None:
-        target = version_at(ctx.log, ctx.table, request.timestamp)
+        target = version_as_of(ctx.log, ctx.table, request.timestamp)
     else:
         target = refresh_version
     # Time travel reads old files: check they survived VACUUM (the latest snapshot's are live).

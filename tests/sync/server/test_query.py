@@ -131,6 +131,27 @@ def test_version_endpoint_and_starting_timestamp(api: httpx.Client, sharing_serv
     assert "Invalid startingTimestamp" in error(api.get(version, params={"startingTimestamp": "soon"}), 400)["message"]
 
 
+def test_time_travel_to_a_moment_after_the_latest_commit_is_refused(
+    api: httpx.Client, sharing_server: SharingServer
+) -> None:
+    """Reference server (Delta Kernel getSnapshotAsOfTimestamp): 400, not the latest version."""
+    path = _orders_path(sharing_server)
+    latest = DeltaTable(str(path)).version()
+    committed = to_wire(from_millis(_commit_ms(path, latest)))
+    assert api.post(f"{ORDERS}/query", json={"timestamp": committed}).headers["Delta-Table-Version"] == str(latest)
+    after = to_wire(from_millis(_commit_ms(path, latest) + 1))
+    for response in (
+        api.post(f"{ORDERS}/query", json={"timestamp": after}),
+        api.get(f"{ORDERS}/metadata", params={"timestamp": after}),
+    ):
+        body = error(response, 400)
+        assert body["errorCode"] == "INVALID_PARAMETER_VALUE"
+        assert body["message"] == (
+            f"The provided timestamp ({after}) is after the latest version available to this table "
+            f"(version {latest}, committed at {committed}). Please use a timestamp before or at {committed}."
+        )
+
+
 def _walk_query(api: httpx.Client, path: str, body: dict[str, object]) -> tuple[list[File], int]:
     files: list[File] = []
     token: str | None = None
