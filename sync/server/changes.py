@@ -217,9 +217,11 @@ def answer_changes(ctx: Context, params: ChangesParams) -> Answer:
 
     historical_protocol = params.include_historical_protocol and ctx.delta
     window = _Window(first if params.include_historical_metadata else None, first if historical_protocol else None)
+    # Spec "Metadata": ``version`` is "returned when querying table data with a version or timestamp
+    # parameter, or cdf query with includeHistoricalMetadata set to true" (the reference stamps it always).
     lines = [
         protocol_line(ctx, head.protocol, version=head.version if historical_protocol else None),
-        metadata_line(ctx, head.metadata, version=head.version),
+        metadata_line(ctx, head.metadata, version=head.version if params.include_historical_metadata else None),
     ]
     body = _body(
         ctx,

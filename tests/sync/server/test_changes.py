@@ -161,7 +161,23 @@ def test_historical_metadata_lines(scratch: Callable[..., Scratch]) -> None:
     ]
     assert configurations and configurations[0]["delta.appendOnly"] == "false"
     without = actions(table.client.get(f"{table.url}/changes", params={"startingVersion": 1}))
-    assert [m.version for m in without if isinstance(m, Metadata)] == [changed]  # latest metadata only
+    assert [m.version for m in without if isinstance(m, Metadata)] == [None]  # latest metadata only, unversioned
+
+
+@pytest.mark.parametrize("response_format", ["parquet", "delta"])
+def test_metadata_carries_a_version_only_with_historical_metadata(api: httpx.Client, response_format: str) -> None:
+    """Spec "Metadata": ``version`` is returned for "cdf query with includeHistoricalMetadata set to true"."""
+    headers = {"delta-sharing-capabilities": f"responseformat={response_format}"}
+
+    def metadata_lines(**extra: str) -> list[dict[str, object]]:
+        response = api.get(f"{PARTITIONED}/changes", params={"startingVersion": 1, **extra}, headers=headers)
+        assert response.headers["delta-sharing-capabilities"] == f"responseformat={response_format}"
+        return [line["metaData"] for line in map(json.loads, response.text.splitlines()) if "metaData" in line]
+
+    plain = metadata_lines()
+    assert len(plain) == 1 and "version" not in plain[0]
+    versioned = metadata_lines(includeHistoricalMetadata="true")
+    assert versioned[0]["version"] == 1 and all("version" in m for m in versioned)
 
 
 # ---------------------------------------------------------------- lost history
