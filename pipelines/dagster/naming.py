@@ -112,3 +112,16 @@ def code_version(table: TableConfig) -> str:
 def run_key(table: TableConfig, version: int) -> str:
     """``name@version``: a sensor requests each source version of a table once."""
     return f"{table.name}@{version}"
+
+
+def rebuild_run_key(table: TableConfig, version: int) -> str:
+    """``name@version/target@<hash>``: the key of a run that rebuilds a table whose config moved
+    it to another target or mode at a version already synced.
+
+    It must differ from :func:`run_key` (Dagster launches a run key once per sensor, and
+    ``name@version`` was used by the sync the checkpoint came from), and from the key of a move
+    at that version to any other target or mode; a hash, because a target is a path or URI of
+    any length.
+    """
+    moved_to = json.dumps([table.target, table.mode.value], separators=(",", ":"))
+    return f"{run_key(table, version)}/target@{hashlib.sha256(moved_to.encode()).hexdigest()[:8]}"

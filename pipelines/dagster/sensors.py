@@ -8,6 +8,17 @@ observed, so a tick without changes requests nothing and records nothing. As wit
 a version is requested once: a run that failed for good is not requested again until the
 provider moves on (fix the cause, then materialize from the UI). Each run carries the tag
 ``sharesync/table`` (for per-table run limits) and selects one table with its checks.
+
+A table whose checkpoint is at the provider's version but was written for another target or
+mode than the config names now (the config moved it) gets one run as well, keyed
+``name@version/target@<hash of target and mode>``: the engine bootstraps the configured target
+(:attr:`~sharesync.sync.planning.BootstrapReason.TARGET_CHANGED`), and without that run the
+new target would stay empty until the provider commits again. The sensor compares with the
+engine's own rule, against the config file as it is now — the one a run reads — not as it was
+when the definitions loaded. The same once-only policy applies: a rebuild that failed for good
+(a move into or out of history mode is refused, see ``sharesync reset``) is requested again
+only when the version, target or mode changes.
+
 A table with ``freshness_minutes`` that sits at its checkpoint also gets a confirming run
 (a no-op sync) once its last materialization is a third of the bound old, so that Dagster's
 freshness policy, which counts time since the last materialization, stays green while the
@@ -43,12 +54,14 @@ SENSOR_NAME = "sharesync_source_versions"
 
 @dataclass
 class SensorCursor:
-    """Per table: the last version observed, the last version a run was requested for, and when
-    a confirming run was last requested (epoch seconds)."""
+    """Per table: the last version observed, the last version a run was requested for, when
+    a confirming run was last requested (epoch seconds), and the run key of the last rebuild
+    requested for a config that moved the table (which names its version, target and mode)."""
 
     observed: dict[str, int] = field(default_factory=dict)
     requested: dict[str, int] = field(default_factory=dict)
     confirmed: dict[str, float] = field(default_factory=dict)
+    rebuilt: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str | None) -> SensorCursor:
@@ -60,13 +73,19 @@ class SensorCursor:
                 {str(k): int(v) for k, v in raw.get("observed", {}).items()},
                 {str(k): int(v) for k, v in raw.get("requested", {}).items()},
                 {str(k): float(v) for k, v in raw.get("confirmed", {}).items()},
+                {str(k): str(v) for k, v in raw.get("rebuilt", {}).items()},
             )
         except (ValueError, TypeError, AttributeError):
             return cls()  # an unreadable cursor costs one round of repeated observations, nothing more
 
     def dumps(self) -> str:
-        fields = {"observed": self.observed, "requested": self.requested}
-        return json.dumps(fields | ({"confirmed": self.confirmed} if self.confirmed else {}), sort_keys=True)
+        # Optional fields only when set: a cursor written before they existed reads back unchanged.
+        fields: dict[str, Mapping[str, int | float | str]] = {"observed": self.observed, "requested": self.requested}
+        optional: dict[str, Mapping[str, int | float | str]] = {"confirmed": self.confirmed, "rebuilt": self.rebuilt}
+        return json.dumps(fields | {k: v for k, v in optional.items() if v}, sort_keys=True)
+
+    def copy(self) -> SensorCursor:
+        return SensorCursor(dict(self.observed), dict(self.requested), dict(self.confirmed), dict(self.rebuilt))
 
 
 @dataclass(frozen=True)
@@ -89,10 +108,18 @@ def plan_tick(
     names: naming.Names = naming.DEFAULT_NAMES,
     now: float = 0.0,
     materialized_at: Mapping[str, float] | None = None,
+    configured: Mapping[str, TableConfig] | None = None,
 ) -> Tick:
     """Requests for tables whose source version differs from their checkpoint, once per version;
-    confirming runs for bounded tables at their checkpoint (``materialized_at``: epoch seconds)."""
-    new = SensorCursor(dict(cursor.observed), dict(cursor.requested), dict(cursor.confirmed))
+    a rebuild for a table at its checkpoint that the config moved to another target or mode,
+    once per version, target and mode; confirming runs for bounded tables at their checkpoint
+    (``materialized_at``: epoch seconds).
+
+    ``configured``: each table as the config file names it now, which is what a run syncs (the
+    resource reads the file afresh); ``tables`` are as the definitions loaded them, and name
+    the assets and checks a run selects. A table missing from it is compared as in ``tables``.
+    """
+    new = cursor.copy()
     requests: list[dg.RunRequest] = []
     observations: list[dg.AssetObservation] = []
     errors: list[str] = []
@@ -110,30 +137,46 @@ def plan_tick(
         # Behind, or not synced yet. A version *below* the checkpoint means the provider
         # re-created the table: the engine re-bootstraps, so that is a request too.
         if checkpoint is not None and checkpoint.version == polled:
+            now_table = (configured or {}).get(table.name, table)
+            if not _written_for(checkpoint, now_table):
+                key = naming.rebuild_run_key(now_table, polled)
+                if new.rebuilt.get(table.name) != key:
+                    requests.append(run_request(config, table, key, names))
+                    new.rebuilt[table.name] = key
+                continue  # a confirming run would only attempt the same rebuild
             bound = freshness_bound(config, table)
             last = (materialized_at or {}).get(table.name)
             if bound is not None and confirmation_due(bound, last, new.confirmed.get(table.name), now):
-                requests.append(run_request(config, table, polled, names, confirming_at=now))
+                key = f"{naming.run_key(table, polled)}/confirm@{int(now)}"
+                requests.append(run_request(config, table, key, names))
                 new.confirmed[table.name] = now
             continue
         if new.requested.get(table.name) == polled:
             continue
-        requests.append(run_request(config, table, polled, names))
+        requests.append(run_request(config, table, naming.run_key(table, polled), names))
         new.requested[table.name] = polled
     return Tick(requests, observations, new, errors)
+
+
+def _written_for(checkpoint: Checkpoint, table: TableConfig) -> bool:
+    """Whether the checkpoint describes the target and mode the config names: the engine's own
+    rule (the one behind ``BootstrapReason.TARGET_CHANGED``), so the sensor never disagrees with
+    the run it requests. Imported on first use: its module brings Arrow, which loading the
+    definitions must not pay for."""
+    from sharesync.pipelines.run.table_run import _targets_match
+
+    return _targets_match(checkpoint, table)
 
 
 def run_request(
     config: SharesyncConfig,
     table: TableConfig,
-    version: int,
+    run_key: str,
     names: naming.Names = naming.DEFAULT_NAMES,
-    *,
-    confirming_at: float | None = None,
 ) -> dg.RunRequest:
-    key = naming.run_key(table, version)
+    """One run of ``table`` with its routine checks, tagged for per-table run limits."""
     return dg.RunRequest(
-        run_key=key if confirming_at is None else f"{key}/confirm@{int(confirming_at)}",
+        run_key=run_key,
         asset_selection=[names.asset_key(table)],
         asset_check_keys=routine_check_keys(config, table, names),
         tags={naming.TABLE_TAG: table.name},
@@ -156,7 +199,10 @@ def build_source_sensor(
         minimum_interval_seconds=config.sensor_interval_seconds,
         target=dg.AssetSelection.assets(*[names.asset_key(t) for t in tables]),
         default_status=default_status,
-        description="Requests a sync of each table whose provider version moved past its checkpoint.",
+        description=(
+            "Requests a sync of each table whose provider version moved past its checkpoint, "
+            "and a rebuild of each table the config moved to another target or mode."
+        ),
     )
     def sharesync_source_versions(context: dg.SensorEvaluationContext, sharesync: SharesyncResource) -> dg.SensorResult:
         cursor = SensorCursor.parse(context.cursor)
@@ -166,9 +212,19 @@ def build_source_sensor(
                 checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
             except SharesyncError as exc:  # profile or state store: nothing can be decided this tick
                 raise dg.Failure(description=describe(exc)) from None
+            # What a run will sync: the config file now, which may have moved a table since load.
+            configured = {t.name: t for t in engine.config.tables}
         materialized = _materialized_at(context, bounded, names)
         tick = plan_tick(
-            config, tables, versions, checkpoints, cursor, names=names, now=time.time(), materialized_at=materialized
+            config,
+            tables,
+            versions,
+            checkpoints,
+            cursor,
+            names=names,
+            now=time.time(),
+            materialized_at=materialized,
+            configured=configured,
         )
         for error in tick.errors:
             context.log.warning(error)

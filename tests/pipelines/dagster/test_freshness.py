@@ -61,9 +61,9 @@ def test_the_sensor_confirms_a_quiet_bounded_table_once(site: Site) -> None:
     site.write_config(site.merge_spec(freshness_minutes=60), site.append_spec())
     config = site.config()
     orders, events = full_name(MERGE_TABLE), config.tables[1].name
-    at_source = {
-        orders: Checkpoint(orders, 4, "id", "fp", "/t", "merge"),
-        events: Checkpoint(events, 2, "id", "fp", "/t", "append"),
+    at_source = {  # written for the configured targets: a checkpoint for another one asks for a rebuild
+        orders: Checkpoint(orders, 4, "id", "fp", config.table(orders).target, "merge"),
+        events: Checkpoint(events, 2, "id", "fp", config.table(events).target, "append"),
     }
     versions: dict[str, int | SharesyncError] = {orders: 4, events: 2}
     stale = {orders: 0.0, events: 0.0}  # both last materialized long ago; only orders has a bound

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 from support.dagster_site import APPEND_TABLE, MERGE_TABLE, Site, full_name, materialize
 
 from sharesync.pipelines.dagster.sensors import SENSOR_NAME, SensorCursor, plan_tick
 from sharesync.pipelines.dagster.sources import DATA_VERSION_TAG
+from sharesync.state import Checkpoint, open_store
 from sharesync.sync.core.errors import ServerError
 
 
@@ -71,9 +75,76 @@ def test_plan_tick_skips_a_table_whose_version_cannot_be_read(site: Site) -> Non
     assert tick.cursor.observed == {full_name(APPEND_TABLE): 4}
 
 
+def test_plan_tick_requests_one_rebuild_when_the_config_moves_a_table_at_its_checkpoint(site: Site) -> None:
+    site.write_config()
+    first = site.config()
+    orders, events = full_name(MERGE_TABLE), full_name(APPEND_TABLE)
+    checkpoints = {t.name: Checkpoint(t.name, 7, "source-id", "fp", t.target, t.mode.value) for t in first.tables}
+    versions = {orders: 7, events: 7}
+
+    def tick(cursor: SensorCursor, *specs: dict[str, Any]) -> tuple[list[str], SensorCursor]:
+        """One tick of definitions loaded from a config with ``specs`` (default: as first written)."""
+        site.write_config(*(specs or (site.merge_spec(), site.append_spec())))
+        config = site.config()
+        done = plan_tick(config, config.tables, versions, checkpoints, cursor)
+        return [r.run_key or "" for r in done.run_requests], done.cursor
+
+    assert tick(SensorCursor()) == ([], SensorCursor({orders: 7, events: 7}))  # unchanged: nothing
+
+    moved = (site.merge_spec(target="warehouse/orders_v2"), site.append_spec())
+    keys, cursor = tick(SensorCursor(), *moved)
+    assert len(keys) == 1 and keys[0].startswith(f"{orders}@7/") and keys[0] != f"{orders}@7"
+    assert tick(cursor, *moved)[0] == []  # once per version, target and mode
+    assert tick(SensorCursor.parse(cursor.dumps()), *moved)[0] == []  # the stored cursor keeps it
+
+    remoded, _ = tick(cursor, *moved[:1], site.append_spec(mode="snapshot"))
+    assert len(remoded) == 1 and remoded[0].startswith(f"{events}@7/")  # orders: requested already
+    again, _ = tick(cursor, site.merge_spec(target="warehouse/orders_v2", mode="history"), site.append_spec())
+    assert len(again) == 1 and again[0] not in {f"{orders}@7", keys[0]}  # moved again at the same version
+
+    # Definitions loaded before the move, config file after it (what a run reads): the same rebuild.
+    site.write_config()
+    loaded = site.config()
+    site.write_config(*moved)
+    now = {t.name: t for t in site.config().tables}
+    stale = plan_tick(loaded, loaded.tables, versions, checkpoints, SensorCursor(), configured=now)
+    assert [r.run_key for r in stale.run_requests] == keys
+
+
+@pytest.mark.slow
+def test_sensor_rebuilds_a_table_whose_target_the_config_moved_while_the_provider_is_quiet(site: Site) -> None:
+    defs = site.definitions()
+    orders = full_name(MERGE_TABLE)
+    version = site.source_version(MERGE_TABLE)
+    materialize(defs, dg.AssetSelection.assets(site.key(MERGE_TABLE), site.key(APPEND_TABLE)).without_checks())
+    settled = _tick(defs, None)
+    assert not settled.run_requests  # both at their checkpoint
+
+    # The same code location (not reloaded): runs and the sensor read the config file afresh.
+    site.write_config(site.merge_spec(target="warehouse/orders_v2"), site.append_spec())
+    moved = _tick(defs, settled.cursor)
+
+    assert [(r.run_key or "").split("/")[0] for r in moved.run_requests or []] == [f"{orders}@{version}"]
+    request = (moved.run_requests or [])[0]
+    assert request.run_key != f"{orders}@{version}" and request.asset_selection == [site.key(MERGE_TABLE)]
+    assert not _tick(defs, moved.cursor).run_requests  # requested once
+
+    # The requested run rebuilds the new target: the engine's no-op check does not cut it short.
+    materialize(defs, dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks())
+    target = site.target("orders_v2")
+    assert DeltaTable(target).to_pyarrow_table().num_rows > 0
+    store = open_store(site.config().state_store)
+    checkpoint = store.get_checkpoint(orders)
+    assert checkpoint is not None and checkpoint.target == target and checkpoint.version == version
+    assert not _tick(defs, None).run_requests  # a fresh cursor: the checkpoint now matches the config
+
+
 def test_cursor_round_trips_and_tolerates_garbage() -> None:
     cursor = SensorCursor({"a.b.c": 3}, {"a.b.c": 3})
     assert SensorCursor.parse(cursor.dumps()) == cursor
+    assert cursor.dumps() == '{"observed": {"a.b.c": 3}, "requested": {"a.b.c": 3}}'  # as before rebuilds existed
+    moved = SensorCursor({"a.b.c": 3}, {"a.b.c": 3}, rebuilt={"a.b.c": "a.b.c@3/target@0123abcd"})
+    assert SensorCursor.parse(moved.dumps()) == moved
     assert SensorCursor.parse("not json") == SensorCursor()
     assert SensorCursor.parse(None) == SensorCursor()
 
