@@ -133,6 +133,11 @@ class SharingClient:
     ) -> Iterator[Any]:
         cursor = PageCursor(context)
         size = max_results if max_results is not None else self.page_size
+        if size is not None and size < 1:
+            # The spec allows maxResults=0 — "no results but nextPageToken may be populated" — so
+            # such a listing would never move on (against servers whose tokens differ per call,
+            # without even repeating one).
+            raise ValueError(f"{context}: a page size must be at least 1, got {size}")
         while not cursor.done:
             params: dict[str, str | int] = {}
             if size is not None:

@@ -98,6 +98,12 @@ def test_errors_from_the_server(client: SharingClient, sharing_server: SharingSe
 # ---------------------------------------------------------------- pagination
 
 
+def test_a_listing_with_pages_of_no_items_is_refused_before_it_loops(client: SharingClient) -> None:
+    # The local server, like the reference, answers maxResults=0 with an empty page and a token.
+    with pytest.raises(ValueError, match=r"list shares: a page size must be at least 1, got 0"):
+        client.list_shares(max_results=0)
+
+
 def test_tiny_pages_everywhere(client: SharingClient) -> None:
     assert [s.name for s in client.list_shares(max_results=1)] == [s.name for s in client.list_shares()]
     assert len(client.list_all_tables("samples", max_results=1)) == 3

@@ -48,7 +48,7 @@ def test_lifecycle_guards(provider_root: Path) -> None:
     busy = SharingServer(provider_root, port=server.port).start()
     try:
         with pytest.raises(OSError):
-            SharingServer(provider_root, port=busy.port, token="x" * 8).start()
+            SharingServer(provider_root, port=busy.port, token="busy-port-token").start()
     finally:
         busy.stop()
 
