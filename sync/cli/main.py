@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess
 from sharesync.sync.core.errors import SharesyncError, exception_line
 from sharesync.sync.core.redact import install_log_redaction, redact
 
@@ -78,7 +79,7 @@ def cli(ctx: click.Context, config_file: str | None, verbose: int) -> None:
     """Keep Delta Sharing tables in sync with your own Delta tables."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    ctx.obj = {"config_file": config_file}
+    ctx.ensure_object(dict)["config_file"] = config_file
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -87,9 +88,11 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-def main(argv: list[str] | None = None) -> Any:
+def main(argv: list[str] | None = None, *, restartable: bool = False) -> Any:
+    """``restartable``: a command may end by asking for a fresh process (:class:`RestartProcess`),
+    which only the console script can give it."""
     install_log_redaction()
-    return cli.main(args=argv, prog_name="sharesync", standalone_mode=True)
+    return cli.main(args=argv, prog_name="sharesync", standalone_mode=True, obj={"restartable": restartable})
 
 
 def run() -> NoReturn:
@@ -102,18 +105,26 @@ def run() -> NoReturn:
     are released (they hold state on a shared server), and the process ends with the command's
     exit code. Tests call :func:`main`, which returns normally.
     """
+    restart: RestartProcess | None = None
     try:
-        main()
+        main(restartable=True)
         code = EXIT_OK
     except SystemExit as exc:
         code = exit_code(exc)
+    except RestartProcess as asked:
+        restart, code = asked, EXIT_OK
     if "sharesync.pipelines.jobs.session" in sys.modules:  # only a process that used an engine
         from sharesync.pipelines.jobs.session import release_remote_sessions
 
         release_remote_sessions()
     logging.shutdown()
+    if restart is not None:
+        click.echo(f"restarting the process after pass {restart.passes_done}: {restart.reason}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    if restart is not None:
+        environment = {**os.environ, PASSES_DONE_VARIABLE: str(restart.passes_done)}
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
     os._exit(code)
 
 

@@ -8,11 +8,18 @@ seconds apart (start to start; the next starts at once when one took longer). Th
 Ctrl+C or SIGTERM lets the running pass finish — it is never half-applied either way, but a
 finished pass needs no repeating — and a second one stops at once.
 
+The embedded engine keeps memory from pass to pass (measured: Sail 0.7's server grows by tens
+of MiB per pass with changes, whether in-process or as a separate server, sessions closed or
+not; bench/README.md), so a process above its memory bound restarts itself before the next
+pass: :class:`RestartProcess` reaches the console script, which executes the same command
+again (same PID, so a supervisor sees one service) with the pass count carried over.
+
 The scheduling here is pure (a clock and an event come in) so it is tested without a network.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
@@ -20,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+
+PASSES_DONE_VARIABLE = "SHARESYNC_PASSES_DONE"  # set across a restart: the new process numbers on
 
 _INTERVAL = re.compile(r"(?P<amount>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -33,25 +42,54 @@ def parse_interval(text: str) -> float:
     return float(match["amount"]) * _SECONDS[match["unit"] or "s"]
 
 
+class RestartProcess(BaseException):
+    """Leave the command to execute it again in a fresh process (a BaseException, as SystemExit:
+    it is how the command ends, not an error to report)."""
+
+    def __init__(self, passes_done: int, reason: str) -> None:
+        super().__init__(reason)
+        self.passes_done = passes_done
+        self.reason = reason
+
+
+def passes_done_before() -> int:
+    """How many passes the process this one restarted from had run (0 in a fresh start)."""
+    text = os.environ.pop(PASSES_DONE_VARIABLE, "0")
+    return int(text) if text.isdigit() else 0
+
+
+def resident_mib() -> float | None:
+    """This process's resident memory now (Linux; None elsewhere: no restarts there)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def run_passes(
     run_pass: Callable[[int], None],
     every: float,
     stop: threading.Event,
     *,
     passes: int | None = None,
+    first: int = 1,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Call ``run_pass(1)``, ``run_pass(2)``, … ``every`` seconds apart until ``stop`` is set or
-    ``passes`` ran; the number of passes run."""
-    count = 0
+    """Call ``run_pass(first)``, ``run_pass(first + 1)``, … ``every`` seconds apart until ``stop``
+    is set or pass number ``passes`` ran; the number of the last pass run."""
+    number = first - 1
     while not stop.is_set():
         started = clock()
-        count += 1
-        run_pass(count)
-        if passes is not None and count >= passes:
+        number += 1
+        run_pass(number)
+        if passes is not None and number >= passes:
             break
         stop.wait(max(0.0, started + every - clock()))
-    return count
+    return number
 
 
 @contextmanager

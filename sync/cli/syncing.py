@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 import click
 
 from sharesync.sync.cli.main import EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE
-from sharesync.sync.cli.repeat import parse_interval, run_passes, stop_on_signals
+from sharesync.sync.cli.repeat import (
+    RestartProcess,
+    parse_interval,
+    passes_done_before,
+    resident_mib,
+    run_passes,
+    stop_on_signals,
+)
 from sharesync.sync.core.config import Mode, SharesyncConfig, load_config
 from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
@@ -153,9 +160,23 @@ def _on_downloads(column: ProgressColumn) -> ProgressColumn:
 @click.option(
     "--passes", type=click.IntRange(min=1), default=None, metavar="N", help="With --every: stop after N passes."
 )
+@click.option(
+    "--max-rss-mib",
+    type=click.IntRange(min=0),
+    default=2048,
+    show_default=True,
+    metavar="MIB",
+    help="With --every: before a pass, a process holding more memory than this restarts itself "
+    "(same command and PID; 0: never).",
+)
 @click.pass_context
 def sync_command(
-    ctx: click.Context, names: tuple[str, ...], parallel: int | None, every: str | None, passes: int | None
+    ctx: click.Context,
+    names: tuple[str, ...],
+    parallel: int | None,
+    every: str | None,
+    passes: int | None,
+    max_rss_mib: int,
 ) -> None:
     """One sync pass over all (or the named) tables; with --every, one pass after another."""
     if every is None:
@@ -169,13 +190,18 @@ def sync_command(
         interval = parse_interval(every)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--every") from None
-    code = _sync_every(ctx, list(names) or None, parallel, interval, passes)
+    code = _sync_every(ctx, list(names) or None, parallel, interval, passes, max_rss_mib)
     if code != EXIT_OK:
         sys.exit(code)
 
 
 def _sync_every(
-    ctx: click.Context, names: list[str] | None, parallel: int | None, every: float, passes: int | None
+    ctx: click.Context,
+    names: list[str] | None,
+    parallel: int | None,
+    every: float,
+    passes: int | None,
+    max_rss_mib: int,
 ) -> int:
     """Passes until stopped; the exit code of the last one.
 
@@ -183,12 +209,20 @@ def _sync_every(
     the Spark session, the engine and the state store's pool outlive the pass. A pass that
     cannot start (the config edited into an error, the state store down) is reported and the
     next one tries again — except the first: what is wrong at start is a usage error (exit 2).
+    Before a pass (not the first of this process), a process above ``max_rss_mib`` restarts
+    itself — only as the console script (``ctx.obj["restartable"]``), never inside a caller's
+    process.
     """
     stop = threading.Event()
     last = EXIT_OK
+    done = passes_done_before()
+    restartable = bool(ctx.obj.get("restartable")) and max_rss_mib > 0
 
     def one_pass(number: int) -> None:
         nonlocal last
+        resident = resident_mib() if restartable and number > done + 1 else None
+        if resident is not None and resident > max_rss_mib:
+            raise RestartProcess(number - 1, f"{resident:.0f} MiB resident, above --max-rss-mib {max_rss_mib}")
         started = time.monotonic()
         try:
             with _engine(ctx, progress=True) as engine:
@@ -203,7 +237,7 @@ def _sync_every(
         last = _exit_code(results)
 
     with stop_on_signals(stop, lambda message: click.echo(message, err=True)):
-        run_passes(one_pass, every, stop, passes=passes)
+        run_passes(one_pass, every, stop, passes=passes, first=done + 1)
     return last
 
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,4 +122,41 @@ def test_sigterm_between_passes_stops_the_loop_with_the_last_pass_code(workspace
         process.kill()
     assert process.returncode == 0, err
     assert "SIGTERM: stopping after this pass" in err and " UTC pass 2" not in out
+    assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 0)
+
+
+def test_a_process_above_its_memory_bound_restarts_itself_between_passes(workspace: Workspace) -> None:
+    workspace.table("m", rows=10)
+    workspace.config(workspace.spec("m"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARESYNC_")}
+    sharesync = str(Path(sys.executable).parent / "sharesync")  # the console script: only it restarts
+    done = subprocess.run(
+        [
+            sharesync,
+            "--config",
+            str(workspace.config_file),
+            "sync",
+            "--every",
+            "0",
+            "--passes",
+            "3",
+            "--max-rss-mib",
+            "1",
+        ],
+        cwd=workspace.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+    assert done.returncode == 0, done.stderr
+    passes = [line.split(" UTC ")[1].split(":")[0] for line in done.stdout.splitlines() if " UTC pass " in line]
+    assert passes == ["pass 1", "pass 2", "pass 3"]  # numbered on across the restarts, and stopped at 3
+    restarts = [line for line in done.stderr.splitlines() if line.startswith("restarting the process")]
+    assert [r.split(":")[0] for r in restarts] == [
+        "restarting the process after pass 1",
+        "restarting the process after pass 2",
+    ]
+    assert "above --max-rss-mib 1" in restarts[0]
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 0)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
 import pytest
 
-from sharesync.sync.cli.repeat import parse_interval, run_passes, stop_on_signals
+from sharesync.sync.cli.repeat import (
+    PASSES_DONE_VARIABLE,
+    parse_interval,
+    passes_done_before,
+    resident_mib,
+    run_passes,
+    stop_on_signals,
+)
 
 
 @pytest.mark.parametrize(
@@ -90,3 +98,19 @@ def test_the_first_signal_asks_for_a_stop_and_the_second_stops_at_once() -> None
             signal.raise_signal(signal.SIGINT)
 
     assert signal.getsignal(signal.SIGTERM) is before  # handlers given back
+
+
+def test_a_restarted_process_numbers_its_passes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PASSES_DONE_VARIABLE, "4")
+    done = passes_done_before()
+    assert done == 4 and PASSES_DONE_VARIABLE not in os.environ  # read once: a child process starts afresh
+    clock = FakeClock()
+    seen: list[int] = []
+
+    assert run_passes(seen.append, 1.0, WaitingEvent(clock), passes=6, first=done + 1, clock=clock) == 6
+    assert seen == [5, 6]
+
+
+def test_this_process_knows_its_resident_memory() -> None:
+    resident = resident_mib()
+    assert resident is not None and 10 < resident < 100_000
