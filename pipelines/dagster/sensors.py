@@ -43,6 +43,7 @@ from sharesync.pipelines.dagster.failures import describe
 from sharesync.pipelines.dagster.freshness import confirmation_due, freshness_bound
 from sharesync.pipelines.dagster.resources import SharesyncResource
 from sharesync.pipelines.dagster.sources import observation
+from sharesync.pipelines.run.target_check import written_for
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 
@@ -138,7 +139,7 @@ def plan_tick(
         # re-created the table: the engine re-bootstraps, so that is a request too.
         if checkpoint is not None and checkpoint.version == polled:
             now_table = (configured or {}).get(table.name, table)
-            if not _written_for(checkpoint, now_table):
+            if not written_for(checkpoint, now_table):
                 key = naming.rebuild_run_key(now_table, polled)
                 if new.rebuilt.get(table.name) != key:
                     requests.append(run_request(config, table, key, names))
@@ -156,16 +157,6 @@ def plan_tick(
         requests.append(run_request(config, table, naming.run_key(table, polled), names))
         new.requested[table.name] = polled
     return Tick(requests, observations, new, errors)
-
-
-def _written_for(checkpoint: Checkpoint, table: TableConfig) -> bool:
-    """Whether the checkpoint describes the target and mode the config names: the engine's own
-    rule (the one behind ``BootstrapReason.TARGET_CHANGED``), so the sensor never disagrees with
-    the run it requests. Imported on first use: its module brings Arrow, which loading the
-    definitions must not pay for."""
-    from sharesync.pipelines.run.table_run import _targets_match
-
-    return _targets_match(checkpoint, table)
 
 
 def run_request(

@@ -37,6 +37,7 @@ from sharesync.pipelines.jobs.identity import Glance, glance
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
+from sharesync.pipelines.run.target_check import written_for
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError, SharesyncError
@@ -389,9 +390,7 @@ def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int
     """The checkpoint is at the provider's version, for this target, and the target still ends
     with the commit it recorded (a checkpoint written before sharesync recorded its target is
     not looked at, until its next batch)."""
-    if checkpoint.version != source_version or checkpoint.target != table.target:
-        return False
-    if checkpoint.mode != table.mode.value:
+    if checkpoint.version != source_version or not written_for(checkpoint, table):
         return False
     if checkpoint.target_version is None:
         return True

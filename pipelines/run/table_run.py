@@ -49,6 +49,7 @@ from sharesync.pipelines.run.target_check import (
     replay_warning,
     switch_refusal,
     switches_history,
+    written_for,
 )
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
@@ -148,7 +149,7 @@ class TableRun:
     def _check_target(self, checkpoint: Checkpoint | None) -> TargetCheck | None:
         """The target compared with its checkpoint's record; None when it is what the record says."""
         table = self.table
-        if checkpoint is None or checkpoint.target_version is None or not _targets_match(checkpoint, table):
+        if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
         if glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME:
             return None
@@ -382,13 +383,9 @@ class TableRun:
         )
 
 
-def _targets_match(checkpoint: Checkpoint, table: TableConfig) -> bool:
-    return checkpoint.target == table.target and checkpoint.mode == table.mode.value
-
-
 def _view(checkpoint: Checkpoint | None, table: TableConfig, *, rebuild: bool = False) -> CheckpointView | None:
     """What the planner sees; ``rebuild``: the target must be rebuilt, as for a target new to the config."""
     if checkpoint is None:
         return None
-    matches = _targets_match(checkpoint, table) and not rebuild
+    matches = written_for(checkpoint, table) and not rebuild
     return CheckpointView(checkpoint.version, checkpoint.table_id, target_matches=matches)

@@ -142,6 +142,13 @@ def rebuild_warning(check: TargetCheck, mode: Mode, version: int) -> str:
     return said
 
 
+def written_for(checkpoint: Checkpoint, table: TableConfig) -> bool:
+    """Whether the checkpoint describes the target and mode the config names now. When not, the
+    next sync rebuilds the target (``BootstrapReason.TARGET_CHANGED``) — the one rule the engine's
+    no-op check, ``verify`` and the Dagster sensor all decide by."""
+    return checkpoint.target == table.target and checkpoint.mode == table.mode.value
+
+
 def switches_history(checkpoint: Checkpoint, table: TableConfig) -> bool:
     """Whether the config moved the checkpoint's target into or out of history mode."""
     modes = {checkpoint.mode, table.mode.value}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
 from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.run.context import TableContext, table_context
-from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history
+from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history, written_for
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.storage import storage_options
@@ -103,7 +103,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
 
     if checkpoint is None:
         return found(False, f"{table.name} has no checkpoint: nothing synced to verify yet (run 'sharesync sync')")
-    if checkpoint.target != table.target or checkpoint.mode != table.mode.value:
+    if not written_for(checkpoint, table):
         then = (
             str(switch_refusal(checkpoint, table))
             if switches_history(checkpoint, table)
