@@ -58,8 +58,8 @@ class LazyGroup(click.Group):
             # A command that could not even start (bad config or profile, unreachable state store)
             # exits 2; per-table failures (an unreachable provider too) are the command's (exit 1).
             fail(str(exc))
-        except click.ClickException:
-            raise  # usage errors: click prints them (exit 2)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # usage errors (click prints them, exit 2), --help's exit 0, Ctrl+C at a prompt
         except Exception as exc:  # noqa: BLE001 - a library's error (deltalake, Spark): one line too
             logging.getLogger("sharesync.cli").debug("the command failed", exc_info=True)
             fail(f"{exception_line(exc)[0]} (run with -vv for the traceback)")

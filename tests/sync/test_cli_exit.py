@@ -28,6 +28,13 @@ def test_output_through_a_pipe_arrives_whole_with_the_commands_exit_code(tmp_pat
     assert failed.stdout == "" and failed.stderr.startswith("error: ") and str(missing) in failed.stderr
 
 
+@pytest.mark.parametrize("command", ["sync", "serve", "db"])
+def test_a_commands_help_exits_0_without_an_error_line(command: str) -> None:
+    helped = subprocess.run([SHARESYNC, command, "--help"], capture_output=True, text=True, check=False)
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith(f"Usage: sharesync {command} ") and helped.stderr == ""
+
+
 def test_exit_codes_follow_the_interpreters_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_code(SystemExit()) == 0
     assert exit_code(SystemExit(1)) == 1
