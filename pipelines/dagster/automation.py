@@ -4,7 +4,10 @@ Each shared table's observable source is observed on ``observe_schedule`` (cron,
 minute): the observe op asks the provider for each table's metadata. Each table asset carries a
 condition that requests it once when its source's data version — the provider's table
 version — changed since it was last requested (or, once the source has a version, when the
-table was never synced), and not while a run of it is in progress. When a table's freshness
+table was never synced), or when the code location reloads a config that changed the table's
+data-shaping fields (its code version: a new target or mode is rebuilt; a reload that lands
+while a run of the table is in progress waits for the next source version), and not while a run
+of it is in progress. When a table's freshness
 policy turns to WARN, a no-op sync confirms the copy (see
 :mod:`~sharesync.pipelines.dagster.freshness`). The routine checks run after each sync.
 
@@ -31,7 +34,12 @@ def table_condition() -> dg.AutomationCondition[dg.AssetKey]:
     # Never true for a table without a freshness policy.
     warned = condition.freshness_warned().newly_true().with_label("freshness warned")
     pending = (changed | never_synced | warned).since(condition.newly_requested())
-    return (pending & ~condition.in_progress()).with_label("sharesync: new source version")
+    # The code version hashes the table's data-shaping config: a new target or mode is rebuilt
+    # while the provider is quiet (the source sensor does the same with a rebuild run). True on
+    # the one tick that sees the new version — outside ``since``, or a request on the tick
+    # before (whose ``newly_requested`` resets it) would swallow it.
+    moved = (condition.code_version_changed() & ~condition.missing()).with_label("config changed")
+    return ((pending | moved) & ~condition.in_progress()).with_label("sharesync: new source version")
 
 
 def source_condition(cron: str) -> dg.AutomationCondition[dg.AssetKey]:

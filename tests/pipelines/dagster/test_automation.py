@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 from support.dagster_site import MERGE_TABLE, Site, materialization, materialize
 
 from sharesync.pipelines.dagster import naming
@@ -101,3 +102,26 @@ def test_one_provider_commit_leads_to_exactly_one_materialization(site: Site, in
 
     materializations = instance.fetch_materializations(table, limit=10).records
     assert len(materializations) == 2  # the first sync and the one for the commit
+
+
+@pytest.mark.slow
+def test_a_config_that_moves_a_table_to_another_target_requests_one_sync(
+    site: Site, instance: dg.DagsterInstance
+) -> None:
+    site.write_config(site.merge_spec(), automation="declarative")
+    ticks = Ticks(site.definitions(), instance)
+    table = site.key(MERGE_TABLE)
+    start = datetime.now(UTC).replace(second=1, microsecond=0) + timedelta(minutes=1)
+    ticks.tick(start)
+    ticks.tick(start + timedelta(minutes=1, seconds=5))  # observes the source
+    assert ticks.tick(start + timedelta(minutes=1, seconds=10)) == {table}  # the first sync
+
+    # The provider is quiet; the config (and so the asset's code version) moves the table.
+    site.write_config(site.merge_spec(target="warehouse/orders_v2"), automation="declarative")
+    ticks.defs = site.definitions()  # the code location reloaded, on the tick after the first sync's
+    assert ticks.tick(start + timedelta(minutes=1, seconds=20)) == {table}
+    moved = materialization(ticks.runs[-1], table)
+    assert ticks.tick(start + timedelta(minutes=1, seconds=30)) == set()  # once
+
+    assert moved["source_version_to"] == site.source_version(MERGE_TABLE)
+    assert DeltaTable(site.target("orders_v2")).to_pyarrow_table().num_rows > 0  # the new target, filled
