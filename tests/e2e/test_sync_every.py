@@ -7,6 +7,7 @@ with the real schedule, passes and engine (no sleeping to line things up).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -160,3 +161,25 @@ def test_a_process_above_its_memory_bound_restarts_itself_between_passes(workspa
     ]
     assert "above --max-rss-mib 1" in restarts[0]
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 0)
+
+
+def test_each_pass_reads_the_profile_again(
+    workspace: Workspace, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace.table("m", rows=10)
+    profile = workspace.root / "rotating.share"
+    good = json.loads(workspace.server.profile_path.read_text())  # type: ignore[union-attr]
+    profile.write_text(json.dumps(good))
+    workspace.config(workspace.spec("m"), profile=str(profile))
+
+    def revoke() -> None:
+        profile.write_text(json.dumps({**good, "bearerToken": "revoked-token-0123456789"}))
+        workspace.commit("m", 1, seed=5)
+
+    _between_passes(monkeypatch, {1: revoke, 2: lambda: profile.write_text(json.dumps(good))})
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "0", "--passes", "3")
+
+    assert run.code == 0, run.err
+    summaries = [line.split(" UTC ")[1].split(" (")[0] for line in run.out.splitlines() if " UTC pass " in line]
+    assert summaries == ["pass 1: 1 synced", "pass 2: 1 failed", "pass 3: 1 synced"]
+    assert "401" in run.err and "revoked-token" not in run.err + run.out
