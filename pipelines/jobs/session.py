@@ -80,7 +80,7 @@ def get_spark(config: SparkConfig | None = None) -> SparkSession:
             url = config.remote or _embedded_url()
             session = _connect(url, {**conf, **_FIXED_CONF})
             if config.remote is None:
-                _keep_ctrl_c()
+                keep_ctrl_c()
             _sessions[key] = session
         return session
 
@@ -128,7 +128,7 @@ def start_early(spark: SparkSession | Callable[[], SparkSession]) -> Callable[[]
 
     A job whose Arrow work comes first (history mode's planning) overlaps the engine's start with
     it. The wait, on the main thread, gives SIGINT back to Python as a start there would
-    (:func:`_keep_ctrl_c`); an error of the start is raised by the wait.
+    (:func:`keep_ctrl_c`); an error of the start is raised by the wait.
     """
     if not callable(spark):
         return lambda: spark
@@ -144,7 +144,7 @@ def start_early(spark: SparkSession | Callable[[], SparkSession]) -> Callable[[]
 
     def wait() -> SparkSession:
         session = started.result()
-        _keep_ctrl_c()
+        keep_ctrl_c()
         return session
 
     return wait
@@ -206,7 +206,7 @@ def _embedded_url() -> str:
     return f"sc://127.0.0.1:{address[1]}"
 
 
-def _keep_ctrl_c() -> None:
+def keep_ctrl_c() -> None:
     """Give SIGINT back to Python after the embedded engine's first session.
 
     Sail then installs a SIGINT handler of its own, with SA_RESTART: a Python thread blocked on a

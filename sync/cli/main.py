@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess
+from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess, restart_marker
 from sharesync.sync.core.errors import SharesyncError, exception_line
 from sharesync.sync.core.redact import install_log_redaction, redact
 
@@ -105,6 +105,7 @@ def run() -> NoReturn:
     are released (they hold state on a shared server), and the process ends with the command's
     exit code. Tests call :func:`main`, which returns normally.
     """
+    environment = dict(os.environ)  # before a command exports anything (storage settings): a restart's start
     restart: RestartProcess | None = None
     try:
         main(restartable=True)
@@ -123,7 +124,7 @@ def run() -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     if restart is not None:
-        environment = {**os.environ, PASSES_DONE_VARIABLE: str(restart.passes_done)}
+        environment[PASSES_DONE_VARIABLE] = restart_marker(restart.passes_done)
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
     os._exit(code)
 

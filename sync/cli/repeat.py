@@ -6,7 +6,8 @@ A process that keeps running pays that once: the Spark session, the engine and t
 store's connection pool are cached per settings and outlive a pass. Passes start ``every``
 seconds apart (start to start; the next starts at once when one took longer). The first
 Ctrl+C or SIGTERM lets the running pass finish — it is never half-applied either way, but a
-finished pass needs no repeating — and a second one stops at once.
+finished pass needs no repeating — and a second one interrupts the pass as Ctrl+C interrupts
+``sharesync sync`` (running tables finish their batch, none starts).
 
 The embedded engine keeps memory from pass to pass (measured: Sail 0.7's server grows by tens
 of MiB per pass with changes, whether in-process or as a separate server, sessions closed or
@@ -14,7 +15,7 @@ not; bench/README.md), so a process above its memory bound restarts itself befor
 pass: :class:`RestartProcess` reaches the console script, which executes the same command
 again (same PID, so a supervisor sees one service) with the pass count carried over.
 
-The scheduling here is pure (a clock and an event come in) so it is tested without a network.
+The scheduling here is pure (a clock and a sleep come in) so it is tested without a network.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-PASSES_DONE_VARIABLE = "SHARESYNC_PASSES_DONE"  # set across a restart: the new process numbers on
+# Set across a restart, as "<pid>:<passes done>": only the same process (execve keeps the PID)
+# numbers on; a value inherited from elsewhere is ignored.
+PASSES_DONE_VARIABLE = "SHARESYNC_PASSES_DONE"
+_SLICE_SECONDS = 0.2  # a stop request ends the wait between passes within this
 
 _INTERVAL = re.compile(r"(?P<amount>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -42,6 +45,14 @@ def parse_interval(text: str) -> float:
     return float(match["amount"]) * _SECONDS[match["unit"] or "s"]
 
 
+class StopRequest:
+    """A stop asked for by a signal: a plain flag, because a handler runs between two bytecodes
+    of the main thread — maybe while it holds a lock an Event or a stream would take again."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
 class RestartProcess(BaseException):
     """Leave the command to execute it again in a fresh process (a BaseException, as SystemExit:
     it is how the command ends, not an error to report)."""
@@ -52,10 +63,15 @@ class RestartProcess(BaseException):
         self.reason = reason
 
 
+def restart_marker(passes_done: int) -> str:
+    """The value of :data:`PASSES_DONE_VARIABLE` for the process that executes itself again."""
+    return f"{os.getpid()}:{passes_done}"
+
+
 def passes_done_before() -> int:
-    """How many passes the process this one restarted from had run (0 in a fresh start)."""
-    text = os.environ.pop(PASSES_DONE_VARIABLE, "0")
-    return int(text) if text.isdigit() else 0
+    """How many passes this process had run before it executed itself again (0 in a fresh start)."""
+    pid, _, done = os.environ.pop(PASSES_DONE_VARIABLE, "").partition(":")
+    return int(done) if pid == str(os.getpid()) and done.isdigit() else 0
 
 
 def resident_mib() -> float | None:
@@ -73,35 +89,38 @@ def resident_mib() -> float | None:
 def run_passes(
     run_pass: Callable[[int], None],
     every: float,
-    stop: threading.Event,
+    stop: StopRequest,
     *,
     passes: int | None = None,
     first: int = 1,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Call ``run_pass(first)``, ``run_pass(first + 1)``, … ``every`` seconds apart until ``stop``
-    is set or pass number ``passes`` ran; the number of the last pass run."""
+    """Call ``run_pass(first)``, ``run_pass(first + 1)``, … ``every`` seconds apart until a stop
+    is requested or pass number ``passes`` ran; the number of the last pass run."""
     number = first - 1
-    while not stop.is_set():
+    while not stop.requested:
         started = clock()
         number += 1
         run_pass(number)
         if passes is not None and number >= passes:
             break
-        stop.wait(max(0.0, started + every - clock()))
+        while not stop.requested and (left := started + every - clock()) > 0:
+            sleep(min(left, _SLICE_SECONDS))
     return number
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event, announce: Callable[[str], None]) -> Iterator[None]:
-    """While inside: SIGINT and SIGTERM set ``stop`` (and ``announce`` it); a second one raises
+def stop_on_signals(stop: StopRequest, announce: Callable[[str], None]) -> Iterator[None]:
+    """While inside: SIGINT and SIGTERM request a stop (and ``announce`` it, which must take no
+    lock the main thread may hold: write to a file descriptor); a second one raises
     :class:`KeyboardInterrupt`, as an untouched Ctrl+C would. Main thread only (Python's rule)."""
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
+        if stop.requested:
             raise KeyboardInterrupt
-        stop.set()
-        announce(f"{signal.Signals(signum).name}: stopping after this pass (again to stop now)")
+        stop.requested = True
+        announce(f"{signal.Signals(signum).name}: stopping after this pass (again to interrupt it)")
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

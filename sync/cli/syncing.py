@@ -10,6 +10,7 @@ failed (the others still ran), 2 when a table's config turned out wrong against 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ import click
 from sharesync.sync.cli.main import EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE
 from sharesync.sync.cli.repeat import (
     RestartProcess,
+    StopRequest,
     parse_interval,
     passes_done_before,
     resident_mib,
@@ -32,6 +34,7 @@ from sharesync.sync.cli.repeat import (
 from sharesync.sync.core.config import Mode, SharesyncConfig, load_config
 from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
+from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
@@ -49,10 +52,12 @@ def _config(ctx: click.Context) -> SharesyncConfig:
 
 
 @contextmanager
-def _engine(ctx: click.Context, *, progress: bool = False) -> Iterator[SyncEngine]:
+def _engine(
+    ctx: click.Context, *, progress: bool = False, config: SharesyncConfig | None = None
+) -> Iterator[SyncEngine]:
     from sharesync.pipelines.run.engine import SyncEngine
 
-    config = _config(ctx)
+    config = config or _config(ctx)
     display = _Display() if progress and sys.stderr.isatty() else None
     factory: ProgressFactory | None = display.download if display is not None else None
     watch = display.table if display is not None else None
@@ -209,23 +214,26 @@ def _sync_every(
     the Spark session, the engine and the state store's pool outlive the pass. A pass that
     cannot start (the config edited into an error, the state store down) is reported and the
     next one tries again — except the first: what is wrong at start is a usage error (exit 2).
-    Before a pass (not the first of this process), a process above ``max_rss_mib`` restarts
-    itself — only as the console script (``ctx.obj["restartable"]``), never inside a caller's
-    process.
+    Before a pass (not the first of this process) the process restarts itself when it holds
+    more than ``max_rss_mib``, or when the config's ``storage:`` changed (the embedded engine
+    keeps the settings it started with) — only as the console script (``ctx.obj["restartable"]``),
+    never inside a caller's process.
     """
-    stop = threading.Event()
+    stop = StopRequest()
     last = EXIT_OK
     done = passes_done_before()
-    restartable = bool(ctx.obj.get("restartable")) and max_rss_mib > 0
+    restartable = bool(ctx.obj.get("restartable"))
+    storage: list[StorageSection] = []  # the settings this process's passes started with
 
     def one_pass(number: int) -> None:
         nonlocal last
-        resident = resident_mib() if restartable and number > done + 1 else None
-        if resident is not None and resident > max_rss_mib:
-            raise RestartProcess(number - 1, f"{resident:.0f} MiB resident, above --max-rss-mib {max_rss_mib}")
         started = time.monotonic()
         try:
-            with _engine(ctx, progress=True) as engine:
+            config = _config(ctx)
+            if restartable and number > done + 1:
+                _restart_if_due(number, config, storage[0] if storage else None, max_rss_mib, first_here=done + 1)
+            storage[:] = storage or [config.storage]
+            with _engine(ctx, progress=True, config=config) as engine:
                 results = engine.sync_all(names, parallel=parallel)
         except SharesyncError as exc:
             if number == 1:
@@ -233,12 +241,48 @@ def _sync_every(
             click.echo(f"error: pass {number}: {redact(str(exc))}; the next pass tries again", err=True)
             last = EXIT_USAGE
             return
+        finally:
+            _give_ctrl_c_back()
         _print_pass(number, results, time.monotonic() - started)
         last = _exit_code(results)
 
-    with stop_on_signals(stop, lambda message: click.echo(message, err=True)):
+    with stop_on_signals(stop, _announce):
         run_passes(one_pass, every, stop, passes=passes, first=done + 1)
     return last
+
+
+def _restart_if_due(
+    number: int, config: SharesyncConfig, storage: StorageSection | None, max_rss_mib: int, *, first_here: int
+) -> None:
+    """Raise :class:`RestartProcess` before pass ``number`` when this process should not run it."""
+    if storage is not None and config.storage != storage:
+        raise RestartProcess(
+            number - 1, "the config's storage settings changed; the engine keeps the ones it started with"
+        )
+    resident = resident_mib() if max_rss_mib > 0 else None
+    if resident is None or resident <= max_rss_mib:
+        return
+    if number == first_here + 1 and first_here > 1:  # a fresh process was above the bound after one pass
+        click.echo(
+            f"warning: --max-rss-mib {max_rss_mib} is below what one pass leaves in a fresh process "
+            f"({resident:.0f} MiB): every pass restarts the process; raise the bound",
+            err=True,
+        )
+    raise RestartProcess(number - 1, f"{resident:.0f} MiB resident, above --max-rss-mib {max_rss_mib}")
+
+
+def _announce(message: str) -> None:
+    """From a signal handler: straight to the file descriptor, no stream lock (see StopRequest)."""
+    os.write(sys.stderr.fileno(), f"{message}\n".encode())
+
+
+def _give_ctrl_c_back() -> None:
+    """Sail takes SIGINT when a session starts; a start on another thread (a bootstrap's early
+    start, left unwaited when the batch failed first) leaves it taken for every later pass."""
+    if "sharesync.pipelines.jobs.session" in sys.modules:
+        from sharesync.pipelines.jobs.session import keep_ctrl_c
+
+        keep_ctrl_c()
 
 
 def _print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) -> None:

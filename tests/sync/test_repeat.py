@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
+from pathlib import Path
 
 import pytest
 
 from sharesync.sync.cli.repeat import (
     PASSES_DONE_VARIABLE,
+    RestartProcess,
+    StopRequest,
     parse_interval,
     passes_done_before,
     resident_mib,
+    restart_marker,
     run_passes,
     stop_on_signals,
 )
+from sharesync.sync.cli.syncing import _restart_if_due
+from sharesync.sync.core.config import SharesyncConfig, parse_config
 
 
 @pytest.mark.parametrize(
@@ -32,31 +37,22 @@ def test_an_interval_that_is_not_one_names_the_accepted_forms(text: str) -> None
 
 
 class FakeClock:
-    """A clock that moves only when a pass takes time or the loop waits (``Event.wait`` is faked)."""
+    """A clock that moves only when a pass takes time or the loop sleeps (``sleep`` is faked)."""
 
     def __init__(self) -> None:
         self.now = 100.0
-        self.waits: list[float] = []
+        self.sleeps: list[float] = []
 
     def __call__(self) -> float:
         return self.now
 
-
-class WaitingEvent(threading.Event):
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def wait(self, timeout: float | None = None) -> bool:
-        assert timeout is not None
-        self.clock.waits.append(timeout)
-        self.clock.now += timeout
-        return self.is_set()
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
 
 
 def test_passes_start_every_interval_and_at_once_after_a_long_one() -> None:
     clock = FakeClock()
-    stop = WaitingEvent(clock)
     took = {1: 2.0, 2: 15.0, 3: 0.5}
     starts: list[float] = []
 
@@ -64,36 +60,52 @@ def test_passes_start_every_interval_and_at_once_after_a_long_one() -> None:
         starts.append(clock.now)
         clock.now += took[number]
 
-    ran = run_passes(one_pass, 10.0, stop, passes=3, clock=clock)
-
+    ran = run_passes(one_pass, 10.0, StopRequest(), passes=3, clock=clock, sleep=clock.sleep)
     assert ran == 3
     assert starts == [100.0, 110.0, 125.0]  # start to start; the 15 s pass is followed at once
-    assert clock.waits == [8.0, 0.0]  # no wait after the last pass
+    assert sum(clock.sleeps) == pytest.approx(8.0)  # after pass 1 only; never after the last
 
-
-def test_a_stop_ends_the_loop_after_the_running_pass() -> None:
     clock = FakeClock()
-    stop = WaitingEvent(clock)
+    run_passes(lambda number: None, 0.5, StopRequest(), passes=2, clock=clock, sleep=clock.sleep)
+    assert clock.sleeps == [pytest.approx(0.2), pytest.approx(0.2), pytest.approx(0.1)]  # slices, none after the last
+
+
+def test_a_stop_ends_the_wait_within_a_slice_and_the_loop_after_the_running_pass() -> None:
+    clock = FakeClock()
+    stop = StopRequest()
     seen: list[int] = []
 
     def one_pass(number: int) -> None:
         seen.append(number)
-        if number == 2:
-            stop.set()  # as SIGTERM during pass 2 does
 
-    assert run_passes(one_pass, 1.0, stop, clock=clock) == 2
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if len(clock.sleeps) == 3:
+            stop.requested = True  # a signal during the wait for pass 2 (an hour away)
+
+    assert run_passes(one_pass, 3600.0, stop, clock=clock, sleep=sleep) == 1
+    assert seen == [1] and len(clock.sleeps) == 3
+
+    stop = StopRequest()
+
+    def stopping(number: int) -> None:
+        seen.append(number)
+        stop.requested = number == 2  # as SIGTERM during pass 2 does
+
+    seen.clear()
+    assert run_passes(stopping, 0.0, stop, clock=clock, sleep=clock.sleep) == 2
     assert seen == [1, 2]
 
 
-def test_the_first_signal_asks_for_a_stop_and_the_second_stops_at_once() -> None:
-    stop = threading.Event()
+def test_the_first_signal_asks_for_a_stop_and_the_second_interrupts() -> None:
+    stop = StopRequest()
     said: list[str] = []
     before = signal.getsignal(signal.SIGTERM)
 
     with stop_on_signals(stop, said.append):
         signal.raise_signal(signal.SIGTERM)
-        assert stop.is_set()
-        assert said == ["SIGTERM: stopping after this pass (again to stop now)"]
+        assert stop.requested
+        assert said == ["SIGTERM: stopping after this pass (again to interrupt it)"]
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
 
@@ -101,16 +113,46 @@ def test_the_first_signal_asks_for_a_stop_and_the_second_stops_at_once() -> None
 
 
 def test_a_restarted_process_numbers_its_passes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(PASSES_DONE_VARIABLE, "4")
+    monkeypatch.setenv(PASSES_DONE_VARIABLE, restart_marker(4))
     done = passes_done_before()
     assert done == 4 and PASSES_DONE_VARIABLE not in os.environ  # read once: a child process starts afresh
     clock = FakeClock()
     seen: list[int] = []
 
-    assert run_passes(seen.append, 1.0, WaitingEvent(clock), passes=6, first=done + 1, clock=clock) == 6
+    assert run_passes(seen.append, 1.0, StopRequest(), passes=6, first=done + 1, clock=clock, sleep=clock.sleep) == 6
     assert seen == [5, 6]
+
+
+@pytest.mark.parametrize("inherited", ["4", "1:4", "x:4", f"{os.getpid()}:x"])
+def test_a_pass_count_from_another_process_is_ignored(monkeypatch: pytest.MonkeyPatch, inherited: str) -> None:
+    monkeypatch.setenv(PASSES_DONE_VARIABLE, inherited)
+    assert passes_done_before() == 0
 
 
 def test_this_process_knows_its_resident_memory() -> None:
     resident = resident_mib()
     assert resident is not None and 10 < resident < 100_000
+
+
+def _config(region: str) -> SharesyncConfig:
+    storage = {"s3://lake/": {"region": region}}
+    return parse_config({"profile": "p.share", "storage": storage}, base_dir=Path("/base"))
+
+
+def test_a_process_restarts_when_the_storage_settings_changed_or_it_holds_too_much(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    started_with = _config("eu-west-1").storage
+    _restart_if_due(3, _config("eu-west-1"), started_with, 100_000, first_here=1)  # nothing to do
+
+    with pytest.raises(RestartProcess, match="storage settings changed") as moved:
+        _restart_if_due(3, _config("us-east-1"), started_with, 0, first_here=1)
+    assert moved.value.passes_done == 2
+
+    with pytest.raises(RestartProcess, match=r"MiB resident, above --max-rss-mib 1$"):
+        _restart_if_due(3, _config("eu-west-1"), started_with, 1, first_here=1)
+    assert capsys.readouterr().err == ""
+    # A process that restarted before and is above the bound after one pass: say the bound is too low.
+    with pytest.raises(RestartProcess):
+        _restart_if_due(6, _config("eu-west-1"), started_with, 1, first_here=5)
+    assert "--max-rss-mib 1 is below what one pass leaves in a fresh process" in capsys.readouterr().err
