@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 import dagster as dg
 
@@ -114,14 +115,16 @@ def run_key(table: TableConfig, version: int) -> str:
     return f"{table.name}@{version}"
 
 
-def rebuild_run_key(table: TableConfig, version: int) -> str:
+def rebuild_run_key(table: TableConfig, version: int, checkpoint_written: datetime | None) -> str:
     """``name@version/target@<hash>``: the key of a run that rebuilds a table whose config moved
     it to another target or mode at a version already synced.
 
     It must differ from :func:`run_key` (Dagster launches a run key once per sensor, and
-    ``name@version`` was used by the sync the checkpoint came from), and from the key of a move
-    at that version to any other target or mode; a hash, because a target is a path or URI of
-    any length.
+    ``name@version`` was used by the sync the checkpoint came from), from the key of a move at
+    that version to any other target or mode, and from an earlier move to the same target
+    (A → B → A → B at one version): the hash covers the target, the mode and when the
+    checkpoint was written, which every rebuild moves on.
     """
-    moved_to = json.dumps([table.target, table.mode.value], separators=(",", ":"))
+    written = checkpoint_written.isoformat() if checkpoint_written is not None else None
+    moved_to = json.dumps([table.target, table.mode.value, written], separators=(",", ":"))
     return f"{run_key(table, version)}/target@{hashlib.sha256(moved_to.encode()).hexdigest()[:8]}"

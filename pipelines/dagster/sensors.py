@@ -11,13 +11,13 @@ provider moves on (fix the cause, then materialize from the UI). Each run carrie
 
 A table whose checkpoint is at the provider's version but was written for another target or
 mode than the config names now (the config moved it) gets one run as well, keyed
-``name@version/target@<hash of target and mode>``: the engine bootstraps the configured target
+``name@version/target@<hash of target, mode and the checkpoint's write time>``: the engine bootstraps the configured target
 (:attr:`~sharesync.sync.planning.BootstrapReason.TARGET_CHANGED`), and without that run the
 new target would stay empty until the provider commits again. The sensor compares with the
 engine's own rule, against the config file as it is now — the one a run reads — not as it was
 when the definitions loaded. The same once-only policy applies: a rebuild that failed for good
 (a move into or out of history mode is refused, see ``sharesync reset``) is requested again
-only when the version, target or mode changes.
+only when the version, target, mode or checkpoint changes.
 
 A table with ``freshness_minutes`` that sits at its checkpoint also gets a confirming run
 (a no-op sync) once its last materialization is a third of the bound old, so that Dagster's
@@ -140,7 +140,7 @@ def plan_tick(
         if checkpoint is not None and checkpoint.version == polled:
             now_table = (configured or {}).get(table.name, table)
             if not written_for(checkpoint, now_table):
-                key = naming.rebuild_run_key(now_table, polled)
+                key = naming.rebuild_run_key(now_table, polled, checkpoint.updated_at)
                 if new.rebuilt.get(table.name) != key:
                     requests.append(run_request(config, table, key, names))
                     new.rebuilt[table.name] = key

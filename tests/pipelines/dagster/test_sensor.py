@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -101,6 +103,17 @@ def test_plan_tick_requests_one_rebuild_when_the_config_moves_a_table_at_its_che
     assert len(remoded) == 1 and remoded[0].startswith(f"{events}@7/")  # orders: requested already
     again, _ = tick(cursor, site.merge_spec(target="warehouse/orders_v2", mode="history"), site.append_spec())
     assert len(again) == 1 and again[0] not in {f"{orders}@7", keys[0]}  # moved again at the same version
+
+    # Moved A → B → A → B at one version: each move is a new request, the rebuild in between
+    # having written the checkpoint (for B, then for A) anew.
+    written = datetime(2026, 1, 1, tzinfo=UTC)
+    at_b = Checkpoint(orders, 7, "source-id", "fp", site.target("orders_v2"), "merge", updated_at=written)
+    checkpoints[orders] = at_b
+    back, cursor = tick(cursor, site.merge_spec(), site.append_spec())
+    checkpoints[orders] = replace(at_b, target=site.target(MERGE_TABLE), updated_at=written + timedelta(minutes=1))
+    forth, _ = tick(cursor, *moved)
+    assert len(back) == len(forth) == 1 and forth[0] not in {keys[0], back[0]}
+    checkpoints = {t.name: Checkpoint(t.name, 7, "source-id", "fp", t.target, t.mode.value) for t in first.tables}
 
     # Definitions loaded before the move, config file after it (what a run reads): the same rebuild.
     site.write_config()
