@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from support.monotonic import FakeClock
 
 from sharesync.sync.cli.repeat import (
     PASSES_DONE_VARIABLE,
@@ -36,23 +37,9 @@ def test_an_interval_that_is_not_one_names_the_accepted_forms(text: str) -> None
         parse_interval(text)
 
 
-class FakeClock:
-    """A clock that moves only when a pass takes time or the loop sleeps (``sleep`` is faked)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_passes_start_every_interval_and_at_once_after_a_long_one() -> None:
     clock = FakeClock()
+    began = clock.now
     took = {1: 2.0, 2: 15.0, 3: 0.5}
     starts: list[float] = []
 
@@ -62,7 +49,7 @@ def test_passes_start_every_interval_and_at_once_after_a_long_one() -> None:
 
     ran = run_passes(one_pass, 10.0, StopRequest(), passes=3, clock=clock, sleep=clock.sleep)
     assert ran == 3
-    assert starts == [100.0, 110.0, 125.0]  # start to start; the 15 s pass is followed at once
+    assert starts == [began, began + 10.0, began + 25.0]  # start to start; the 15 s pass is followed at once
     assert sum(clock.sleeps) == pytest.approx(8.0)  # after pass 1 only; never after the last
 
     clock = FakeClock()

@@ -1,4 +1,4 @@
-"""Helpers for protocol-client tests: an injected transport, a fake clock, NDJSON answers.
+"""Helpers for protocol-client tests: an injected transport, a fake clock (``support.monotonic``), NDJSON answers.
 
 ``httpx.MockTransport`` is the transport seam (the client is constructed with it), not a mock
 of the client: every byte still goes through httpx, our status mapping and our stream parser.
@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.monotonic import FakeClock
 
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import parse_profile
@@ -27,24 +28,6 @@ ECHO = "responseformat=parquet;includeendstreamaction=true"
 ASKED = (
     "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz;includeendstreamaction=true"
 )
-
-
-class FakeClock:
-    """Monotonic time that only moves when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-    async def async_sleep(self, seconds: float) -> None:
-        self.sleep(seconds)
 
 
 @pytest.fixture
@@ -93,8 +76,15 @@ def protocol() -> dict[str, Any]:
 
 
 def metadata(**extra: Any) -> dict[str, Any]:
-    return {"metaData": {"id": "table-id", "format": {"provider": "parquet"}, "schemaString": SCHEMA,
-                         "partitionColumns": [], **extra}}
+    return {
+        "metaData": {
+            "id": "table-id",
+            "format": {"provider": "parquet"},
+            "schemaString": SCHEMA,
+            "partitionColumns": [],
+            **extra,
+        }
+    }
 
 
 def file(file_id: str, size: int = 10, kind: str = "file", **extra: Any) -> dict[str, Any]:
