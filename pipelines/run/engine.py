@@ -25,6 +25,7 @@ bounding the pass's downloads and in-memory bytes. Results come back in config o
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -199,6 +200,12 @@ class SyncEngine:
     def sync_all(self, names: Iterable[str] | None = None, *, parallel: int | None = None) -> list[TableSyncResult]:
         """One pass over all (or the named) tables, ``parallel`` at once (default: the config's
         ``max_parallel_tables``); a failing table never stops the others; results in config order."""
+        try:
+            return self._pass(names, parallel)
+        finally:
+            _give_ctrl_c_back()
+
+    def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
         versions = self.source_versions([t.name for t in tables])
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
@@ -377,6 +384,16 @@ def _table_run(*, spark_too: bool) -> type[TableRun]:
 
         import_spark_modules()
     return TableRun
+
+
+def _give_ctrl_c_back() -> None:
+    """After a pass, on the main thread: the embedded engine takes SIGINT when its first session
+    starts, and a start on another thread (a bootstrap's early start, left unwaited when its batch
+    failed first) would leave it taken for every later pass of a process that keeps running."""
+    if "sharesync.pipelines.jobs.session" in sys.modules:
+        from sharesync.pipelines.jobs.session import keep_ctrl_c
+
+        keep_ctrl_c()
 
 
 def _has_work(table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None) -> bool:

@@ -223,16 +223,17 @@ def _sync_every(
     last = EXIT_OK
     done = passes_done_before()
     restartable = bool(ctx.obj.get("restartable"))
-    storage: list[StorageSection] = []  # the settings this process's passes started with
+    started_with: StorageSection | None = None  # the storage settings of this process's first pass
 
     def one_pass(number: int) -> None:
-        nonlocal last
+        nonlocal last, started_with
         started = time.monotonic()
         try:
             config = _config(ctx)
             if restartable and number > done + 1:
-                _restart_if_due(number, config, storage[0] if storage else None, max_rss_mib, first_here=done + 1)
-            storage[:] = storage or [config.storage]
+                _restart_if_due(number, config, started_with, max_rss_mib, first_here=done + 1)
+            if started_with is None:
+                started_with = config.storage
             with _engine(ctx, progress=True, config=config) as engine:
                 results = engine.sync_all(names, parallel=parallel)
         except SharesyncError as exc:
@@ -241,8 +242,6 @@ def _sync_every(
             click.echo(f"error: pass {number}: {redact(str(exc))}; the next pass tries again", err=True)
             last = EXIT_USAGE
             return
-        finally:
-            _give_ctrl_c_back()
         _print_pass(number, results, time.monotonic() - started)
         last = _exit_code(results)
 
@@ -274,15 +273,6 @@ def _restart_if_due(
 def _announce(message: str) -> None:
     """From a signal handler: straight to the file descriptor, no stream lock (see StopRequest)."""
     os.write(sys.stderr.fileno(), f"{message}\n".encode())
-
-
-def _give_ctrl_c_back() -> None:
-    """Sail takes SIGINT when a session starts; a start on another thread (a bootstrap's early
-    start, left unwaited when the batch failed first) leaves it taken for every later pass."""
-    if "sharesync.pipelines.jobs.session" in sys.modules:
-        from sharesync.pipelines.jobs.session import keep_ctrl_c
-
-        keep_ctrl_c()
 
 
 def _print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) -> None:
