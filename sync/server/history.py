@@ -87,20 +87,22 @@ def version_as_of(log: DeltaLog, table: SharedTable, timestamp: str) -> int:
     ``getSnapshotAsOfTimestamp``): "the version as of" a moment still to come is not known yet,
     and answering the latest would change once a commit lands before that moment.
     """
-    stamps = log.timestamps()
-    if parse_moment("timestamp", timestamp) > stamps[max(stamps)]:
-        raise _after_latest(timestamp, stamps)
-    return version_at(log, table, timestamp)
+    return version_at(log, table, timestamp, refuse_after_latest=True)
 
 
-def version_at(log: DeltaLog, table: SharedTable, timestamp: str, name: str = "timestamp") -> int:
-    """The last version committed at or before the moment; the latest for a moment after it.
+def version_at(
+    log: DeltaLog, table: SharedTable, timestamp: str, name: str = "timestamp", *, refuse_after_latest: bool = False
+) -> int:
+    """The last version committed at or before the moment; the latest for a moment after it,
+    unless ``refuse_after_latest`` (time travel, :func:`version_as_of`).
 
     Only ``/changes``'s ``endingTimestamp`` takes a moment after the latest commit as is: an end
-    bound, clamped to the latest version like ``endingVersion``. Time travel uses :func:`version_as_of`.
+    bound, clamped to the latest version like ``endingVersion``.
     """
     moment = parse_moment(name, timestamp)
     stamps = log.timestamps()
+    if refuse_after_latest and moment > stamps[max(stamps)]:
+        raise _after_latest(timestamp, stamps)
     found = log.version_at_or_before(moment)
     if found is not None:
         return found
