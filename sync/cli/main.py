@@ -137,5 +137,5 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # ``python -m sharesync.sync.cli.main``: the console script's behaviour
+    run()

@@ -126,14 +126,20 @@ def test_sigterm_between_passes_stops_the_loop_with_the_last_pass_code(workspace
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 0)
 
 
-def test_a_process_above_its_memory_bound_restarts_itself_between_passes(workspace: Workspace) -> None:
+@pytest.mark.parametrize(
+    "launcher",
+    [[str(Path(sys.executable).parent / "sharesync")], CLI],
+    ids=["console-script", "python-m"],
+)
+def test_a_process_above_its_memory_bound_restarts_itself_between_passes(
+    workspace: Workspace, launcher: list[str]
+) -> None:
     workspace.table("m", rows=10)
     workspace.config(workspace.spec("m"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHARESYNC_")}
-    sharesync = str(Path(sys.executable).parent / "sharesync")  # the console script: only it restarts
     done = subprocess.run(
         [
-            sharesync,
+            *launcher,
             "--config",
             str(workspace.config_file),
             "sync",

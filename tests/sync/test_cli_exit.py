@@ -4,14 +4,18 @@ engine's sessions must be released first — only the embedded engine may go dow
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from sharesync.pipelines.jobs.session import get_spark, release_remote_sessions
+from sharesync.sync.cli import main as cli_main
 from sharesync.sync.cli.main import exit_code
+from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess, restart_marker
 from sharesync.sync.core.config import SparkConfig
 
 SHARESYNC = str(Path(sys.executable).with_name("sharesync"))
@@ -23,7 +27,9 @@ def test_output_through_a_pipe_arrives_whole_with_the_commands_exit_code(tmp_pat
     assert helped.stdout.splitlines()[-1].split()[0] == "verify"  # the last command: nothing lost
 
     missing = tmp_path / "nowhere.yaml"
-    failed = subprocess.run([SHARESYNC, "--config", str(missing), "status"], capture_output=True, text=True, check=False)
+    failed = subprocess.run(
+        [SHARESYNC, "--config", str(missing), "status"], capture_output=True, text=True, check=False
+    )
     assert failed.returncode == 2, failed.stderr
     assert failed.stdout == "" and failed.stderr.startswith("error: ") and str(missing) in failed.stderr
 
@@ -56,3 +62,37 @@ def test_remote_sessions_are_released_and_the_embedded_one_kept() -> None:
     assert remote.is_stopped and get_spark(SparkConfig(remote=url)) is not remote  # a new one, if asked again
     assert not embedded.is_stopped and embedded.range(3).count() == 3
     release_remote_sessions()
+
+
+class _Executed(Exception):
+    def __init__(self, path: str, argv: list[str], env: dict[str, str]) -> None:
+        self.path, self.argv, self.env = path, argv, env
+
+
+def test_a_restart_starts_from_the_environment_the_command_started_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass exports its config's storage settings (secrets too); the fresh process must read
+    its own config's, not inherit the old ones."""
+    monkeypatch.setenv("SHARESYNC_TEST_KEPT", "from the caller")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+
+    def command(*args: object, **kwargs: object) -> NoReturn:
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "exported by the pass"
+        raise RestartProcess(4, "the config's storage settings changed")
+
+    def execve(path: str, argv: list[str], env: dict[str, str]) -> NoReturn:
+        raise _Executed(path, argv, env)
+
+    monkeypatch.setattr(cli_main, "main", command)
+    monkeypatch.setattr(cli_main.os, "execve", execve)
+    monkeypatch.setattr(cli_main.logging, "shutdown", lambda: None)  # pytest's handlers stay open
+    try:
+        with pytest.raises(_Executed) as executed:
+            cli_main.run()
+    finally:
+        os.environ.pop("AWS_SECRET_ACCESS_KEY", None)
+
+    assert executed.value.path == sys.executable
+    assert executed.value.argv == [sys.executable, *sys.orig_argv[1:]]  # the same command
+    assert "AWS_SECRET_ACCESS_KEY" not in executed.value.env
+    assert executed.value.env["SHARESYNC_TEST_KEPT"] == "from the caller"
+    assert executed.value.env[PASSES_DONE_VARIABLE] == restart_marker(4)  # numbered on from pass 5
