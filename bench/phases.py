@@ -80,6 +80,7 @@ def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None
 
 def instrument() -> None:
     import sharesync.pipelines.jobs.merge as merge
+    import sharesync.pipelines.jobs.rewrite as rewrite
     import sharesync.pipelines.jobs.session as spark
     import sharesync.pipelines.jobs.snapshot as snapshot
     import sharesync.state.store as store
@@ -104,6 +105,7 @@ def instrument() -> None:
                  "_evolve", "projection", "net_staged_batch", "row_count"):  # fmt: skip
         wrap(merge, name, f"apply_merge.{name}")
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
+    wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
     for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",
                  "create_target"):  # fmt: skip
         wrap(snapshot, name, f"replace.{name}")
