@@ -200,16 +200,6 @@ class DeltaLog:
                 raw[version] = _mtime_ms(parts[0].stat())
         return monotonize(raw)
 
-    def version_at_or_after(self, timestamp_ms: int) -> int | None:
-        """Earliest version committed at or after the moment (None when it is after the latest)."""
-        stamps = self.timestamps()
-        return next((v for v in sorted(stamps) if stamps[v] >= timestamp_ms), None)
-
-    def version_at_or_before(self, timestamp_ms: int) -> int | None:
-        """Latest version committed at or before the moment (None when it is before the earliest)."""
-        stamps = self.timestamps()
-        return next((v for v in sorted(stamps, reverse=True) if stamps[v] <= timestamp_ms), None)
-
     # -- snapshots
 
     def snapshot(self, version: int | None = None) -> Snapshot:

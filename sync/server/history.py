@@ -103,7 +103,7 @@ def version_at(
     stamps = log.timestamps()
     if refuse_after_latest and moment > stamps[max(stamps)]:
         raise _after_latest(timestamp, stamps)
-    found = log.version_at_or_before(moment)
+    found = next((v for v in sorted(stamps, reverse=True) if stamps[v] <= moment), None)
     if found is not None:
         return found
     first = min(stamps)
@@ -124,7 +124,7 @@ def version_at_or_after(log: DeltaLog, table: SharedTable, timestamp: str, name:
     moment = parse_moment(name, timestamp)
     stamps = log.timestamps()
     earliest = earliest_change_version(log)
-    found = log.version_at_or_after(moment)
+    found = next((v for v in sorted(stamps) if stamps[v] >= moment), None)
     if found is None:
         raise _after_latest(timestamp, stamps)
     if earliest > 0 and found <= earliest:
