@@ -38,7 +38,28 @@ COMMANDS: dict[str, str] = {
 EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error as every other error of the CLI: one line on stderr (click prints four)."""
+
+    def show(self, file: Any = None) -> None:
+        command = self.ctx.command_path if self.ctx is not None else "sharesync"
+        click.echo(f"error: {redact(self.format_message())} (see '{command} --help')", err=True)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    """``exc`` shown on one line; running a group without a command still shows its help."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc
+    return OneLineUsageError(exc.format_message(), exc.ctx)
+
+
 class LazyGroup(click.Group):
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:  # the top-level options: ``sharesync --bogus``
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -58,8 +79,10 @@ class LazyGroup(click.Group):
             # A command that could not even start (bad config or profile, unreachable state store)
             # exits 2; per-table failures (an unreachable provider too) are the command's (exit 1).
             fail(str(exc))
+        except click.UsageError as exc:  # a command's arguments, or no such command (exit 2)
+            raise _one_line(exc) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise  # usage errors (click prints them, exit 2), --help's exit 0, Ctrl+C at a prompt
+            raise  # click's own (exit 1), --help's exit 0, Ctrl+C at a prompt
         except Exception as exc:  # noqa: BLE001 - a library's error (deltalake, Spark): one line too
             logging.getLogger("sharesync.cli").debug("the command failed", exc_info=True)
             fail(f"{exception_line(exc)[0]} (run with -vv for the traceback)")

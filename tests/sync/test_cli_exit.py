@@ -41,6 +41,29 @@ def test_a_commands_help_exits_0_without_an_error_line(command: str) -> None:
     assert helped.stdout.startswith(f"Usage: sharesync {command} ") and helped.stderr == ""
 
 
+@pytest.mark.parametrize(
+    ("argv", "problem", "help_of"),
+    [
+        (["--bogus"], "No such option '--bogus'", "sharesync"),
+        (["bogus"], "No such command 'bogus'", "sharesync"),
+        (["sync", "--every", "5x"], "'5x' is not an interval", "sharesync sync"),
+        (["sync", "--passes", "3"], "add --every INTERVAL", "sharesync sync"),
+        (["backfill"], "Missing argument 'NAME'", "sharesync backfill"),
+        (["db", "bogus"], "No such command 'bogus'", "sharesync db"),
+    ],
+)
+def test_a_usage_error_is_one_line_on_stderr_with_exit_2(argv: list[str], problem: str, help_of: str) -> None:
+    run = subprocess.run([SHARESYNC, *argv], capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+    assert problem in run.stderr and f"(see '{help_of} --help')" in run.stderr
+
+
+def test_a_group_without_a_command_shows_its_help() -> None:
+    run = subprocess.run([SHARESYNC, "db"], capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "Commands:" in run.stdout + run.stderr and "upgrade" in run.stdout + run.stderr
+
+
 def test_exit_codes_follow_the_interpreters_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_code(SystemExit()) == 0
     assert exit_code(SystemExit(1)) == 1
