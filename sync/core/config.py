@@ -255,6 +255,8 @@ class SharesyncConfig(_Strict):
                 raise ValueError(f"table '{table.name}' is listed twice; give each shared table one entry")
             names.add(key)
         _check_unique_targets(self.tables)
+        if self.automation == "declarative":
+            _check_declarative_freshness(self)
         return self
 
     def table(self, name: str) -> TableConfig:
@@ -277,6 +279,24 @@ class SharesyncConfig(_Strict):
         if strategy is MergeStrategy.MERGE:
             return None
         return 0.0 if strategy is MergeStrategy.REWRITE else self.defaults.rewrite_threshold
+
+
+DECLARATIVE_MIN_FRESHNESS_MINUTES = 2.0
+
+
+def _check_declarative_freshness(config: SharesyncConfig) -> None:
+    """Declarative automation confirms a quiet table when its freshness policy warns (at half the
+    bound); Dagster has no warning window under a minute, so a shorter bound would turn red."""
+    for index, table in enumerate(config.tables):
+        own = table.freshness_minutes is not None
+        bound = table.freshness_minutes if own else config.defaults.freshness_minutes
+        if bound is not None and bound < DECLARATIVE_MIN_FRESHNESS_MINUTES:
+            field = f"tables[{index}].freshness_minutes" if own else "defaults.freshness_minutes"
+            raise ValueError(
+                f"{field}: {bound:g} minutes is too short for 'automation: declarative', which confirms a "
+                f"quiet table when Dagster's freshness policy warns (at half the bound, never under a "
+                f"minute); use at least {DECLARATIVE_MIN_FRESHNESS_MINUTES:g}, or 'automation: sensor'"
+            )
 
 
 def check_tracked_columns(table: TableConfig, column_names: Sequence[str], *, version: int | None = None) -> None:

@@ -95,6 +95,12 @@ CONFIG_CASES = [
     Case("unknown-table-field", lambda s, r: _table(r, kyes=["id"]), 2, "tables[0].kyes: unknown field"),
     Case("merge-without-keys", lambda s, r: _table(r, keys=None), 2, "tables[0]: mode 'merge' needs 'keys'"),
     Case(
+        "declarative-freshness-too-short",
+        lambda s, r: {**_table(r, freshness_minutes=1.5), "automation": "declarative"},
+        2,
+        "tables[0].freshness_minutes: 1.5 minutes is too short for 'automation: declarative'",
+    ),
+    Case(
         "merge-strategy-unknown",
         lambda s, r: _table(r, merge_strategy="upsert"),
         2,

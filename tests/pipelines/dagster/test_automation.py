@@ -125,3 +125,27 @@ def test_a_config_that_moves_a_table_to_another_target_requests_one_sync(
 
     assert moved["source_version_to"] == site.source_version(MERGE_TABLE)
     assert DeltaTable(site.target("orders_v2")).to_pyarrow_table().num_rows > 0  # the new target, filled
+
+
+@pytest.mark.parametrize(
+    ("table", "defaults", "field"),
+    [({"freshness_minutes": 1}, {}, "tables[0]"), ({}, {"freshness_minutes": 1.5}, "defaults")],
+)
+def test_declarative_automation_refuses_a_freshness_bound_it_cannot_keep_green(
+    table: dict[str, float], defaults: dict[str, float], field: str
+) -> None:
+    """It confirms a quiet table when the policy warns, and Dagster has no warning under a minute."""
+    from sharesync.sync.core.config import parse_config
+    from sharesync.sync.core.errors import ConfigError
+
+    raw = {
+        "profile": "p.share",
+        "defaults": defaults,
+        "tables": [{"name": "s.sc.t", "target": "t", "keys": ["id"], **table}],
+    }
+    assert parse_config({**raw, "automation": "sensor"}).automation == "sensor"  # the sensor confirms at a third
+    with pytest.raises(ConfigError) as refused:
+        parse_config({**raw, "automation": "declarative"})
+    assert f"{field}.freshness_minutes: " in str(refused.value) and "'automation: sensor'" in str(refused.value)
+    floor = {"automation": "declarative", "defaults": {}, "tables": [{**raw["tables"][0], "freshness_minutes": 2}]}
+    assert parse_config({**raw, **floor}).tables[0].freshness_minutes == 2
