@@ -23,8 +23,18 @@ from sharesync.state import open_store
 from sharesync.sync.server.samples import sample_rows
 
 STATUS_KEYS = {
-    "name", "target", "mode", "checkpoint_version", "source_version", "lag_versions",
-    "last_sync_at", "last_status", "last_error", "last_warning", "provider", "provider_error",
+    "name",
+    "target",
+    "mode",
+    "checkpoint_version",
+    "source_version",
+    "lag_versions",
+    "last_sync_at",
+    "last_status",
+    "last_error",
+    "last_warning",
+    "provider",
+    "provider_error",
 }
 
 
@@ -44,13 +54,17 @@ def test_demo_works_from_a_fresh_directory(tmp_path: Path, cli: Callable[..., Cl
     assert_merge_target_matches(provider / "orders", directory / "warehouse" / "orders", ["id"], orders.version)
     runs = sorted(store.runs_for("demo.sales.customers"), key=lambda r: r.id)
     assert_append_target_matches(
-        provider / "customers", directory / "warehouse" / "customers_changes",
-        bootstrap_version=runs[0].start_version, end_version=source_version(provider / "customers"),
+        provider / "customers",
+        directory / "warehouse" / "customers_changes",
+        bootstrap_version=runs[0].start_version,
+        end_version=source_version(provider / "customers"),
     )
     assert "lag 0" in run.out
 
 
-def test_status_json_before_and_after_the_first_sync_and_reset(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
+def test_status_json_before_and_after_the_first_sync_and_reset(
+    workspace: Workspace, cli: Callable[..., CliResult]
+) -> None:
     workspace.table("m", rows=8)
     workspace.table("a", rows=8, seed=1)
     workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
@@ -147,8 +161,14 @@ def test_the_results_say_what_each_mode_did(workspace: Workspace, cli: Callable[
         (("preview", "e2e.s.m", "--where", '[{"col": "nope", "op": "eq", "val": 1}]'), ["nope"]),
         (("preview", "e2e.s.m", "--where", '[{"col": "qty", "op": "eq", "val": "x"}]'), ["qty"]),
     ],
-    ids=["sync-unknown-table", "reset-unknown-table", "backfill-bad-from", "where-not-json", "where-unknown-column",
-         "where-wrong-type"],
+    ids=[
+        "sync-unknown-table",
+        "reset-unknown-table",
+        "backfill-bad-from",
+        "where-not-json",
+        "where-unknown-column",
+        "where-wrong-type",
+    ],
 )
 def test_bad_input_exits_2_with_one_line(
     workspace: Workspace, cli: Callable[..., CliResult], args: tuple[str, ...], words: list[str]
@@ -171,7 +191,7 @@ def test_a_config_error_names_the_field(tmp_path: Path, cli: Callable[..., CliRe
 
 
 def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
-    workspace: Workspace, cli: Callable[..., CliResult]
+    workspace: Workspace, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import random
 
@@ -182,7 +202,9 @@ def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
 
     path = workspace.table("p", rows=10, partitioned=False)
     for i in range(12):  # one file per append: 13 files, ids in disjoint ranges
-        write_deltalake(str(path), sample_rows(random.Random(i), list(range(100 + 10 * i, 105 + 10 * i))), mode="append")
+        write_deltalake(
+            str(path), sample_rows(random.Random(i), list(range(100 + 10 * i, 105 + 10 * i))), mode="append"
+        )
     config = workspace.config(workspace.spec("p"))
     source = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
     by_id = {r["id"]: r for r in source}
@@ -215,3 +237,12 @@ def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
     assert len(rows) == 2 and all(r["id"] in by_id for r in rows)
     text = cli("--config", str(workspace.config_file), "preview", workspace.name("p"), "--limit", "2")
     assert text.code == 0 and "2 rows; files: 1 listed, 0 pruned by stats, 1 downloaded" in text.out
+
+    # The config from $SHARESYNC_CONFIG (another working directory, no --config); time travel.
+    monkeypatch.setenv("SHARESYNC_CONFIG", str(workspace.config_file))
+    monkeypatch.chdir(tmp_path)
+    old = cli("preview", workspace.name("p"), "--version", "0", "--limit", "100", "--json")
+    assert old.code == 0, old.err
+    at_zero = DeltaTable(str(path), version=0).to_pyarrow_table().to_pylist()
+    assert sorted(json.loads(line)["id"] for line in old.out.splitlines()) == sorted(r["id"] for r in at_zero)
+    assert len(at_zero) == 10 < len(source)

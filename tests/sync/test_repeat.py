@@ -131,6 +131,7 @@ def test_a_process_restarts_when_the_storage_settings_changed_or_it_holds_too_mu
 ) -> None:
     started_with = _config("eu-west-1").storage
     _restart_if_due(3, _config("eu-west-1"), started_with, 100_000, first_here=1)  # nothing to do
+    _restart_if_due(3, _config("eu-west-1"), started_with, 0, first_here=1)  # --max-rss-mib 0: never
 
     with pytest.raises(RestartProcess, match="storage settings changed") as moved:
         _restart_if_due(3, _config("us-east-1"), started_with, 0, first_here=1)

@@ -123,3 +123,14 @@ def test_a_batch_larger_than_the_budget_runs_alone() -> None:
 def test_the_budget_needs_room() -> None:
     with pytest.raises(ValueError, match="at least one"):
         TransferBudget(max_downloads=0, max_bytes=1)
+
+
+@pytest.mark.parametrize(("cpus", "tables"), [(None, 1), (1, 1), (2, 2), (8, 8), (64, 8)])
+def test_a_pass_syncs_one_table_per_cpu_at_most_eight_unless_told(
+    monkeypatch: pytest.MonkeyPatch, cpus: int | None, tables: int
+) -> None:
+    from sharesync.sync.core import limits
+
+    monkeypatch.setattr(limits.os, "cpu_count", lambda: cpus)
+    assert limits.PassLimits().parallel_tables() == tables
+    assert limits.PassLimits(max_parallel_tables=12).parallel_tables() == 12
