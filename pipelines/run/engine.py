@@ -210,10 +210,13 @@ class SyncEngine:
         versions = self.source_versions([t.name for t in tables])
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
-        def one(table: TableConfig) -> TableSyncResult:
-            return self._pass_table(table, versions[table.name], checkpoints.get(table.name))
+        # Looked at once per pass: a remote target's glance is two requests.
+        idle = {t.name for t in tables if _up_to_date(t, versions[t.name], checkpoints.get(t.name))}
 
-        busy = [t for t in tables if _has_work(t, versions[t.name], checkpoints.get(t.name))]
+        def one(table: TableConfig) -> TableSyncResult:
+            return self._pass_table(table, versions[table.name], checkpoints.get(table.name), table.name in idle)
+
+        busy = [t for t in tables if t.name not in idle and not isinstance(versions[t.name], SharesyncError)]
         workers = min(parallel or self.config.defaults.parallel_tables(), len(busy))
         if workers <= 1:
             return [one(table) for table in tables]
@@ -246,7 +249,7 @@ class SyncEngine:
             log.warning("the Spark engine did not start (%s); the tables that need it will fail", describe(exc))
 
     def _pass_table(
-        self, table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None
+        self, table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None, up_to_date: bool
     ) -> TableSyncResult:
         """One table's part of a pass; whatever fails becomes its result, never the pass's."""
         started = time.monotonic()
@@ -254,7 +257,7 @@ class SyncEngine:
             self._record_failure(table, polled, checkpoint, None)
             return self._failed(table, checkpoint, None, polled, started)
         try:
-            return self.sync_table(table.name, source_version=polled, checkpoint=checkpoint)
+            return self.sync_table(table.name, source_version=polled, checkpoint=checkpoint, up_to_date=up_to_date)
         except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
             return self._failed(table, self._checkpoint_after_failure(table), polled, exc, started)
 
@@ -265,8 +268,12 @@ class SyncEngine:
         backfill: BackfillRequest | None = None,
         source_version: int | None = None,
         checkpoint: Checkpoint | None = None,
+        up_to_date: bool | None = None,
     ) -> TableSyncResult:
-        """Sync one table; raises what failed it, after putting the failure on record."""
+        """Sync one table; raises what failed it, after putting the failure on record.
+
+        ``up_to_date``: what the caller found for this ``source_version`` and ``checkpoint``
+        (a pass looks once per table); None: look here."""
         table = self.config.table(name)
         started = time.monotonic()
         attempt = Attempt()
@@ -277,7 +284,11 @@ class SyncEngine:
                 checkpoint = self.store.get_checkpoint(table.name)
             if source_version is None:
                 source_version = self.client.table_version(table.name).version
-            if backfill is None and checkpoint is not None and _nothing_new(table, checkpoint, source_version):
+            if (
+                backfill is None
+                and checkpoint is not None
+                and (_nothing_new(table, checkpoint, source_version) if up_to_date is None else up_to_date)
+            ):
                 return TableSyncResult(
                     table.name,
                     table.mode,
@@ -396,11 +407,9 @@ def _give_ctrl_c_back() -> None:
         keep_ctrl_c()
 
 
-def _has_work(table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None) -> bool:
-    """Whether the table will do more than the cheap up-to-date check (the one sync_table makes first)."""
-    if isinstance(polled, SharesyncError):
-        return False
-    return checkpoint is None or not _nothing_new(table, checkpoint, polled)
+def _up_to_date(table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None) -> bool:
+    """Whether the table has nothing to do this pass (a failed poll is not up to date: it fails)."""
+    return not isinstance(polled, SharesyncError) and checkpoint is not None and _nothing_new(table, checkpoint, polled)
 
 
 def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int) -> bool:

@@ -87,7 +87,13 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     version, written = checkpoint.target_version, checkpoint.updated_at
 
     assert glance(ws.target("m"), version, written) is Glance.SAME
+    before = len(ws.store.requests(ws.base))
     assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+    no_op = ws.store.requests(ws.base)[before:]
+    commit, following = (
+        f"/{ws.target('m').removeprefix('s3://')}/_delta_log/{v:020d}.json" for v in (version, version + 1)
+    )
+    assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # README: two HEAD requests
     assert glance(ws.target("m"), version, datetime(2000, 1, 1, tzinfo=UTC)) is Glance.CHANGED  # re-created since
     write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
                     mode="append", storage_options=options)  # fmt: skip

@@ -3,11 +3,11 @@
 In the test process the server would share the GIL with ``deltalake``, some of whose calls
 hold it while they wait for the server's answer: a deadlock. Usage::
 
-    python moto_process.py COMMITS_FILE
+    python moto_process.py REQUESTS_FILE
 
-prints the port on the first line of stdout, appends one JSON line ``[path, If-None-Match]``
-to ``COMMITS_FILE`` for every Delta commit request (``PUT …/_delta_log/N.json``), and stops
-when its stdin closes.
+prints the port on the first line of stdout, appends one JSON line ``[method, path,
+If-None-Match]`` to ``REQUESTS_FILE`` for every request it serves, and stops when its stdin
+closes.
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import make_server
 
 
-def main(commits_file: str) -> None:
+def main(requests_file: str) -> None:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     app = DomainDispatcherApplication(create_backend_app)
 
     def recording(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = str(environ.get("PATH_INFO", ""))
-        if environ.get("REQUEST_METHOD") == "PUT" and "/_delta_log/" in path and path.endswith(".json"):
-            with open(commits_file, "a", encoding="utf-8") as out:
-                out.write(json.dumps([path, environ.get("HTTP_IF_NONE_MATCH")]) + "\n")
+        seen = [environ.get("REQUEST_METHOD"), str(environ.get("PATH_INFO", "")), environ.get("HTTP_IF_NONE_MATCH")]
+        with open(requests_file, "a", encoding="utf-8") as out:
+            out.write(json.dumps(seen) + "\n")
         return app(environ, start_response)  # type: ignore[no-any-return]
 
     server = make_server("127.0.0.1", 0, recording, threaded=True, request_handler=MotoRequestHandler)

@@ -43,7 +43,7 @@ class S3Store:
     endpoint: str
     access_key_id: str
     secret_access_key: str
-    commits_file: Path
+    requests_file: Path
     bucket: str = BUCKET
     region: str = REGION
 
@@ -75,11 +75,19 @@ class S3Store:
         """A fresh ``s3://lake/<random>`` for one test."""
         return f"s3://{self.bucket}/t-{uuid.uuid4().hex[:12]}"
 
-    def commits(self, prefix: str) -> list[tuple[str, str | None]]:
-        """``(path, If-None-Match)`` of the Delta commit requests under an ``s3://`` prefix."""
+    def requests(self, prefix: str) -> list[tuple[str, str, str | None]]:
+        """``(method, path, If-None-Match)`` of every request under an ``s3://`` prefix, in order."""
         path = "/" + prefix.removeprefix("s3://") + "/"
-        lines = self.commits_file.read_text(encoding="utf-8").splitlines() if self.commits_file.exists() else []
-        return [(p, condition) for p, condition in map(json.loads, lines) if p.startswith(path)]
+        lines = self.requests_file.read_text(encoding="utf-8").splitlines() if self.requests_file.exists() else []
+        return [(m, p, condition) for m, p, condition in map(json.loads, lines) if p.startswith(path)]
+
+    def commits(self, prefix: str) -> list[tuple[str, str | None]]:
+        """``(path, If-None-Match)`` of the Delta commit requests (``PUT …/_delta_log/N.json``)."""
+        return [
+            (p, condition)
+            for m, p, condition in self.requests(prefix)
+            if m == "PUT" and "/_delta_log/" in p and p.endswith(".json")
+        ]
 
     def client(self, service: str) -> Any:
         """A boto3 client of this server with its root credentials (not sharesync's code)."""
@@ -107,10 +115,10 @@ def s3_store() -> Iterator[S3Store]:
     import boto3
 
     with TemporaryDirectory(prefix="moto-") as scratch:
-        commits = Path(scratch) / "commits.jsonl"
+        requests = Path(scratch) / "requests.jsonl"
         script = Path(__file__).with_name("moto_process.py")
         process = subprocess.Popen(
-            [sys.executable, str(script), str(commits)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, str(script), str(requests)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         assert process.stdout is not None and process.stdin is not None
         try:
@@ -123,7 +131,7 @@ def s3_store() -> Iterator[S3Store]:
             iam.put_user_policy(UserName="sharesync", PolicyName="everything", PolicyDocument=json.dumps(policy))
             key = iam.create_access_key(UserName="sharesync")["AccessKey"]
             httpx.post(f"{endpoint}/moto-api/reset-auth", content=b"0").raise_for_status()  # authentication on
-            yield S3Store(endpoint, key["AccessKeyId"], key["SecretAccessKey"], commits)
+            yield S3Store(endpoint, key["AccessKeyId"], key["SecretAccessKey"], requests)
         finally:
             process.stdin.close()
             try:
