@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,14 @@ def test_a_pass_syncs_one_table_per_cpu_at_most_eight_unless_told(
     monkeypatch.setattr(limits.os, "cpu_count", lambda: cpus)
     assert limits.PassLimits().parallel_tables() == tables
     assert limits.PassLimits(max_parallel_tables=12).parallel_tables() == 12
+
+
+def test_a_pass_shares_the_budget_its_config_sets(tmp_path: Path) -> None:
+    """``defaults.max_concurrent_downloads`` and ``max_staged_megabytes`` bound every table of a pass."""
+    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.sync.core.config import parse_config
+
+    limits = {"max_concurrent_downloads": 3, "max_staged_megabytes": 5}
+    engine = SyncEngine(parse_config({"profile": "p.share", "defaults": limits}, base_dir=tmp_path))
+    assert (engine.budget.max_downloads, engine.budget.max_bytes) == (3, 5 * 2**20)
+    assert engine.budget is engine.budget  # one for the whole pass, not one per table
