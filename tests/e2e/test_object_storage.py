@@ -101,6 +101,33 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     assert glance(f"{ws.base}/nothing-here", 0, written) is Glance.CHANGED
 
 
+def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3_workspace: S3Workspace) -> None:
+    """The no-op glance is what finds it: the provider has nothing new either time."""
+    ws, store, options = s3_workspace, s3_workspace.store, s3_workspace.store.options()
+    ws.table("m", rows=20)
+    engine = ws.engine(ws.config(ws.spec("m")))
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    ws.commit("m", 2, seed=3)
+    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    m, target = ws.path("m"), ws.target("m")
+
+    DeltaTable(target, storage_options=options).restore(0)  # the target's own first version
+    rolled_back = engine.sync_all()[0]
+    assert rolled_back.outcome is TableOutcome.SYNCED, rolled_back.error
+    assert any("was rolled back to an older state (RESTORE to version" in w for w in rolled_back.warnings)
+    assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
+
+    assert store.keys(target), "nothing to lose"
+    client = store.client("s3")
+    for key in store.keys(target):
+        client.delete_object(Bucket=store.bucket, Key=key)
+    lost = engine.sync_all()[0]
+    assert lost.outcome is TableOutcome.SYNCED, lost.error
+    assert any("was lost; rebuilt from the provider's snapshot at version" in w for w in lost.warnings)
+    assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
+    assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+
+
 SNAPSHOT = [ins(1, id=i, name=f"n{i}", score=i) for i in range(1, 5)]
 CHANGES = [
     pre(2, id=1, name="n1", score=1),
