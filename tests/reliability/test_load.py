@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 from support.reliability import Expectation, Site, assert_at_checkpoint, kill
 
 from sharesync.pipelines.run.results import TableOutcome
@@ -75,13 +77,19 @@ def test_a_pass_over_200_tables_with_nothing_new_only_asks_for_200_versions(site
         shutil.copytree(template, site.path(f"t{i:03d}"))
     names = [f"t{i:03d}" for i in range(TABLES)]
     config = site.config(*(site.spec(t) for t in names))
-    # Every table is at the provider's version already (as after a first sync of each).
+    # Every table is at the provider's version already (as after a first sync of each), and its
+    # checkpoint records its target as sharesync does, so the pass looks at every target.
     store = site.store()
     table_id = load_metadata_id(site, names[0])
+    first_target = config.tables[0].target
+    write_deltalake(first_target, pa.table({"id": [1]}))
+    target = DeltaTable(first_target)
     for table in config.tables:
-        store.advance_checkpoint(
-            Checkpoint(table.name, 0, table_id, "fingerprint", table.target, table.mode.value), expected_version=None
-        )
+        if table.target != first_target:
+            shutil.copytree(first_target, table.target)
+        recorded = {"target_table_id": target.metadata().id, "target_version": 0, "target_mode": table.mode.value}
+        checkpoint = Checkpoint(table.name, 0, table_id, "fingerprint", table.target, table.mode.value, **recorded)
+        store.advance_checkpoint(checkpoint, expected_version=None)
     _count_lease_writes(site.state_db)
     assert site.server.profile_path is not None
     transport = CountingTransport()
