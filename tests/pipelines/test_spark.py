@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.sync.core.config import SparkConfig
 
@@ -101,3 +103,33 @@ def test_the_engine_reads_a_float_column_with_flat_statistics_as_a_constant(
 
     pq.write_table(pa.table({"x": [float("nan"), 2.0]}), tmp_path / "f.parquet")  # statistics: min = max = 2.0
     assert [r.x for r in spark.read.parquet(str(tmp_path / "f.parquet")).collect()] == [2.0, 2.0]
+
+
+def test_the_embedded_engine_refuses_other_storage_settings_than_it_started_with(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its storage clients keep what they first read: other settings later in the process would
+    be silently ignored (targets written with the old credentials or endpoint), so they fail."""
+    from sharesync.pipelines.jobs import session
+    from sharesync.sync.core.errors import ConfigError
+    from sharesync.sync.core.storage import StorageSection, use_storage
+
+    monkeypatch.setattr(session, "_engine_environment", {})  # as in a fresh process
+    for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP"):
+        monkeypatch.delenv(name, raising=False)  # put back as they were afterwards
+
+    def settings(region: str) -> StorageSection:
+        return StorageSection.model_validate(
+            {"s3://lake/": {"endpoint": "http://127.0.0.1:9", "allow_http": True, "region": region}}
+        )
+
+    try:
+        use_storage(settings("eu-west-1"), embedded_engine=True)
+        assert get_spark() is spark
+        use_storage(settings("eu-west-1"), embedded_engine=True)
+        assert get_spark() is spark  # the same settings again: fine
+        use_storage(settings("us-east-1"), embedded_engine=True)
+        with pytest.raises(ConfigError, match=r"already works with other settings \(AWS_REGION\).*spark\.remote"):
+            get_spark()
+    finally:
+        use_storage(StorageSection())
