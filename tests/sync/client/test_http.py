@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -44,7 +45,9 @@ DOCUMENTED = {
 }
 
 
-def counting(*responses: httpx.Response | Exception) -> tuple[list[httpx.Request], Callable[[httpx.Request], httpx.Response]]:
+def counting(
+    *responses: httpx.Response | Exception,
+) -> tuple[list[httpx.Request], Callable[[httpx.Request], httpx.Response]]:
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -91,21 +94,23 @@ def test_transient_statuses_are_retried_until_success(make_client: Make, clock: 
 
 
 def test_retry_after_is_honoured(make_client: Make, clock: FakeClock) -> None:
-    _seen, handler = counting(error(429, **{"Retry-After": "7"}), error(503, **{"Retry-After": "3"}),
-                             httpx.Response(200, json={}))
+    _seen, handler = counting(
+        error(429, **{"Retry-After": "7"}), error(503, **{"Retry-After": "3"}), httpx.Response(200, json={})
+    )
     make_client(handler).list_shares()
     assert clock.sleeps == [7.0, 3.0]
 
 
 def test_backoff_grows_exponentially_within_jitter(make_client: Make, clock: FakeClock) -> None:
     seen, handler = counting(error(500))
-    policy = RetryPolicy(max_attempts=6, total_seconds=1e9, initial_backoff=1.0, max_backoff=1e9,
-                         sleep=clock.sleep, clock=clock)
+    policy = RetryPolicy(
+        max_attempts=6, total_seconds=1e9, initial_backoff=1.0, max_backoff=1e9, sleep=clock.sleep, clock=clock
+    )
     with pytest.raises(ServerError):
         make_client(handler, retry=policy).list_shares()
     assert len(seen) == 6
     # full jitter: attempt n waits uniformly in [0, 2^(n-1)]
-    assert all(0 <= wait <= 2 ** n for n, wait in enumerate(clock.sleeps))
+    assert all(0 <= wait <= 2**n for n, wait in enumerate(clock.sleeps))
 
 
 def test_attempts_are_bounded(make_client: Make, clock: FakeClock) -> None:
@@ -113,6 +118,19 @@ def test_attempts_are_bounded(make_client: Make, clock: FakeClock) -> None:
     with pytest.raises(ServerError):
         make_client(handler).list_shares()
     assert len(seen) == 5  # max_attempts of the test policy
+
+
+@pytest.mark.parametrize(("retry_after", "attempts"), [(None, 8), ("50", 3)])
+def test_by_default_a_call_is_tried_8_times_within_120_seconds(
+    make_client: Make, clock: FakeClock, retry_after: str | None, attempts: int
+) -> None:
+    """docs/guarantees.md's bound (the test policy of the other tests is tighter)."""
+    seen, handler = counting(error(503, **({"Retry-After": retry_after} if retry_after else {})))
+    defaults = dataclasses.replace(RetryPolicy(), sleep=clock.sleep, async_sleep=clock.async_sleep, clock=clock)
+    start = clock.now
+    with pytest.raises(ServerError):
+        make_client(handler, retry=defaults).list_shares()
+    assert len(seen) == attempts and clock.now - start <= 120
 
 
 def test_total_retry_time_is_bounded(make_client: Make, clock: FakeClock) -> None:
@@ -229,8 +247,12 @@ def test_other_bad_requests_stay_bad_requests(make_client: Make) -> None:
 
 def test_401_with_an_expired_token_says_so(make_client: Make) -> None:
     _seen, handler = counting(error(401, "UNAUTHENTICATED", "bad token"))
-    profile = {"shareCredentialsVersion": 1, "endpoint": "https://srv.example.com", "bearerToken": TOKEN,
-               "expirationTime": "2020-01-01T00:00:00Z"}
+    profile = {
+        "shareCredentialsVersion": 1,
+        "endpoint": "https://srv.example.com",
+        "bearerToken": TOKEN,
+        "expirationTime": "2020-01-01T00:00:00Z",
+    }
     with pytest.raises(Unauthorized, match=r"bearerToken expired at 2020-01-01"):
         make_client(handler, profile=profile).list_shares()
 
@@ -247,8 +269,14 @@ def test_oauth_token_is_renewed_once_after_a_401(make_client: Make) -> None:
             return error(401, "UNAUTHENTICATED", "token revoked")
         return httpx.Response(200, json={"items": []})
 
-    profile = {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": "https://srv.example.com",
-               "tokenEndpoint": "https://idp.example.com/token", "clientId": "c", "clientSecret": "oauth-cs-123"}
+    profile = {
+        "shareCredentialsVersion": 2,
+        "type": "oauth_client_credentials",
+        "endpoint": "https://srv.example.com",
+        "tokenEndpoint": "https://idp.example.com/token",
+        "clientId": "c",
+        "clientSecret": "oauth-cs-123",
+    }
     assert make_client(handler, profile=profile).list_shares() == []
     assert api_auth == ["Bearer oauth-token-aaa", "Bearer oauth-token-bbb"]
 
