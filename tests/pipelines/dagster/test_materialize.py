@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -88,6 +89,12 @@ def test_incremental_materialization_applies_only_new_versions(site: Site) -> No
     assert again["outcome"] == "up_to_date"
     assert again["rows_inserted"] == again["files_downloaded"] == 0
     assert again["_data_version"] == str(latest)
+    assert "warnings" not in again
+
+    shutil.rmtree(site.target(MERGE_TABLE))  # lost: the next materialization rebuilds it, and says so
+    healed = materialization(materialize(defs, selection), key)
+    assert "was lost; rebuilt from the provider's snapshot at version" in healed["warnings"]
+    assert_merge_target_matches(site.source_path(MERGE_TABLE), site.target(MERGE_TABLE), ["id"], latest)
 
 
 def test_backfill_from_a_timestamp_replays_from_that_version(site: Site) -> None:
