@@ -13,7 +13,7 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 import click
 
@@ -41,7 +41,7 @@ EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2
 class OneLineUsageError(click.UsageError):
     """A usage error as every other error of the CLI: one line on stderr (click prints four)."""
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: IO[str] | None = None) -> None:
         command = self.ctx.command_path if self.ctx is not None else "sharesync"
         click.echo(f"error: {redact(self.format_message())} (see '{command} --help')", err=True)
 
@@ -54,9 +54,11 @@ def _one_line(exc: click.UsageError) -> click.UsageError:
 
 
 class LazyGroup(click.Group):
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: object
+    ) -> click.Context:
         try:  # the top-level options: ``sharesync --bogus``
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
             raise _one_line(exc) from None
 
