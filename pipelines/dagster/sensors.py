@@ -11,9 +11,9 @@ provider moves on (fix the cause, then materialize from the UI). Each run carrie
 
 A table whose checkpoint is at the provider's version but was written for another target or
 mode than the config names now (the config moved it) gets one run as well, keyed
-``name@version/target@<hash of target, mode and the checkpoint's write time>``: the engine bootstraps the configured target
-(:attr:`~sharesync.sync.planning.BootstrapReason.TARGET_CHANGED`), and without that run the
-new target would stay empty until the provider commits again. The sensor compares with the
+``name@version/target@<hash of target, mode and the checkpoint's write time>``: the engine
+bootstraps the configured target (:attr:`~sharesync.sync.planning.BootstrapReason.TARGET_CHANGED`),
+and without that run the new target would stay empty until the provider commits again. The sensor compares with the
 engine's own rule, against the config file as it is now — the one a run reads — not as it was
 when the definitions loaded. The same once-only policy applies: a rebuild that failed for good
 (a move into or out of history mode is refused, see ``sharesync reset``) is requested again

@@ -117,9 +117,10 @@ def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3
     assert any("was rolled back to an older state (RESTORE to version" in w for w in rolled_back.warnings)
     assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
 
-    assert store.keys(target), "nothing to lose"
+    keys = store.keys(target)
+    assert keys, "nothing to lose"
     client = store.client("s3")
-    for key in store.keys(target):
+    for key in keys:
         client.delete_object(Bucket=store.bucket, Key=key)
     lost = engine.sync_all()[0]
     assert lost.outcome is TableOutcome.SYNCED, lost.error
