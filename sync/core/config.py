@@ -227,7 +227,7 @@ class SharesyncConfig(_Strict):
     tables: list[TableConfig] = Field(default_factory=list)
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
     sensor_interval_seconds: int = Field(default=30, ge=1)
-    # Dagster: what starts a sync when the provider commits (README "Dagster", "Sensor or declarative automation").
+    # Dagster: what starts a sync when the provider commits (docs/dagster.md).
     automation: Literal["sensor", "declarative"] = "sensor"
     observe_schedule: str = Field(
         default="* * * * *", description="automation 'declarative': cron of source observations"
@@ -426,7 +426,7 @@ def format_validation_error(exc: ValidationError) -> str:
         path = _field_path(error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            message = "unknown field; check the spelling (see README 'Configuration')"
+            message = "unknown field; check the spelling (see docs/configuration.md)"
         elif error["type"] == "missing":
             message = "required field is missing"
         lines.append(f"{path}: {message}" if path else message)

@@ -93,7 +93,7 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     commit, following = (
         f"/{ws.target('m').removeprefix('s3://')}/_delta_log/{v:020d}.json" for v in (version, version + 1)
     )
-    assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # README: two HEAD requests
+    assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # docs: two HEAD requests
     assert glance(ws.target("m"), version, datetime(2000, 1, 1, tzinfo=UTC)) is Glance.CHANGED  # re-created since
     write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
                     mode="append", storage_options=options)  # fmt: skip

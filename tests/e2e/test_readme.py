@@ -1,9 +1,11 @@
-"""The README's shell blocks, copied as written, print nothing alarming (issue 19).
+"""The README's and the docs' shell blocks, copied as written, print nothing alarming (issue 19).
 
-Every ```bash block of README.md is split into simple commands (shell word rules); the ones that
+Every ```bash block of README.md, then of each page under docs/ (where the README's sections moved,
+issue 30), is split into simple commands (shell word rules); the ones that
 are safe to run here are picked by an explicit allow-list of command prefixes (the demo,
 ``status``, ``discover``, ``preview``, ``serve``); the rest (creating a venv, ``pip install``, the
-test suite, ``dagster dev``) are skipped. The safe ones run in order, in one empty directory, as
+test suite, ``dagster dev``) are skipped. The safe ones run in order, in one empty directory per
+file (a page is read on its own), as
 a user of a fresh, not activated venv would type them there: ``.venv`` is the project's venv,
 and its ``bin`` is not on PATH. A command ending in ``&`` runs in the background until its block
 ends; a server in the foreground (``serve``) runs until it is ready, then gets Ctrl+C. Each must
@@ -20,7 +22,10 @@ from pathlib import Path
 
 from support.shell import Service, ShellCommand, alarming, parse_commands, run_command
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+# Every page, not a list: a page added later with a shell block is run too.
+PAGES = sorted((REPO / "docs").rglob("*.md"))
 VENV = Path(sys.executable).parent.parent
 SAFE_PREFIXES = ("sharesync demo", "sharesync status", "sharesync discover", "sharesync preview", "sharesync serve")
 
@@ -82,6 +87,18 @@ def test_readme_shell_blocks_run_cleanly(tmp_path: Path) -> None:
     for block in blocks:
         run_block(block, tmp_path, env, ran)
     assert any(text.endswith("sharesync demo") for text in ran), ran  # the first command of the README
+    ran_in_docs: list[str] = []
+    for page in PAGES:
+        page_blocks = bash_blocks(page.read_text(encoding="utf-8"))
+        if not page_blocks:
+            continue
+        cwd = tmp_path / "docs" / page.relative_to(REPO / "docs").with_suffix("")
+        cwd.mkdir(parents=True)
+        (cwd / ".venv").symlink_to(VENV, target_is_directory=True)
+        for block in page_blocks:
+            run_block(block, cwd, env, ran_in_docs)
+    # docs/dagster.md's first command (the README's "Dagster" section until issue 30 moved it there)
+    assert ".venv/bin/sharesync demo --keep-serving" in ran_in_docs, ran_in_docs
 
 
 def test_the_allow_list_is_what_it_says() -> None:

@@ -6,7 +6,7 @@ Config and profile mistakes found before any table is touched exit 2 with ``erro
 stderr. Mistakes that only show against the shared table (a key it lacks, a filter on a column
 it does not have) or against the target (not writable, not a Delta table, an incompatible
 schema) fail that table: one ``error: <table>: …`` line, exit 2 for config mistakes and 1 for
-the others. Every case here is listed in the README's "Troubleshooting" table.
+the others. Every case here is listed in docs/troubleshooting.md's table.
 """
 
 from __future__ import annotations

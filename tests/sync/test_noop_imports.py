@@ -1,6 +1,6 @@
 """A ``sharesync sync`` with nothing new imports no database toolkit, Arrow, Spark or Dagster.
 
-That is what keeps the no-op process short (the README's target: 0.3 s); the check is on
+That is what keeps the no-op process short (docs/benchmarks.md: 0.3–0.5 s); the check is on
 ``sys.modules`` in a fresh process, not on a clock. The state store is seeded directly with
 checkpoints at the provider's versions that record their targets as sharesync does (Delta table
 id and version; the targets written by ``deltalake``), so no engine is needed to get there and
