@@ -1,4 +1,4 @@
-"""Take the screenshots of the Dagster UI shown in the README: ``python docs/screenshots.py`` (by hand, not in CI).
+"""Take the screenshots of the Dagster UI shown in docs/dagster.md: ``python docs/screenshots.py`` (by hand, not in CI).
 
 It starts the demo provider (``sharesync demo``'s tables on the local sharing server), syncs
 twice through the Dagster definitions into a fresh Dagster instance (the provider commits in
