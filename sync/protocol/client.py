@@ -21,6 +21,7 @@ import httpx
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.protocol.auth import auth_for
+from sharesync.sync.protocol.changes import check_change_feed
 from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, PageCursor
 from sharesync.sync.protocol.options import (
     ChangesOptions,
@@ -198,6 +199,7 @@ class SharingClient:
         ref = TableRef.of(table)
         with self._query_stream(ref, request) as stream:
             files = tuple(stream)
+        check_change_feed(files, request.starting_version, stream.context)  # a snapshot: repeats only
         return QueryResult(request=request, files=files, **_summary(ref, stream))
 
     def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
@@ -212,6 +214,7 @@ class SharingClient:
         ref = TableRef.of(table)
         with self._changes_stream(ref, request) as stream:
             files = tuple(stream)
+        check_change_feed(files, request.starting_version, stream.context)
         return ChangesResult(request=request, files=files, **_summary(ref, stream))
 
     # ------------------------------------------------------------ streams
