@@ -20,6 +20,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
     │   ├─ StreamError              endStreamAction.errorMessage was set
     │   ├─ UrlExpired               presigned URL refused or expired: refresh, then retry
+    │   ├─ UnsafeUrl                a file URL at an address sharesync must not fetch  Permanent
     │   └─ DownloadError            file body wrong (size mismatch, over the cap)    Retryable
     ├─ StateError                   the state store
     │   ├─ StateStoreUnavailable    cannot connect / open (names host, never password)
@@ -147,6 +148,10 @@ class StreamError(SharingError):
 
 class UrlExpired(SharingError, Retryable):
     """A presigned file URL was refused or has expired; ask for a fresh one."""
+
+
+class UnsafeUrl(SharingError, Permanent):
+    """A presigned URL points where the provider should not make sharesync fetch (loopback, metadata)."""
 
 
 class DownloadError(SharingError, Retryable):

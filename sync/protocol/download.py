@@ -2,7 +2,9 @@
 
 Downloads run concurrently (asyncio, bounded), stream to ``<name>.part`` in the staging directory
 in chunks, check the byte count against the declared ``size`` (stopping early past it) and are
-renamed into place only when complete, so a crash never leaves a half file looking whole. A URL
+renamed into place only when complete, so a crash never leaves a half file looking whole. Every
+URL, and every redirect, must pass the provider's :class:`~sharesync.sync.protocol.addresses.FileUrlPolicy`
+first (no fetching of loopback or metadata addresses on a provider's say-so). A URL
 about to expire, or one the storage refuses (403), is renewed through the
 :class:`~sharesync.sync.protocol.refresh.UrlBook`. Transient failures are retried like API calls.
 Deletion-vector files download the same way; their size is unknown (one may hold DVs of files
@@ -26,6 +28,7 @@ import httpx
 
 from sharesync.sync.core.errors import DownloadError, SharesyncError, UrlExpired
 from sharesync.sync.core.redact import install_log_redaction
+from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.dvfiles import DeletionVectorFile, Downloadable
 from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
@@ -118,6 +121,7 @@ class Downloader:
         self,
         staging_dir: Path,
         *,
+        policy: FileUrlPolicy,
         concurrency: int = 8,
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
@@ -135,6 +139,7 @@ class Downloader:
             raise ValueError("concurrency must be at least 1")
         install_log_redaction()  # httpx logs each URL, signature included, unless redacted
         self.staging_dir = Path(staging_dir)
+        self.policy = policy
         self.concurrency = concurrency
         self.retry = retry or RetryPolicy.from_env()
         self.timeouts = timeouts or Timeouts()
@@ -184,6 +189,7 @@ class Downloader:
             follow_redirects=True,
             headers={"User-Agent": USER_AGENT},
             limits=httpx.Limits(max_connections=self.concurrency),
+            event_hooks={"request": [self._check_redirect]},
         ) as http:
             with ThreadPoolExecutor(max_workers=max(1, self.hook_workers), thread_name_prefix="sharesync-hook") as pool:
                 tasks = [asyncio.create_task(run.job(http, job, pool)) for job in jobs]
@@ -201,6 +207,11 @@ class Downloader:
             for index in job.inputs:
                 results[index] = DownloadedFile(files[index], job.path)
         return DownloadResult([r for r in results if r is not None], stats)
+
+    async def _check_redirect(self, request: httpx.Request) -> None:
+        # Runs for every request the client sends, redirects included (the first is checked with
+        # its file's name in :meth:`_Run._fetch`, before it is sent).
+        self.policy.check(request.url, context="a file download (or a redirect of one)")
 
     def _jobs(self, files: Sequence[Downloadable]) -> list[_Job]:
         root = self.staging_dir.resolve()
@@ -269,6 +280,7 @@ class _Run:
         limit = size if size is not None else MAX_UNSIZED_BYTES
         part = job.path.with_name(job.path.name + ".part")
         written = 0
+        self.d.policy.check(url, context=job.context)
         try:
             with translate_httpx_errors(job.context):
                 async with http.stream("GET", url) as response:
