@@ -327,8 +327,8 @@ async def _within(seconds: float, context: str) -> AsyncIterator[None]:
             yield
     except TimeoutError:
         raise TransportError(
-            f"{context}: not complete after {seconds:.3g} s; the storage is stalled or far too slow "
-            "(the bound is the deadline plus the file's size at the minimum rate, see the Timeouts settings)"
+            f"{context}: not complete after {seconds:.3g} s; the storage is stalled or far too slow (the bound "
+            "is SHARESYNC_HTTP_DEADLINE_SECONDS, default 600, plus the file's size at 256 KiB/s)"
         ) from None
 
 
