@@ -77,3 +77,15 @@ def test_a_start_given_as_a_timestamp_checks_repeats_only() -> None:
     with pytest.raises(ProtocolViolation, match="cdf action of file x"):
         check_change_feed([one, one], None, "changes")
     check_change_feed([one, AddFile(url="https://b/x", id="x", size=1, version=2, timestamp=0)], None, "changes")
+
+
+@pytest.mark.parametrize(
+    ("line", "wording"),
+    [
+        (file("a", size=-1), "invalid 'file' action: size: Input should be greater than or equal to 0"),
+        (file("a", kind="add", version=-2), "invalid 'add' action: version: Input should be greater than or equal to 0"),
+    ],
+)
+def test_a_negative_size_or_version_is_refused(make_client: Make, line: dict[str, Any], wording: str) -> None:
+    with pytest.raises(ProtocolViolation, match=wording):
+        make_client(_serving(line)).query(TABLE)
