@@ -16,7 +16,9 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version
 
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
@@ -171,3 +173,36 @@ def test_a_change_feed_that_omits_a_version_is_caught_by_verify_full(site: Site)
     found = verify_table(engine, site.name("m"), full=True)
     assert not found.ok and found.comparison is not None
     assert found.comparison.missing_keys == 4 and found.comparison.extra_keys == 0, found.lines()
+
+
+HOSTILE_REGIONS = ["../../../escape", "/etc/cron.d/x", "..", "a/../../b", "C:\\win", "%2e%2e%2f", "~root", "é 😀"]
+
+
+def test_odd_table_names_and_partition_values_stay_data_never_paths(site: Site) -> None:
+    """A table named with spaces, URL-special characters and non-ASCII, partitioned by values shaped like
+    paths: the target holds the values as data, and nothing is written outside the target,
+    staging and state directories (nor above the test's directory, where "../" would lead)."""
+    name = "odd name + &=☃"
+    rows = pa.table({"id": list(range(len(HOSTILE_REGIONS))), "region": HOSTILE_REGIONS})
+    write_deltalake(str(site.path(name)), rows, partition_by=["region"],
+                    configuration={"delta.enableChangeDataFeed": "true"})  # fmt: skip
+    engine = site.engine(site.config(site.spec(name, target="warehouse/odd")))
+    before = set(site.root.rglob("*"))
+    more = pa.table({"id": [100, 101], "region": ["../../../escape", "\x00nul"]})
+    for round_ in range(2):
+        if round_:
+            write_deltalake(str(site.path(name)), more, partition_by=["region"], mode="append")
+        results = engine.sync_all()
+        assert all(r.outcome is TableOutcome.SYNCED for r in results), [r.error for r in results]
+
+    ids, regions = rows["id"].to_pylist() + more["id"].to_pylist(), HOSTILE_REGIONS + more["region"].to_pylist()
+    expected = sorted(zip(ids, regions, strict=True))
+    held = DeltaTable(str(site.root / "warehouse" / "odd")).to_pyarrow_table(columns=["id", "region"])
+    assert sorted(zip(held["id"].to_pylist(), held["region"].to_pylist(), strict=True)) == expected
+    allowed = [site.root / d for d in ("warehouse", "staging", "state", "provider")]
+    new = [p for p in site.root.rglob("*") if p not in before and p.is_file()]
+    assert new and all(any(d in p.parents for d in allowed) for p in new), [
+        str(p) for p in new if not any(d in p.parents for d in allowed)
+    ]
+    assert site.staged_files() == 0
+    assert not list(site.root.parent.rglob("escape*")) and not (site.root.parent / "b").exists()
