@@ -115,6 +115,20 @@ def test_file_urls_aimed_at_another_loopback_port_fail_each_table_and_reach_noth
         forbidden_port.accept()
 
 
+def test_allow_private_file_urls_lets_a_provider_serve_files_from_another_private_origin(site: Site) -> None:
+    """``localhost:<port>`` is the server itself under another origin: refused by default, fetched
+    (and synced) once the config says this provider serves files from private addresses."""
+    site.server.faults.file_url_origin = site.server.base_url.replace("127.0.0.1", "localhost")
+    for table in MODES:
+        site.table(table, rows=30, seed=7)
+    specs = [site.spec(t, mode) for t, mode in MODES.items()]
+    before = _written(site)
+    _fails_cleanly(site, site.engine(site.config(*specs)).sync_all(), before, "a loopback address")
+
+    trusting = site.engine(site.config(*specs, allow_private_file_urls=True))
+    _converged(site, trusting.sync_all(), {t: Expectation(t, mode) for t, mode in MODES.items()})
+
+
 def test_a_provider_that_drips_fails_each_table_at_the_deadline_and_writes_nothing(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
