@@ -102,7 +102,8 @@ class SyncEngine:
 
                 profile = load_profile(self.config.profile)
                 check_expiry(profile)
-                self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle)
+                private = self.config.allow_private_file_urls
+                self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle, allow_private_file_urls=private)
             return self._client
 
     @property

@@ -25,7 +25,7 @@ import click
 
 from sharesync.sync.cli.main import EXIT_TABLE_FAILED
 from sharesync.sync.core.config import load_config
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import SharesyncError, printable
 from sharesync.sync.core.redact import redact
 from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
@@ -109,7 +109,7 @@ def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers
         _print_table(found)
     failed = [t for t in found if t.error is not None]
     for t in failed:
-        click.echo(f"error: {t.name}: {t.error}", err=True)
+        click.echo(f"error: {printable(t.name)}: {t.error}", err=True)
     if failed:
         sys.exit(EXIT_TABLE_FAILED)
 
@@ -134,9 +134,9 @@ def _print_table(found: list[DiscoveredTable]) -> None:
     table.add_column("reader features")
     for t in found:
         if t.error is not None:  # the error itself follows on stderr, in full
-            table.add_row(escape(t.name), "[red]failed[/red]", "—", "—", "—")
+            table.add_row(escape(printable(t.name)), "[red]failed[/red]", "—", "—", "—")
             continue
         cdf = "yes" if t.cdf_enabled else "no"
         partitions, features = ", ".join(t.partition_columns) or "—", ", ".join(t.reader_features) or "—"
-        table.add_row(escape(t.name), str(t.version), cdf, partitions, features)
+        table.add_row(escape(printable(t.name)), str(t.version), cdf, escape(printable(partitions)), features)
     console.print(table)

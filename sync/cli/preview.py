@@ -36,7 +36,9 @@ def preview(
     where = _parse_where(where_json) if where_json else None
     profile = load_profile(config.profile)
     check_expiry(profile)
-    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+    with SharingClient(
+        profile, ca_bundle=config.ca_bundle, allow_private_file_urls=config.allow_private_file_urls
+    ) as client:
         result = run_preview(client, name, limit=limit, where=where, version=version, ca_bundle=config.ca_bundle)
     rows = result.table.to_pylist()
     if as_json:

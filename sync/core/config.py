@@ -226,6 +226,7 @@ class SharesyncConfig(_Strict):
     defaults: TableDefaults = Field(default_factory=TableDefaults)
     tables: list[TableConfig] = Field(default_factory=list)
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
+    allow_private_file_urls: bool = False  # file URLs at private addresses (docs/guarantees.md, "Which file URLs…")
     sensor_interval_seconds: int = Field(default=30, ge=1)
     # Dagster: what starts a sync when the provider commits (docs/dagster.md).
     automation: Literal["sensor", "declarative"] = "sensor"

@@ -20,6 +20,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
     │   ├─ StreamError              endStreamAction.errorMessage was set
     │   ├─ UrlExpired               presigned URL refused or expired: refresh, then retry
+    │   ├─ UnsafeUrl                a file URL at an address sharesync must not fetch  Permanent
     │   └─ DownloadError            file body wrong (size mismatch, over the cap)    Retryable
     ├─ StateError                   the state store
     │   ├─ StateStoreUnavailable    cannot connect / open (names host, never password)
@@ -32,7 +33,9 @@ and the retry loops decide by type, never by parsing messages or status codes::
 
 ``Retryable`` is a marker mixin: retry loops ask ``isinstance(exc, Retryable)``.
 ``Permanent`` marks errors that must fail a run at once (config, auth, schema).
-All messages pass through :func:`sharesync.sync.core.redact.redact` so tokens and URL signatures never leak.
+All messages pass through :func:`sharesync.sync.core.redact.redact` so tokens and URL signatures never leak,
+and through :func:`printable`, so text a provider chose (an error message, a table name) cannot
+break a message into several lines or send terminal escape sequences.
 """
 
 from __future__ import annotations
@@ -48,11 +51,19 @@ class Permanent:
     """Marker: retrying cannot help; a person has to change something."""
 
 
+def printable(text: str) -> str:
+    """``text`` on one line: control and format characters (line breaks, ESC, bidi overrides)
+    written as Python escapes (``\\n``, ``\\x1b``, ``\\u202e``), everything else kept."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class SharesyncError(Exception):
-    """Root of every sharesync error. The message is redacted on construction."""
+    """Root of every sharesync error. The message is redacted and made printable on construction."""
 
     def __init__(self, message: str) -> None:
-        self.message = redact(message)
+        self.message = printable(redact(message))
         super().__init__(self.message)
 
 
@@ -147,6 +158,10 @@ class StreamError(SharingError):
 
 class UrlExpired(SharingError, Retryable):
     """A presigned file URL was refused or has expired; ask for a fresh one."""
+
+
+class UnsafeUrl(SharingError, Permanent):
+    """A presigned URL points where the provider should not make sharesync fetch (loopback, metadata)."""
 
 
 class DownloadError(SharingError, Retryable):

@@ -15,6 +15,11 @@ changed the DV: rows in the new DV and not the old one were deleted, rows in the
 the new one came back. Those rows — never the whole file — are the version's changes. Add and
 remove actions with ``dataChange: false`` (compaction, DV purges) change no rows and are
 skipped; cdc actions always carry ``dataChange: false`` and are the version's changes.
+
+The spec lets a server send the lines in any order, so versions are sorted here, never trusted
+to arrive in order. What the rule cannot survive is refused before anything is staged
+(:func:`check_change_feed`): the same file action twice (its rows would be applied twice) and
+versions before the range asked for (their changes are already in the target).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sharesync.sync.core.changefeed import ChangeType
+from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.protocol.dvfiles import dv_identity
 from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
 
@@ -54,6 +60,30 @@ class ChangeFile:
     @property
     def id(self) -> str:
         return self.file.id
+
+
+def check_change_feed(files: Iterable[DataFile], start: int | None, context: str) -> None:
+    """Raise :class:`ProtocolViolation` when a change feed repeats a file action or lists a version
+    before ``start`` (None: the start was a timestamp, so only repeats are checked)."""
+    seen: set[tuple[str, int | None, str]] = set()
+    for f in files:
+        version = getattr(f, "version", None)
+        if start is not None and version is not None and version < start:
+            raise ProtocolViolation(
+                f"{context}: the provider listed file {f.id} of version {version}, before the first version asked "
+                f"for ({start}); nothing was applied — run again, and report it to the provider if it persists"
+            )
+        key = (type(f).__name__, version, f.id)
+        if key in seen:
+            raise ProtocolViolation(
+                f"{context}: the provider listed the same {_KINDS[type(f)]} action of file {f.id} (version {version}) "
+                "twice, so its rows would be applied twice; nothing was applied — run again, and report it to the "
+                "provider if it persists"
+            )
+        seen.add(key)
+
+
+_KINDS: dict[type[DataFile], str] = {File: "file", AddFile: "add", CdfFile: "cdf", RemoveFile: "remove"}
 
 
 def select_change_files(actions: Iterable[AddFile | CdfFile | RemoveFile]) -> list[ChangeFile]:

@@ -20,7 +20,9 @@ import httpx
 
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.core.timestamps import to_wire
+from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.auth import auth_for
+from sharesync.sync.protocol.changes import check_change_feed
 from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, PageCursor
 from sharesync.sync.protocol.options import (
     ChangesOptions,
@@ -63,6 +65,8 @@ class SharingClient:
     ``http`` injects the transport (tests: ``httpx.MockTransport``; the engine: a shared
     pool); ``timeouts`` and ``ca_bundle`` only shape the client built when none is given.
     ``page_size`` / ``max_files`` are default page sizes (None: the server's).
+    ``allow_private_file_urls``: this provider serves files from private addresses (see
+    :mod:`sharesync.sync.protocol.addresses`).
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class SharingClient:
         ca_bundle: Path | None = None,
         page_size: int | None = None,
         max_files: int | None = None,
+        allow_private_file_urls: bool = False,
     ) -> None:
         install_log_redaction()  # httpx logs URLs: make sure nothing logs a token or a signature
         self.profile = profile
@@ -84,6 +89,8 @@ class SharingClient:
         self.page_size = page_size
         self.max_files = max_files
         self._http = SharingHttp(profile.endpoint, auth_for(profile), self._client, self.retry)
+        # Which presigned URLs of this provider may be fetched (its own origin; public hosts).
+        self.file_url_policy = FileUrlPolicy(profile.endpoint, allow_private=allow_private_file_urls)
 
     def __repr__(self) -> str:
         return f"SharingClient(endpoint={self.profile.endpoint!r})"
@@ -198,6 +205,7 @@ class SharingClient:
         ref = TableRef.of(table)
         with self._query_stream(ref, request) as stream:
             files = tuple(stream)
+        check_change_feed(files, request.starting_version, stream.context)  # a snapshot: repeats only
         return QueryResult(request=request, files=files, **_summary(ref, stream))
 
     def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
@@ -212,6 +220,7 @@ class SharingClient:
         ref = TableRef.of(table)
         with self._changes_stream(ref, request) as stream:
             files = tuple(stream)
+        check_change_feed(files, request.starting_version, stream.context)
         return ChangesResult(request=request, files=files, **_summary(ref, stream))
 
     # ------------------------------------------------------------ streams

@@ -2,7 +2,11 @@
 
 Downloads run concurrently (asyncio, bounded), stream to ``<name>.part`` in the staging directory
 in chunks, check the byte count against the declared ``size`` (stopping early past it) and are
-renamed into place only when complete, so a crash never leaves a half file looking whole. A URL
+renamed into place only when complete, so a crash never leaves a half file looking whole. Every
+URL, and every redirect, must pass the provider's :class:`~sharesync.sync.protocol.addresses.FileUrlPolicy`
+first (no fetching of loopback or metadata addresses on a provider's say-so), and every download
+must end within its deadline (:meth:`~sharesync.sync.protocol.transport.Timeouts.download_deadline`),
+so a server dripping one byte at a time cannot hold a run for ever. A URL
 about to expire, or one the storage refuses (403), is renewed through the
 :class:`~sharesync.sync.protocol.refresh.UrlBook`. Transient failures are retried like API calls.
 Deletion-vector files download the same way; their size is unknown (one may hold DVs of files
@@ -16,16 +20,17 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from sharesync.sync.core.errors import DownloadError, SharesyncError, UrlExpired
+from sharesync.sync.core.errors import DownloadError, SharesyncError, TransportError, UrlExpired
 from sharesync.sync.core.redact import install_log_redaction
+from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.dvfiles import DeletionVectorFile, Downloadable
 from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
@@ -118,6 +123,7 @@ class Downloader:
         self,
         staging_dir: Path,
         *,
+        policy: FileUrlPolicy,
         concurrency: int = 8,
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
@@ -135,9 +141,10 @@ class Downloader:
             raise ValueError("concurrency must be at least 1")
         install_log_redaction()  # httpx logs each URL, signature included, unless redacted
         self.staging_dir = Path(staging_dir)
+        self.policy = policy
         self.concurrency = concurrency
         self.retry = retry or RetryPolicy.from_env()
-        self.timeouts = timeouts or Timeouts()
+        self.timeouts = timeouts or Timeouts.from_env()
         self.ca_bundle = ca_bundle
         self._transport = transport
         self.refresh_margin = refresh_margin
@@ -182,8 +189,11 @@ class Downloader:
             timeout=self.timeouts.to_httpx(),
             transport=self._transport,
             follow_redirects=True,
-            headers={"User-Agent": USER_AGENT},
+            # Files are stored compressed already; a body the server compresses anyway is decoded
+            # and still stopped at its declared size (no decompression bomb fills the disk).
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
             limits=httpx.Limits(max_connections=self.concurrency),
+            event_hooks={"request": [self._check_redirect]},
         ) as http:
             with ThreadPoolExecutor(max_workers=max(1, self.hook_workers), thread_name_prefix="sharesync-hook") as pool:
                 tasks = [asyncio.create_task(run.job(http, job, pool)) for job in jobs]
@@ -201,6 +211,11 @@ class Downloader:
             for index in job.inputs:
                 results[index] = DownloadedFile(files[index], job.path)
         return DownloadResult([r for r in results if r is not None], stats)
+
+    async def _check_redirect(self, request: httpx.Request) -> None:
+        # Runs for every request the client sends, redirects included (the first is checked with
+        # its file's name in :meth:`_Run._fetch`, before it is sent).
+        self.policy.check(request.url, context="a file download (or a redirect of one)")
 
     def _jobs(self, files: Sequence[Downloadable]) -> list[_Job]:
         root = self.staging_dir.resolve()
@@ -269,21 +284,24 @@ class _Run:
         limit = size if size is not None else MAX_UNSIZED_BYTES
         part = job.path.with_name(job.path.name + ".part")
         written = 0
+        self.d.policy.check(url, context=job.context)
+        deadline = self.d.timeouts.download_deadline(limit)
         try:
-            with translate_httpx_errors(job.context):
-                async with http.stream("GET", url) as response:
-                    if not response.is_success:
-                        raise _refused(await aread_error(response, context=job.context))
-                    # Buffered writes to the local staging disk: shorter than a thread hop would be.
-                    with open(part, "wb") as out:  # noqa: ASYNC230
-                        async for chunk in response.aiter_bytes(self.d.chunk_size):
-                            written += len(chunk)
-                            if written > limit:  # a size cap: never store more than was declared
-                                raise DownloadError(
-                                    f"{job.context}: the body is longer than the declared size; stopped"
-                                )
-                            out.write(chunk)
-                            self._report(job, len(chunk))
+            async with _within(deadline, job.context):
+                with translate_httpx_errors(job.context):
+                    async with http.stream("GET", url) as response:
+                        if not response.is_success:
+                            raise _refused(await aread_error(response, context=job.context))
+                        # Buffered writes to the local staging disk: shorter than a thread hop would be.
+                        with open(part, "wb") as out:  # noqa: ASYNC230
+                            async for chunk in response.aiter_bytes(self.d.chunk_size):
+                                written += len(chunk)
+                                if written > limit:  # a size cap: never store more than was declared
+                                    raise DownloadError(
+                                        f"{job.context}: the body is longer than the declared size; stopped"
+                                    )
+                                out.write(chunk)
+                                self._report(job, len(chunk))
             _check_length(job, written)
             os.replace(part, job.path)
         except BaseException:
@@ -298,6 +316,20 @@ class _Run:
     def _report(self, job: _Job, advance: int) -> None:
         if self.progress is not None:
             self.progress(ProgressUpdate(job.file.id, advance, self.stats.files, self.total))
+
+
+@asynccontextmanager
+async def _within(seconds: float, context: str) -> AsyncIterator[None]:
+    """Cancel the download when it outlasts ``seconds`` as a whole: httpx's read timeout bounds each
+    read, so a server sending one byte per read timeout would otherwise never be cut off."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise TransportError(
+            f"{context}: not complete after {seconds:.3g} s; the storage is stalled or far too slow (the bound "
+            "is SHARESYNC_HTTP_DEADLINE_SECONDS, default 600, plus the file's size at 256 KiB/s)"
+        ) from None
 
 
 def _check_length(job: _Job, written: int) -> None:

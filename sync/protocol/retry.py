@@ -55,15 +55,16 @@ class RetryPolicy:
         env = os.environ if environ is None else environ
         defaults = cls()
         return cls(
-            max_attempts=_env_number(env, "SHARESYNC_RETRY_MAX_ATTEMPTS", int, defaults.max_attempts),
-            total_seconds=_env_number(env, "SHARESYNC_RETRY_TOTAL_SECONDS", float, defaults.total_seconds),
+            max_attempts=env_number(env, "SHARESYNC_RETRY_MAX_ATTEMPTS", int, defaults.max_attempts),
+            total_seconds=env_number(env, "SHARESYNC_RETRY_TOTAL_SECONDS", float, defaults.total_seconds),
         )
 
     def budget(self, context: str) -> RetryBudget:
         return RetryBudget(self, context)
 
 
-def _env_number(env: Mapping[str, str], key: str, kind: Callable[[str], N], default: N) -> N:
+def env_number(env: Mapping[str, str], key: str, kind: Callable[[str], N], default: N) -> N:
+    """``env[key]`` as a number, ``default`` when unset; a clear ConfigError when not a number."""
     if not env.get(key):
         return default
     try:

@@ -10,7 +10,9 @@ through :mod:`sharesync.sync.protocol.http_errors`. Whole calls are retried by
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from sharesync.sync.core.errors import ProtocolViolation, Unauthorized
 from sharesync.sync.protocol.auth import SharingAuth
 from sharesync.sync.protocol.http_errors import read_error, translate_httpx_errors
-from sharesync.sync.protocol.retry import RetryPolicy, call_with_retries
+from sharesync.sync.protocol.retry import RetryPolicy, call_with_retries, env_number
 from sharesync.sync.protocol.tls import ssl_context
 
 M = TypeVar("M", bound=BaseModel)
@@ -45,15 +47,60 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Every request has a connect and a read bound; a stalled server never hangs a run."""
+    """Every request has a connect and a read bound, and a bound on the whole response.
+
+    httpx's timeouts bound each read, so a server sending a byte per read would never time out:
+    ``total`` bounds an API response from its headers to its last byte (checked as each chunk
+    arrives, so it can be overrun by at most one ``read``), and a file download may take ``total`` plus
+    its size at ``min_rate`` bytes per second (:meth:`download_deadline`).
+    """
 
     connect: float = 10.0
     read: float = 120.0
     write: float = 60.0
     pool: float = 30.0
+    total: float = 600.0
+    min_rate: float = 256 * 1024
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Timeouts:
+        """Defaults, ``total`` overridden by ``SHARESYNC_HTTP_DEADLINE_SECONDS``."""
+        env = os.environ if environ is None else environ
+        return cls(total=env_number(env, "SHARESYNC_HTTP_DEADLINE_SECONDS", float, cls.total))
 
     def to_httpx(self) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+    def download_deadline(self, size: int) -> float:
+        """Seconds a download of ``size`` bytes may take as a whole."""
+        return self.total + size / self.min_rate
+
+
+class _BoundedStream(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request, deadline: float, seconds: float) -> None:
+        self.inner, self.request, self.deadline, self.seconds = inner, request, deadline, seconds
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            if time.monotonic() > self.deadline:
+                raise httpx.ReadTimeout(
+                    f"the response was not complete after {self.seconds:g} s (the bound on a whole response)",
+                    request=self.request,
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def deadline_hook(seconds: float) -> Callable[[httpx.Response], None]:
+    """An httpx response hook bounding the body's arrival to ``seconds`` from its headers."""
+
+    def bound(response: httpx.Response) -> None:
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _BoundedStream(response.stream, response.request, time.monotonic() + seconds, seconds)
+
+    return bound
 
 
 def build_http_client(
@@ -63,11 +110,14 @@ def build_http_client(
     transport: httpx.BaseTransport | None = None,
 ) -> httpx.Client:
     """The API client. Redirects are followed: httpx drops ``Authorization`` from a redirect that
-    leaves the origin (scheme, host, port), so a credential never reaches another host."""
+    leaves the origin (scheme, host, port), so a credential never reaches another host. Every
+    response is bounded as a whole (:func:`deadline_hook`), over an injected ``transport`` too."""
+    timeouts = timeouts or Timeouts.from_env()
     return httpx.Client(
         verify=ssl_context(ca_bundle),
-        timeout=(timeouts or Timeouts()).to_httpx(),
+        timeout=timeouts.to_httpx(),
         transport=transport,
+        event_hooks={"response": [deadline_hook(timeouts.total)]},
         headers={"User-Agent": USER_AGENT},
         follow_redirects=True,
     )

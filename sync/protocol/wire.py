@@ -244,7 +244,7 @@ class _FileBase(WireModel):
     url: str
     id: str
     partition_values: dict[str, str | None] = Field(default_factory=dict)
-    size: int
+    size: int = Field(ge=0)  # every download is checked against it: a negative one is a lie
     expiration_timestamp: int | None = None
     # Delta-format answers only (never serialized into a parquet answer): the rows of the data
     # file this logical file no longer holds, and whether the action changes data at all.
@@ -270,7 +270,7 @@ class File(_FileBase):
 
 class AddFile(_FileBase):
     timestamp: int
-    version: int
+    version: int = Field(ge=0)
     stats: str | None = None
 
     @cached_property
@@ -280,12 +280,12 @@ class AddFile(_FileBase):
 
 class CdfFile(_FileBase):
     timestamp: int
-    version: int
+    version: int = Field(ge=0)
 
 
 class RemoveFile(_FileBase):
     timestamp: int
-    version: int
+    version: int = Field(ge=0)
 
 
 class EndStreamAction(WireModel):

@@ -24,7 +24,9 @@ Knobs, by what they imitate:
   for every change-data file; ``history_error`` answers ``/changes`` with one of the reference
   servers' history errors (:data:`HISTORY_ERRORS`).
 
-``budget`` caps how many responses any knob may fault (then the server behaves again).
+``budget`` caps how many responses any knob may fault (then the server behaves again). A
+provider that lies rather than fails (repeated or missing file actions, file URLs aimed
+elsewhere, a drip of bytes) has its knobs here too; :mod:`sharesync.sync.server.hostile` applies them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.deltalog import DeltaLog
+from sharesync.sync.server.hostile import Drip, FeedRewriter, alters_feed
 from sharesync.sync.server.problems import (
     INVALID_PARAMETER_VALUE,
     MALFORMED_REQUEST,
@@ -107,6 +110,11 @@ class Faults(BaseModel):
     gone_files: tuple[str, ...] = Field(default=(), description="file paths containing one of these answer gone_status")
     gone_status: Literal[404, 410] = Field(default=404, description="status of gone_files downloads")
     history_error: HistoryError | None = Field(default=None, description="answer /changes with this history error")
+    repeat_file_action: bool = Field(default=False, description="send each answer's first file action twice")
+    reverse_file_actions: bool = Field(default=False, description="send file actions in reverse order")
+    omit_version: int | None = Field(default=None, description="leave out every file action of this version")
+    file_url_origin: str | None = Field(default=None, description="presign file URLs at this origin instead")
+    drip_seconds: float = Field(default=0.0, ge=0, description="send every body one byte per this many seconds")
     budget: int | None = Field(
         default=None, ge=0, description="how many more responses may be faulted (None: no limit)"
     )
@@ -232,6 +240,10 @@ class FaultMiddleware:
             await send({"type": "http.response.start", "status": error.status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        if faults.drip_seconds > 0:
+            send = Drip(faults, send)
+        if alters_feed(faults):
+            send = FeedRewriter(faults, send, self.files_prefix)
         if not faults.alters_streams:
             await self.app(scope, receive, send)
             return
@@ -260,6 +272,8 @@ class FaultMiddleware:
 
     async def _serve_file(self, scope: Scope, receive: Receive, send: Send) -> None:
         faults = self.faults
+        if faults.drip_seconds > 0:
+            send = Drip(faults, send)
         if faults.download_delay_seconds > 0:
             await asyncio.sleep(faults.download_delay_seconds)
         if faults.gone_files and faults.gone(scope["path"]):

@@ -178,7 +178,9 @@ def stage(
     netted = budget is not None and net_keys is not None  # its files are held in memory until netted
     with budget.holding(sum(c.file.size for c in files)) if budget is not None and netted else nullcontext():
         if downloader_factory is None:
-            downloader_factory = partial(Downloader, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget)
+            downloader_factory = partial(
+                Downloader, policy=client.file_url_policy, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget
+            )
         return _stage(
             client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys, direct
         )

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from sharesync.sync.core.location import Location
 from sharesync.sync.protocol.changes import ChangeFile
-from sharesync.sync.staging.files import StageLayout, constant_columns, staged_writer
+from sharesync.sync.staging.files import StageLayout, check_expansion, constant_columns, staged_writer
 
 MANIFEST = "_direct.json"
 # The one-row files: under a "_" directory, so staged_files() skips them, under names that do not
@@ -161,6 +161,7 @@ class DirectFiles:
             schema = footer.schema.to_arrow_schema()
         except (pa.ArrowInvalid, OSError):
             return None  # staging reports what is wrong with it
+        check_expansion(footer, downloaded.stat().st_size, f"file {change.id} (version {change.commit_version})")
         casts = casts_for(schema, self.layout)
         if casts is None or footer.num_rows == 0 or _calendar_rebased(footer.metadata) or _flat_floats(footer):
             return None  # (a group's join needs rows on the file side)

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sharesync.sync.core.changefeed import CHANGE_TYPE
-from sharesync.sync.core.errors import DownloadError
+from sharesync.sync.core.errors import DownloadError, ProtocolViolation
 from sharesync.sync.core.location import Place, locate
 from sharesync.sync.delta.column_mapping import ColumnMapping
 from sharesync.sync.predicates.values import parse_partition_value
@@ -66,6 +66,26 @@ class StageLayout:
         return tuple(c for c in self.columns if c.lower() in partitions)
 
 
+# A provider file may declare at most this many bytes of decoded column data per byte stored,
+# above a floor ordinary files stay under: a parquet "decompression bomb" (pages that inflate
+# to gigabytes) is refused before a page of it is read.
+MAX_EXPANSION = 1000
+EXPANSION_FLOOR = 1 << 30
+
+
+def check_expansion(
+    footer: pq.FileMetaData, stored: int, context: str, *, ratio: int = MAX_EXPANSION, floor: int | None = None
+) -> None:
+    """Raise :class:`ProtocolViolation` when the footer declares more decoded data than ``stored``
+    bytes can honestly hold (judged from the footer: its row groups' uncompressed sizes)."""
+    declared = sum(footer.row_group(i).total_byte_size for i in range(footer.num_row_groups))
+    if declared > max(EXPANSION_FLOOR if floor is None else floor, ratio * stored):
+        raise ProtocolViolation(
+            f"{context}: its {stored} bytes declare {declared} bytes of decoded data, more than {ratio} times "
+            "as much; refused as a decompression bomb — report it to the provider"
+        )
+
+
 def stage_file(
     source: Path, dest: Place, change: ChangeFile, layout: StageLayout, rows_filter: RowFilter | None = None
 ) -> int:
@@ -105,6 +125,7 @@ def _layout_batches(
         raise DownloadError(
             f"file {change.id} (version {change.commit_version}) is not readable parquet: {exc}"
         ) from None
+    check_expansion(parquet.metadata, source.stat().st_size, f"file {change.id} (version {change.commit_version})")
     # File column → logical name; without column mapping every column keeps its name.
     logical = layout.mapping.file_columns(parquet.schema_arrow)
     wanted = [*layout.columns, *([CHANGE_TYPE] if change.change_type is None else [])]

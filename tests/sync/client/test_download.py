@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from sharesync.sync.core.errors import DownloadError, NotFound, TransportError, UrlExpired
+from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressUpdate, staged_name
 from sharesync.sync.protocol.refresh import RefreshTokenRefresher, RequeryRefresher, refresher_for
@@ -21,6 +22,7 @@ from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, Remov
 from .conftest import FakeClock, end, file, metadata, ndjson, protocol
 
 NOW = 1_700_000_000.0  # wall clock of the tests, epoch seconds
+STORAGE = FileUrlPolicy("https://sharing.example.com/delta-sharing")  # its files are on public hosts
 
 
 def data(file_id: str, size: int) -> bytes:
@@ -79,7 +81,7 @@ class Refresher:
 def downloader(tmp_path: Path, retry: RetryPolicy) -> Callable[..., Downloader]:
     def make(storage: Storage, **kwargs: Any) -> Downloader:
         kwargs.setdefault("retry", retry)
-        return Downloader(tmp_path / "staging", transport=httpx.MockTransport(storage), clock=lambda: NOW, **kwargs)
+        return Downloader(tmp_path / "staging", policy=STORAGE, transport=httpx.MockTransport(storage), clock=lambda: NOW, **kwargs)
 
     return make
 
@@ -156,7 +158,7 @@ def test_urls_about_to_expire_are_refreshed_before_use(tmp_path: Path, retry: Re
     refresher = Refresher(storage, files)
     # received at NOW with 30 s to live; 25 s later less than a quarter of that lifetime is left
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(tmp_path, transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times))
+    d = Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1
     assert "a@0" not in storage.requests  # never tried the URL that was about to expire
@@ -172,7 +174,7 @@ def test_the_answers_min_url_expiration_bounds_every_url(
     files = [make_file("a", 10, expires=own_expiry)]
     refresher = Refresher(storage, files, min_url_expiration_ms=int((NOW + 30) * 1000))
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(tmp_path, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times))
+    d = Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1 and storage.requests == ["a@1"]  # renewed before the bound, not after a 403
 
@@ -182,7 +184,7 @@ def test_without_a_bound_a_long_lived_url_is_used_as_is(tmp_path: Path, retry: R
     files = [make_file("a", 10, expires=NOW + 3600)]
     refresher = Refresher(storage, files)
     times = iter([NOW] + [NOW + 25] * 100)
-    Downloader(tmp_path, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)).download(
+    Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)).download(
         files, refresher=refresher
     )
     assert refresher.calls == 0 and storage.requests == ["a@0"]

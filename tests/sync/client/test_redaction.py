@@ -53,13 +53,13 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
         fresh = client.query(TABLE)
         urls += [f.url for f in fresh.files]
         sharing_server.clock.advance(60)
-        done = Downloader(tmp_path / "a", retry=FAST).download(list(fresh.files), refresher=refresher_for(client, fresh))
+        done = Downloader(tmp_path / "a", policy=client.file_url_policy, retry=FAST).download(list(fresh.files), refresher=refresher_for(client, fresh))
         assert done.stats.url_refreshes == 1
         stale = client.query(TABLE, version=1)
         urls += [f.url for f in stale.files]
         sharing_server.clock.advance(60)
         with pytest.raises(UrlExpired) as expired:
-            Downloader(tmp_path / "b", retry=FAST).download(list(stale.files))
+            Downloader(tmp_path / "b", policy=client.file_url_policy, retry=FAST).download(list(stale.files))
         messages += [str(expired.value), "".join(traceback.format_exception(expired.value))]
 
         # failures: unknown table, retried 503s, truncated then broken streams
