@@ -35,7 +35,8 @@ TABLE_VERSION_HEADER = "Delta-Table-Version"
 # :mod:`sharesync.sync.delta`, and ask for an endStreamAction so a cut stream can be told from a
 # complete one (servers that know it echo it back).
 REQUEST_CAPABILITIES = (
-    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz;includeendstreamaction=true"
+    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz,typewidening;"
+    "includeendstreamaction=true"
 )
 USER_AGENT = f"sharesync/0.1 httpx/{httpx.__version__}"
 
