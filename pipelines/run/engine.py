@@ -102,7 +102,9 @@ class SyncEngine:
 
                 profile = load_profile(self.config.profile)
                 check_expiry(profile)
-                self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle)
+                self._client = SharingClient(
+                    profile, ca_bundle=self.config.ca_bundle, file_id_hash=self.config.file_id_hash
+                )
             return self._client
 
     @property

@@ -76,8 +76,9 @@ def server(provider: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _changes(server: SharingServer, name: str, start: int, end: int, directory: Path) -> pa.Table:
-    """What sharesync's client stages for versions ``start..end``: the rows a sync applies."""
-    client = SharingClient(load_profile(server.profile_path))
+    """What sharesync's client stages for versions ``start..end``: the rows a sync applies. DV
+    changes pair a file's ``remove`` and ``add`` by file id: the id scheme is asked for, and checked."""
+    client = SharingClient(load_profile(server.profile_path), file_id_hash="delta")
     try:
         result = client.changes(f"{SHARE}.{SCHEMA}.{name}", starting_version=start, ending_version=end)
         layout = StageLayout.build(result.metadata.table_schema, result.metadata.partition_columns)
