@@ -244,7 +244,9 @@ def test_additive_schema_change_adds_a_nullable_column(spark: SparkSession, stag
     [
         pytest.param(pa.schema([("id", pa.int64()), ("name", pa.string())]), id="dropped-column"),
         # integer -> float is no type widening (integer -> long is: tests/e2e/test_type_widening.py)
-        pytest.param(pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float32())]), id="changed-type"),
+        pytest.param(
+            pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float32())]), id="changed-type"
+        ),
     ],
 )
 def test_breaking_schema_change_raises_and_writes_nothing(
