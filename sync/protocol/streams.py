@@ -70,10 +70,16 @@ def open_page(http: SharingHttp, call: StreamCall, token: str | None) -> _OpenPa
     params, body = call.request(token)
     stack = ExitStack()
     try:
-        response = stack.enter_context(
-            http.open(call.method, call.url, params=params, body=body, context=call.context, capabilities=True,
-                      file_id_hash=call.file_id_hash)
-        )  # fmt: skip
+        opened = http.open(
+            call.method,
+            call.url,
+            params=params,
+            body=body,
+            context=call.context,
+            capabilities=True,
+            file_id_hash=call.file_id_hash,
+        )
+        response = stack.enter_context(opened)
         _check_file_id_echo(response.headers.get(FILE_ID_HASH_HEADER), call)
         capabilities = parse_capabilities(response.headers.get(CAPABILITIES_HEADER))
         # Spec: a server that does not know the header answers in parquet, and says nothing.
