@@ -63,6 +63,13 @@ TOKEN = "bench-token"
 PIPELINES = ("sharesync", "peer", "limit")
 SCENARIOS = ("bootstrap", "incremental", "warm", "noop", "poll", "history")
 RSS_LIMIT_KB = 16 * 2**20  # a child above this is killed and the run stops (--rss-limit-gib)
+# Peer targets wrong by construction, not by chance: their time is reported, their correctness is
+# not checked (bench/README.md, "Deletion vectors"). Re-check when a delta-kernel-rust-sharing-wrapper
+# built on delta_kernel >= 0.27 is on PyPI (tests/sync/delta/test_dv_change_feeds.py then fails).
+PEER_WRONG_BY_CONSTRUCTION = {
+    "dv-incremental": "the connector's DV change feeds come from delta_kernel 0.22.0, which applies a "
+    "version's DV difference to the first 1,024-row batch of each file only (fixed in 0.27.0, delta-kernel-rs #3077)",
+}
 
 
 def log(message: str) -> None:
@@ -437,6 +444,11 @@ class Bench:
         """sharesync's target must equal the provider (or the bench stops); a wrong peer target is
         reported as a finding instead, with its timings kept: the peer is not ours to fix."""
         verify(w, {"sharesync": ss_target} if "sharesync" in self.args.pipelines else {})
+        if "peer" in self.args.pipelines and scenario in PEER_WRONG_BY_CONSTRUCTION:
+            self.findings.append(f"- {scenario}: the peer's target is wrong by construction, not checked (time "
+                                 f"reported, correctness not): {PEER_WRONG_BY_CONSTRUCTION[scenario]}")  # fmt: skip
+            log(f"  {scenario}: sharesync's target verified; the peer's target is wrong by construction, not checked")
+            return
         if "peer" in self.args.pipelines:
             try:
                 verify(w, {"peer": peer_target})
@@ -565,6 +577,8 @@ class Bench:
             peer, limit = summary.get(f"{scenario}/peer"), summary.get(f"{scenario}/limit")
             if pipeline != "sharesync":
                 peer = limit = None
+            if pipeline == "peer" and scenario in PEER_WRONG_BY_CONSTRUCTION:
+                pipeline = "peer (target wrong by construction)"
             rate = f"{s['rows_per_s']:,.0f}" if s.get("rows_per_s") else "–"
             lines.append(
                 f"| {scenario} | {pipeline} | {s['wall']:.2f} | {s['maxrss_mib']:.0f} | {s['cpu']:.1f} | "

@@ -24,6 +24,7 @@ from sharesync.pipelines.jobs.target import (
     require_columns,
     require_replaceable,
 )
+from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
 from sharesync.sync.core.location import Place
 
@@ -73,6 +74,7 @@ def apply_append(
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
     require_columns(state, list(CHANGE_COLUMNS), "append")
+    state, _ = widen_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
     session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")

@@ -36,6 +36,7 @@ from sharesync.pipelines.jobs.target import (
     require_replaceable,
 )
 from sharesync.pipelines.jobs.target_stats import row_count
+from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
@@ -196,7 +197,12 @@ def _apply(
     del changes, history, plan
     _release_arrow_memory()
     session = engine()
-    added = evolve_history(read_staged(session, job.staged, files), state, data_columns) if existing and files else ()
+    if existing and files:
+        batch = read_staged(session, job.staged, files)
+        state, _ = widen_target(session, batch, state, data_columns, exclude=HISTORY_COLUMNS)
+        added = evolve_history(batch, state, data_columns)
+    else:
+        added = ()
     stats = dataclasses.replace(stats, added_columns=added)
     if staged_plan is None:
         return stats  # a re-applied batch: already in the target

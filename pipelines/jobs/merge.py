@@ -46,6 +46,7 @@ from sharesync.pipelines.jobs.target import (
     require_columns,
 )
 from sharesync.pipelines.jobs.target_stats import row_count
+from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
@@ -115,6 +116,7 @@ def apply_merge(
         return create_target(out, target, rows)
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
     add_deleted = soft_delete and DELETED_COLUMN not in state.column_names
+    state, _ = widen_target(session, df, state, data_columns, exclude=GUARD_COLUMNS)
     added = _evolve(df, state, data_columns, add_deleted=add_deleted)
     if added or add_deleted:
         state = dataclasses.replace(inspect_target(target), version=state.version)  # metrics count from before

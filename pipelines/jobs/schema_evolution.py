@@ -10,9 +10,12 @@ Rules, chosen so a sync never rewrites or loses data silently:
 * a column only in the source is *additive*: the target gains it as a nullable column and old
   rows read NULL (Delta cannot add a NOT NULL column to a table that has rows, so source
   nullability is not part of the decision);
+* a column whose type the provider *widened* (Delta type widening: ``integer`` → ``long``,
+  ``date`` → ``timestamp_ntz``, …, :func:`~sharesync.sync.delta.type_widening.is_widening`) is
+  widened in the target too (:mod:`.widening`): every old value fits the new type, nothing narrows;
 * a column only in the target (dropped upstream, or removed from ``columns``) or a column whose
-  type changed is *breaking*: nothing is written and :class:`SchemaIncompatible` tells the user
-  to re-bootstrap with ``sharesync reset`` or to get the provider to restore the column;
+  type changed otherwise is *breaking*: nothing is written and :class:`SchemaIncompatible` tells
+  the user to re-bootstrap with ``sharesync reset`` or to get the provider to restore the column;
 * names compare case-insensitively, as Spark and Delta resolve them; nested types compare by
   structure, ignoring field metadata and nullability flags (Sail adds metadata on write).
 """
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharesync.sync.core.errors import SchemaIncompatible
+from sharesync.sync.delta.type_widening import is_widening
 
 __all__ = ["SchemaChange", "check_schema", "fields_of"]
 
@@ -36,6 +40,7 @@ class SchemaChange:
     """What the target must gain to hold the source rows; empty ``added`` = nothing to do."""
 
     added: tuple[tuple[str, Any], ...] = ()  # (column name, Spark JSON type) in source order
+    widened: tuple[tuple[str, str], ...] = ()  # (target column name, the wider Spark type name)
 
     @property
     def is_additive(self) -> bool:
@@ -66,6 +71,8 @@ def check_schema(target: Mapping[str, Any], source: Mapping[str, Any], *, where:
         for name, kind in source.items()
         if name.lower() in target_by_lower and target_by_lower[name.lower()][1] != kind
     ]
+    widened = tuple((name, new) for name, old, new in changed if _widens(old, new))
+    changed = [(name, old, new) for name, old, new in changed if not _widens(old, new)]
     if dropped or changed:
         problems = [f"column '{name}' is missing from the new data" for name in dropped]
         problems += [f"column '{name}' changed type {_show(old)} -> {_show(new)}" for name, old, new in changed]
@@ -75,8 +82,13 @@ def check_schema(target: Mapping[str, Any], source: Mapping[str, Any], *, where:
             "or ask the provider to restore the column (or fix 'columns' in the config)."
         )
     return SchemaChange(
-        added=tuple((name, kind) for name, kind in source.items() if name.lower() not in target_by_lower)
+        added=tuple((name, kind) for name, kind in source.items() if name.lower() not in target_by_lower),
+        widened=widened,
     )
+
+
+def _widens(old: Any, new: Any) -> bool:
+    return isinstance(old, str) and isinstance(new, str) and is_widening(old, new)
 
 
 def _normalise(kind: Any) -> Any:

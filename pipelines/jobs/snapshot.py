@@ -32,6 +32,7 @@ from sharesync.pipelines.jobs.target import (
     require_replaceable,
 )
 from sharesync.pipelines.jobs.target_stats import row_count
+from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.sync.core.location import Place
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ def _replace(
         writer = writer.option("overwriteSchema", "true")
     else:
         require_columns(state, [VERSION_COLUMN], "snapshot")
+        state, _ = widen_target(session, df, state, data_columns, exclude=GUARD_COLUMNS)
         added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
         if added:
             writer = writer.option("mergeSchema", "true")

@@ -30,8 +30,8 @@ from urllib.parse import urlparse
 
 from sharesync.pipelines.jobs.columns import col, quote_identifier, written_by_sharesync
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
-from sharesync.sync.core.errors import TargetError
+from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
+from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 from sharesync.sync.core.location import DIR_MARKER, locate, probe_writable, storage_failure
 from sharesync.sync.core.storage import storage_options
 
@@ -48,6 +48,7 @@ __all__ = [
     "register_target",
     "require_columns",
     "require_replaceable",
+    "schema_change",
 ]
 
 
@@ -150,13 +151,31 @@ def require_replaceable(state: TargetState) -> None:
         )
 
 
+def schema_change(
+    df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]
+) -> SchemaChange:
+    """What the target must gain or widen to hold the batch; raises SchemaIncompatible on a breaking change."""
+    source = fields_of(df.select(*[col(c) for c in data_columns]).schema.jsonValue())
+    target = fields_of(state.schema or {}, exclude=exclude)
+    return check_schema(target, source, where=f"target '{state.path}'")
+
+
 def added_columns(
     df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]
 ) -> tuple[str, ...]:
-    """Columns the target must gain; raises SchemaIncompatible on a breaking change."""
-    source = fields_of(df.select(*[col(c) for c in data_columns]).schema.jsonValue())
-    target = fields_of(state.schema or {}, exclude=exclude)
-    return check_schema(target, source, where=f"target '{state.path}'").added_names
+    """Columns the target must gain; raises SchemaIncompatible on a breaking change.
+
+    Called after :func:`~sharesync.pipelines.jobs.widening.widen_target`: a column still narrower
+    than the batch's here would be cast down by the write (the engine does), so it stops the job.
+    """
+    change = schema_change(df, state, data_columns, exclude=exclude)
+    if change.widened:
+        raise SchemaIncompatible(
+            f"target '{state.path}': column(s) {[name for name, _ in change.widened]} are narrower than the "
+            "provider's and would be cast down; nothing was written (the target is widened before any write, "
+            "so this is a sharesync bug: please report it)"
+        )
+    return change.added_names
 
 
 def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:

@@ -102,8 +102,12 @@ class SyncEngine:
 
                 profile = load_profile(self.config.profile)
                 check_expiry(profile)
-                private = self.config.allow_private_file_urls
-                self._client = SharingClient(profile, ca_bundle=self.config.ca_bundle, allow_private_file_urls=private)
+                self._client = SharingClient(
+                    profile,
+                    ca_bundle=self.config.ca_bundle,
+                    allow_private_file_urls=self.config.allow_private_file_urls,
+                    file_id_hash=self.config.file_id_hash,
+                )
             return self._client
 
     @property

@@ -227,6 +227,9 @@ class SharesyncConfig(_Strict):
     tables: list[TableConfig] = Field(default_factory=list)
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
     allow_private_file_urls: bool = False  # file URLs at private addresses (docs/guarantees.md, "Which file URLs…")
+    file_id_hash: Literal["parquet", "delta"] | None = Field(
+        default=None, description="file id scheme to ask the provider for (fileidhash header; only if it supports it)"
+    )
     sensor_interval_seconds: int = Field(default=30, ge=1)
     # Dagster: what starts a sync when the provider commits (docs/dagster.md).
     automation: Literal["sensor", "declarative"] = "sensor"

@@ -7,12 +7,13 @@ if it changes how the rows of a listed file are read:
 - ``deletionVectors``: rows of a file are dropped per its DV (:mod:`.deletion_vectors`).
 - ``columnMapping``: file columns, partition values and stats carry physical names (:mod:`.column_mapping`).
 - ``timestampNtz``: a column type (wall-clock timestamp), already mapped by staging.
+- ``typeWidening`` (and Delta 3's ``typeWidening-preview``): files written before a column was
+  widened hold the narrower type; staging casts every file to the table's current schema, and
+  every recorded change is checked to be a widening (:mod:`.type_widening`).
 - ``v2Checkpoint``: only the format of the log's checkpoints, which the server reads.
 - ``vacuumProtocolCheck``: only constrains VACUUM at the provider.
 
-Everything else is refused by name, including ``typeWidening`` (files written before a widening
-hold the narrower type, and a reader must check every ``delta.typeChanges`` entry; staging's
-casts may already cover this, but no test proves it yet) and ``variantType`` (no Arrow type).
+Everything else is refused by name, including ``variantType`` (no Arrow type).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from collections.abc import Iterable
 from sharesync.sync.core.errors import UnsupportedTableFeature
 
 SUPPORTED_READER_FEATURES = frozenset(
-    {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+    {
+        "deletionVectors",
+        "columnMapping",
+        "timestampNtz",
+        "typeWidening",
+        "typeWidening-preview",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+    }
 )
 
 _MAX_READER_VERSION = 3  # 3 = "table features": the protocol lists its reader features by name

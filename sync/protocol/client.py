@@ -43,7 +43,13 @@ from sharesync.sync.protocol.results import (
 )
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.streams import FileStream, StreamCall
-from sharesync.sync.protocol.transport import SharingHttp, Timeouts, build_http_client, table_version_header
+from sharesync.sync.protocol.transport import (
+    FileIdScheme,
+    SharingHttp,
+    Timeouts,
+    build_http_client,
+    table_version_header,
+)
 from sharesync.sync.protocol.wire import (
     ChangesRequest,
     GetShareResponse,
@@ -64,7 +70,8 @@ class SharingClient:
 
     ``http`` injects the transport (tests: ``httpx.MockTransport``; the engine: a shared
     pool); ``timeouts`` and ``ca_bundle`` only shape the client built when none is given.
-    ``page_size`` / ``max_files`` are default page sizes (None: the server's).
+    ``page_size`` / ``max_files`` are default page sizes (None: the server's). ``file_id_hash``
+    asks ``/query`` and ``/changes`` for that file id scheme and checks the server's echo.
     ``allow_private_file_urls``: this provider serves files from private addresses (see
     :mod:`sharesync.sync.protocol.addresses`).
     """
@@ -80,6 +87,7 @@ class SharingClient:
         page_size: int | None = None,
         max_files: int | None = None,
         allow_private_file_urls: bool = False,
+        file_id_hash: FileIdScheme | None = None,
     ) -> None:
         install_log_redaction()  # httpx logs URLs: make sure nothing logs a token or a signature
         self.profile = profile
@@ -88,6 +96,7 @@ class SharingClient:
         self.retry = retry or RetryPolicy.from_env()
         self.page_size = page_size
         self.max_files = max_files
+        self.file_id_hash = file_id_hash
         self._http = SharingHttp(profile.endpoint, auth_for(profile), self._client, self.retry)
         # Which presigned URLs of this provider may be fetched (its own origin; public hosts).
         self.file_url_policy = FileUrlPolicy(profile.endpoint, allow_private=allow_private_file_urls)
@@ -241,7 +250,8 @@ class SharingClient:
         what = "snapshot" if request.is_latest_snapshot else describe_query(request)
         url, context = self._table_url(ref, "query"), f"query {ref} ({what})"
         changes = request.starting_version is not None
-        return FileStream(self._http, StreamCall("POST", url, context, page_request, ANY_FILES, str(ref), changes))
+        call = StreamCall("POST", url, context, page_request, ANY_FILES, str(ref), changes, self.file_id_hash)
+        return FileStream(self._http, call)
 
     def _changes_stream(self, ref: TableRef, request: ChangesRequest) -> FileStream:
         def page_request(token: str | None) -> tuple[dict[str, str | int], None]:
@@ -251,7 +261,8 @@ class SharingClient:
         start = request.starting_version if request.starting_version is not None else request.starting_timestamp
         end = request.ending_version if request.ending_version is not None else request.ending_timestamp
         context = f"changes of {ref} ({start}..{'latest' if end is None else end})"
-        call = StreamCall("GET", self._table_url(ref, "changes"), context, page_request, CHANGE_FILES, str(ref), True)
+        url = self._table_url(ref, "changes")
+        call = StreamCall("GET", url, context, page_request, CHANGE_FILES, str(ref), True, self.file_id_hash)
         return FileStream(self._http, call)
 
 

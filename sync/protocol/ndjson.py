@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from sharesync.sync.core.errors import ProtocolViolation, StreamError, TruncatedStream, UnsupportedTableFeature
 from sharesync.sync.delta.features import check_reader_features, table_reader_features
+from sharesync.sync.delta.type_widening import check_type_changes
 from sharesync.sync.protocol.wire import (
     Action,
     AddFile,
@@ -165,7 +166,8 @@ class Page:
         return protocol, metadata
 
     def check_protocol(self, protocol: Protocol, metadata: Metadata | None = None) -> None:
-        """A delta-format protocol: every reader feature it demands must be one sharesync reads."""
+        """A delta-format protocol: every reader feature it demands, and every type change its schema
+        records, must be one sharesync reads."""
         try:
             check_reader_features(protocol.min_reader_version, protocol.reader_features, table=self.table)
         except UnsupportedTableFeature as exc:
@@ -173,6 +175,8 @@ class Page:
                 raise
             raise UnsupportedTableFeature(f"{exc.message} (from version {protocol.version})") from None
         features = table_reader_features(protocol.min_reader_version, protocol.reader_features)
+        if metadata is not None:
+            check_type_changes(metadata.table_schema.model_dump(mode="json"), table=self.table)
         if metadata is not None and metadata.column_mapping_mode != "none" and "columnMapping" not in features:
             raise ProtocolViolation(
                 f"{self.context}: the table sets delta.columnMapping.mode={metadata.column_mapping_mode} "

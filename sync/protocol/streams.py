@@ -23,6 +23,8 @@ from sharesync.sync.protocol.ndjson import DELTA, PARQUET, LineParser, Page, Pag
 from sharesync.sync.protocol.retry import RetryBudget
 from sharesync.sync.protocol.transport import (
     CAPABILITIES_HEADER,
+    FILE_ID_HASH_HEADER,
+    FileIdScheme,
     SharingHttp,
     parse_capabilities,
     table_version_header,
@@ -41,6 +43,7 @@ class StreamCall:
     allowed: tuple[type[DataFile], ...]
     table: str = ""  # share.schema.table, for errors that name the table
     changes: bool = False  # a change feed: delta-format ``add`` lines are changes, not snapshot files
+    file_id_hash: FileIdScheme | None = None  # the ``fileidhash`` scheme to ask for (None: not sent)
 
 
 class _OpenPage:
@@ -67,9 +70,17 @@ def open_page(http: SharingHttp, call: StreamCall, token: str | None) -> _OpenPa
     params, body = call.request(token)
     stack = ExitStack()
     try:
-        response = stack.enter_context(
-            http.open(call.method, call.url, params=params, body=body, context=call.context, capabilities=True)
+        opened = http.open(
+            call.method,
+            call.url,
+            params=params,
+            body=body,
+            context=call.context,
+            capabilities=True,
+            file_id_hash=call.file_id_hash,
         )
+        response = stack.enter_context(opened)
+        _check_file_id_echo(response.headers.get(FILE_ID_HASH_HEADER), call)
         capabilities = parse_capabilities(response.headers.get(CAPABILITIES_HEADER))
         # Spec: a server that does not know the header answers in parquet, and says nothing.
         response_format = capabilities.get("responseformat", PARQUET)
@@ -92,6 +103,18 @@ def open_page(http: SharingHttp, call: StreamCall, token: str | None) -> _OpenPa
         stack.close()
         raise
     return _OpenPage(stack, version, page)
+
+
+def _check_file_id_echo(echoed: str | None, call: StreamCall) -> None:
+    """Spec "File ID Hash Header", client verification: a missing or different echo is an error
+    (the ids may follow another scheme, and sharesync pairs DV changes and downloads by id)."""
+    if call.file_id_hash is None or (echoed or "").strip().lower() == call.file_id_hash:
+        return
+    got = "did not echo the fileidhash header" if echoed is None else f"echoed fileidhash={echoed!r}"
+    raise ProtocolViolation(
+        f"{call.context}: sharesync asked for file ids of scheme fileidhash={call.file_id_hash}, but the server "
+        f"{got}, so its file ids may follow another scheme; remove 'file_id_hash' from the config for this server"
+    )
 
 
 class FileStream:

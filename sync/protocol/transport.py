@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -37,9 +37,14 @@ TABLE_VERSION_HEADER = "Delta-Table-Version"
 # :mod:`sharesync.sync.delta`, and ask for an endStreamAction so a cut stream can be told from a
 # complete one (servers that know it echo it back).
 REQUEST_CAPABILITIES = (
-    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz;includeendstreamaction=true"
+    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz,typewidening;"
+    "includeendstreamaction=true"
 )
 USER_AGENT = f"sharesync/0.1 httpx/{httpx.__version__}"
+# Spec "File ID Hash Header": which scheme the file ids of /query and /changes follow. Sent only
+# when configured (a server that does not know it sends no echo, which the spec makes an error).
+FILE_ID_HASH_HEADER = "fileidhash"
+FileIdScheme = Literal["parquet", "delta"]
 
 # A JSON listing page larger than this is not an answer we can use.
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -180,11 +185,14 @@ class SharingHttp:
         params: Mapping[str, str | int] | None = None,
         body: Mapping[str, Any] | None = None,
         capabilities: bool = False,
+        file_id_hash: FileIdScheme | None = None,
     ) -> Iterator[httpx.Response]:
         """One attempt: send, and yield the streamed 2xx response (closed on exit) or raise."""
         headers = {"User-Agent": USER_AGENT}
         if capabilities:
             headers[CAPABILITIES_HEADER] = REQUEST_CAPABILITIES
+        if file_id_hash is not None:
+            headers[FILE_ID_HASH_HEADER] = file_id_hash
         content = json.dumps(dict(body)).encode() if body is not None else None
         if content is not None:
             headers["Content-Type"] = "application/json; charset=utf-8"

@@ -39,7 +39,7 @@ from sharesync.sync.server.auth import Authenticator, OAuthError
 from sharesync.sync.server.catalog import Catalog, SharedTable, stable_id
 from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
 from sharesync.sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect, injected_history_error
-from sharesync.sync.server.features import Capabilities
+from sharesync.sync.server.features import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme
 from sharesync.sync.server.history import snapshot_at, version_at_or_after
 from sharesync.sync.server.listings import page, parse_max_results
 from sharesync.sync.server.logmodel import LogError
@@ -194,8 +194,16 @@ async def table_metadata(request: Request, state: ServerState) -> Response:
     return stream(await run_in_threadpool(answer_metadata, ctx, version, timestamp), ctx.include_end_stream)
 
 
+def _with_file_id_scheme(response: Response, scheme: str | None) -> Response:
+    """Spec "File ID Hash Header": a valid ``fileidhash`` is echoed, lower case."""
+    if scheme is not None:
+        response.headers[FILE_ID_HASH_HEADER] = scheme
+    return response
+
+
 async def table_query(request: Request, state: ServerState) -> Response:
     ctx = _context(request, state, _table(request, state))
+    scheme = file_id_scheme(request.headers.get(FILE_ID_HASH_HEADER))
     body = await request.body()
     try:
         query = QueryRequest.model_validate_json(body or b"{}")
@@ -210,11 +218,12 @@ async def table_query(request: Request, state: ServerState) -> Response:
             return answer_query_changes(ctx, query)
         return answer_snapshot_query(ctx, query)
 
-    return stream(await run_in_threadpool(answer), ctx.include_end_stream)
+    return _with_file_id_scheme(stream(await run_in_threadpool(answer), ctx.include_end_stream), scheme)
 
 
 async def table_changes(request: Request, state: ServerState) -> Response:
     ctx = _context(request, state, _table(request, state))
+    scheme = file_id_scheme(request.headers.get(FILE_ID_HASH_HEADER))
     q = request.query_params
     params = ChangesParams(
         starting_version=q.get("startingVersion"),
@@ -230,7 +239,8 @@ async def table_changes(request: Request, state: ServerState) -> Response:
         injected = await run_in_threadpool(injected_history_error, state.faults, ctx.log, ctx.table, q)
         if injected is not None:
             raise injected
-    return stream(await run_in_threadpool(answer_changes, ctx, params), ctx.include_end_stream)
+    response = stream(await run_in_threadpool(answer_changes, ctx, params), ctx.include_end_stream)
+    return _with_file_id_scheme(response, scheme)
 
 
 # ---------------------------------------------------------------- files and tokens

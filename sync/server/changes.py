@@ -3,7 +3,8 @@
 Per version, ``/changes`` serves the version's ``cdc`` files as ``cdf`` lines when it has any,
 else its data-changing ``add``/``remove`` files (reference ``DeltaSharingCDCReader``: "If there
 are CDC actions, we read them exclusively"); a ``startingVersion`` query serves the
-data-changing ``add``/``remove`` files of every version. Each line carries its version and
+data-changing ``add``/``remove`` files of every version, in the order the commit wrote them (the
+reference server keeps the log's order; the spec lets a client ignore it). Each line carries its version and
 commit timestamp. Pages are cut after ``maxFiles`` file lines; the page token remembers the
 version and the position inside it, plus the range and latest version of the first page, so
 later pages ignore commits made meanwhile (as the reference server does). Historical protocol
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from sharesync.sync.server.answers import Answer, Context, change_line, lazily, metadata_line, protocol_line
 from sharesync.sync.server.history import (
     check_changes_available,
+    data_change_actions,
     ensure_positive,
-    served_change_files,
     snapshot_at,
     version_at,
     version_at_or_after,
@@ -108,15 +109,9 @@ def _resolve_range(ctx: Context, params: ChangesParams, latest: int) -> tuple[in
 
 
 def _cdf_lines(commit: Commit) -> list[tuple[str, FileEntry]]:
-    files = served_change_files(commit)
     if commit.cdcs:
-        return [("cdf", f) for f in files]
-    adds = {id(f) for f in commit.adds}
-    return [("add" if id(f) in adds else "remove", f) for f in files]
-
-
-def _data_change_lines(commit: Commit) -> list[tuple[str, FileEntry]]:
-    return [("add", f) for f in commit.adds if f.data_change] + [("remove", f) for f in commit.removes if f.data_change]
+        return [("cdf", f) for f in commit.cdcs]
+    return list(data_change_actions(commit))
 
 
 Lines = dict[int, tuple[Commit, list[tuple[str, FileEntry]]]]
@@ -258,7 +253,7 @@ def answer_query_changes(ctx: Context, request: QueryRequest) -> Answer:
 
     commits = check_changes_available(ctx.log, ctx.table, start, end, verify_files=ctx.verify_files)
     head = snapshot_at(ctx.log, ctx.table, first, check_files=False)
-    lines_of: Lines = {c.version: (c, _data_change_lines(c)) for c in commits}
+    lines_of: Lines = {c.version: (c, list(data_change_actions(c))) for c in commits}
     _negotiate(ctx, head.protocol, head.metadata, lines_of)
     historical_protocol = bool(request.include_historical_protocol) and ctx.delta
     lines = [

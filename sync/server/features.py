@@ -15,6 +15,10 @@ meets the same answers at a real provider:
   does not read DVs is refused as "Deletion Vector property disabled".
 * Parquet answers report ``minReaderVersion: 1``: what remains after the checks above reads
   correctly as plain parquet (the reference server sends the same "fake" protocol).
+* The ``fileidhash`` header (spec "File ID Hash Header") picks the file id scheme of ``/query``
+  and ``/changes``: ``parquet`` or ``delta``, case-insensitive, echoed in lower case; another value
+  is a 400. Both schemes here are the md5 of the file's log path (the encoding is
+  implementation-defined): a data file re-added with a new deletion vector keeps its id.
 """
 
 from __future__ import annotations
@@ -23,12 +27,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sharesync.sync.server.logmodel import FileEntry, TableMetadata, TableProtocol
-from sharesync.sync.server.problems import unsupported
+from sharesync.sync.server.problems import invalid, unsupported
 
 PARQUET = "parquet"
 DELTA = "delta"
 UNSUPPORTED_PROPERTIES = "Unsupported Delta Table Properties"
 DV_PROPERTY_DISABLED = "Deletion Vector property disabled"
+
+
+FILE_ID_HASH_HEADER = "fileidhash"
+FILE_ID_SCHEMES = ("delta", "parquet")
+
+
+def file_id_scheme(header: str | None) -> str | None:
+    """The file id scheme a request asks for (None: no ``fileidhash`` header); 400 on another value."""
+    if header is None:
+        return None
+    scheme = header.strip().lower()
+    if scheme not in FILE_ID_SCHEMES:
+        raise invalid(f"Unsupported fileidhash value: {header!r}. Supported values: {', '.join(FILE_ID_SCHEMES)}.")
+    return scheme
 
 
 def parse_capabilities(header: str | None) -> dict[str, str]:

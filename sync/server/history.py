@@ -155,10 +155,15 @@ def check_changes_available(
 
 def served_change_files(commit: Commit) -> tuple[FileEntry, ...]:
     """What ``/changes`` serves for a version (spec "Read Change Data Feed", reference CDCReader):
-    its ``cdc`` files when it has any, else its data-changing ``add`` and ``remove`` files."""
+    its ``cdc`` files when it has any, else its data-changing ``add`` and ``remove`` files in log order."""
     if commit.cdcs:
         return commit.cdcs
-    return tuple(f for f in commit.adds if f.data_change) + tuple(f for f in commit.removes if f.data_change)
+    return tuple(f for _, f in data_change_actions(commit))
+
+
+def data_change_actions(commit: Commit) -> tuple[tuple[str, FileEntry], ...]:
+    """The commit's data-changing ``add``/``remove`` actions as ``(kind, file)``, in the log's order."""
+    return tuple((kind, f) for kind, f in commit.file_actions if f.data_change)
 
 
 def ensure_positive(name: str, value: int | None) -> None:

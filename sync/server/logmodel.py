@@ -135,6 +135,9 @@ class Commit:
     adds: tuple[FileEntry, ...] = ()
     removes: tuple[FileEntry, ...] = ()
     cdcs: tuple[FileEntry, ...] = ()
+    # The adds and removes interleaved as the commit wrote them: answers keep the log's line order
+    # (the reference server does), so they compare line by line with the reference's.
+    file_actions: tuple[tuple[str, FileEntry], ...] = ()
     metadata: TableMetadata | None = None
     protocol: TableProtocol | None = None
     operation: str | None = None
@@ -220,6 +223,7 @@ def parse_commit(version: int, lines: list[str], fallback_timestamp: int) -> Com
     """Parse the NDJSON of one commit file; unknown actions are ignored (Delta protocol rule)."""
     adds: list[FileEntry] = []
     removes: list[FileEntry] = []
+    file_actions: list[tuple[str, FileEntry]] = []
     cdcs: list[FileEntry] = []
     metadata: TableMetadata | None = None
     protocol: TableProtocol | None = None
@@ -234,8 +238,10 @@ def parse_commit(version: int, lines: list[str], fallback_timestamp: int) -> Com
             raise LogError(f"commit {version} of the Delta log is not valid JSON ({exc.msg})") from exc
         if "add" in action:
             adds.append(parse_entry(action["add"]))
+            file_actions.append(("add", adds[-1]))
         elif "remove" in action:
             removes.append(parse_entry(action["remove"]))
+            file_actions.append(("remove", removes[-1]))
         elif "cdc" in action:
             cdcs.append(parse_entry(action["cdc"]))
         elif "metaData" in action:
@@ -252,6 +258,7 @@ def parse_commit(version: int, lines: list[str], fallback_timestamp: int) -> Com
         adds=tuple(adds),
         removes=tuple(removes),
         cdcs=tuple(cdcs),
+        file_actions=tuple(file_actions),
         metadata=metadata,
         protocol=protocol,
         operation=operation,

@@ -43,11 +43,23 @@ def test_dropped_column_is_breaking_and_says_what_to_do() -> None:
 
 @pytest.mark.parametrize(
     ("old", "new"),
-    [("integer", "long"), ("decimal(10,2)", "decimal(12,2)"), ("timestamp", "timestamp_ntz"), ("string", "binary")],
-)
-def test_changed_type_is_breaking(old: str, new: str) -> None:
+    [("long", "integer"), ("decimal(12,2)", "decimal(10,2)"), ("timestamp", "timestamp_ntz"), ("string", "binary"),
+     ("timestamp_ntz", "date"), ("long", "double")],
+)  # fmt: skip
+def test_a_changed_type_other_than_a_widening_is_breaking(old: str, new: str) -> None:
     with pytest.raises(SchemaIncompatible, match=re.escape(f"'v' changed type {old} -> {new}")):
         check_schema(fields_of(struct(("v", old))), fields_of(struct(("v", new))))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("integer", "long"), ("short", "integer"), ("decimal(10,2)", "decimal(12,2)"), ("date", "timestamp_ntz"),
+     ("float", "double")],
+)  # fmt: skip
+def test_a_widened_type_widens_the_target_column(old: str, new: str) -> None:
+    """The provider widened the column (Delta type widening): every old value fits the new type."""
+    change = check_schema(fields_of(struct(("id", "long"), ("V", old))), fields_of(struct(("id", "long"), ("v", new))))
+    assert change.widened == (("V", new),) and change.added == ()
 
 
 def test_names_compare_case_insensitively() -> None:

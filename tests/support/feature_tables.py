@@ -10,9 +10,11 @@ rows too), so every commit changes exactly the rows it names: the change rows of
 the difference between the snapshots before and after it, which is what an append target must hold.
 
 Crafted, because Sail cannot write them: change data feed (Sail refuses to write a table that has
-it, so each Sail commit runs with it taken out of version 0 and put back after, see
-:func:`sharesync.sync.server.samples.enable_change_data_feed`), and column renames (no ALTER TABLE
-in Sail): a ``metaData`` commit giving a column a new name under the same physical name.
+it, so each Sail commit runs with it taken out of the log's metadata and put back after, see
+:func:`sharesync.sync.server.samples.enable_change_data_feed`), and two kinds of ``metaData``
+commit, as no available writer makes them (Sail has no ALTER TABLE, ``deltalake`` refuses to
+write or read a table with type widening): a column renamed under the same physical name, and
+columns widened (``typeWidening``, Delta PROTOCOL.md "Type Widening").
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def commit(spark: Any, path: Path, rng: random.Random, n: int) -> list[str]:
     """``n`` Sail commits cycling append, DV delete, DV update (update = DV delete + append)."""
     location = f"delta.`{path}`"
     done: list[str] = []
-    with _cdf_paused(path):
+    with cdf_paused(path):
         for index in range(n):
             ids = sorted(int(r[KEY]) for r in spark.read.format("delta").load(str(path)).select(KEY).collect())
             kind = ("append", "delete", "update")[index % 3] if len(ids) > 3 else "append"
@@ -100,44 +102,75 @@ def _frame(spark: Any, rows: pa.Table) -> Iterator[Any]:
 
 
 @contextmanager
-def _cdf_paused(path: Path) -> Iterator[None]:
-    first = path / "_delta_log" / f"{0:020d}.json"
-    original = first.read_text(encoding="utf-8")
-    lines = []
-    for line in original.splitlines():
-        action = json.loads(line)
-        if "metaData" in action:
-            action["metaData"].get("configuration", {}).pop("delta.enableChangeDataFeed", None)
-        if "protocol" in action and "changeDataFeed" in action["protocol"].get("writerFeatures", []):
-            action["protocol"]["writerFeatures"].remove("changeDataFeed")
-        lines.append(json.dumps(action, separators=(",", ":")))
-    first.write_text("\n".join(lines) + "\n", encoding="utf-8")
+def cdf_paused(path: Path) -> Iterator[None]:
+    """Change data feed out of every ``metaData`` and ``protocol`` action while Sail writes."""
+    originals: dict[Path, str] = {}
+    for commit_file in sorted((path / "_delta_log").glob("*.json")):
+        original = commit_file.read_text(encoding="utf-8")
+        actions = [json.loads(line) for line in original.splitlines() if line.strip()]
+        if not any("metaData" in a or "protocol" in a for a in actions):
+            continue
+        for action in actions:
+            if "metaData" in action:
+                action["metaData"].get("configuration", {}).pop("delta.enableChangeDataFeed", None)
+            if "protocol" in action and "changeDataFeed" in action["protocol"].get("writerFeatures", []):
+                action["protocol"]["writerFeatures"].remove("changeDataFeed")
+        originals[commit_file] = original
+        commit_file.write_text("".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions), encoding="utf-8")
     try:
         yield
     finally:
-        first.write_text(original, encoding="utf-8")
-        for crc in first.parent.glob("*.crc"):  # they describe the log with CDF paused
+        for commit_file, original in originals.items():
+            commit_file.write_text(original, encoding="utf-8")
+        for crc in (path / "_delta_log").glob("*.crc"):  # they describe the log with CDF paused
             crc.unlink()
 
 
 def rename_column(path: Path, old: str, new: str) -> int:
     """Craft a commit that renames ``old`` to ``new`` (column mapping keeps the physical name)."""
-    log = path / "_delta_log"
-    version = latest_version(path)
-    metadata: dict[str, Any] | None = None
-    for v in range(version + 1):  # the newest metaData of the log
-        for line in (log / f"{v:020d}.json").read_text(encoding="utf-8").splitlines():
-            action = json.loads(line)
-            metadata = action["metaData"] if "metaData" in action else metadata
-    assert metadata is not None
+    metadata = _newest(path, "metaData")
     schema = json.loads(metadata["schemaString"])
     (field,) = [f for f in schema["fields"] if f["name"] == old]
     field["name"] = new
     metadata = {**metadata, "schemaString": json.dumps(schema, separators=(",", ":"))}
-    info = {"timestamp": int(datetime.now().timestamp() * 1000), "operation": "RENAME COLUMN"}
-    commit_lines = [json.dumps({"commitInfo": info}), json.dumps({"metaData": metadata})]
-    (log / f"{version + 1:020d}.json").write_text("\n".join(commit_lines) + "\n", encoding="utf-8")
-    return version + 1
+    return _craft(path, "RENAME COLUMN", {"metaData": metadata})
+
+
+def widen_columns(path: Path, types: dict[str, str]) -> int:
+    """Craft the commit Databricks writes for ``ALTER TABLE … ALTER COLUMN c TYPE t``: each column
+    gets its wider type and a ``delta.typeChanges`` entry, the protocol the ``typeWidening``
+    reader and writer feature. Files written before keep their narrower types."""
+    metadata = _newest(path, "metaData")
+    schema = json.loads(metadata["schemaString"])
+    for field in schema["fields"]:
+        if field["name"] in types:
+            change = {"fromType": field["type"], "toType": types[field["name"]]}
+            field["metadata"] = {**field.get("metadata", {}), "delta.typeChanges": [change]}
+            field["type"] = types[field["name"]]
+    configuration = {**metadata.get("configuration", {}), "delta.enableTypeWidening": "true"}
+    metadata = {**metadata, "schemaString": json.dumps(schema, separators=(",", ":")), "configuration": configuration}
+    protocol = _newest(path, "protocol")
+    assert protocol["minReaderVersion"] == 3 and protocol["minWriterVersion"] == 7, protocol  # table features
+    features = {k: sorted({*protocol.get(k, []), "typeWidening"}) for k in ("readerFeatures", "writerFeatures")}
+    return _craft(path, "CHANGE COLUMN", {"protocol": {**protocol, **features}}, {"metaData": metadata})
+
+
+def _newest(path: Path, kind: str) -> dict[str, Any]:
+    found: dict[str, Any] | None = None
+    for v in range(latest_version(path) + 1):
+        for line in (path / "_delta_log" / f"{v:020d}.json").read_text(encoding="utf-8").splitlines():
+            action = json.loads(line) if line.strip() else {}
+            found = action[kind] if kind in action else found
+    assert found is not None, f"no {kind} action in {path}"
+    return found
+
+
+def _craft(path: Path, operation: str, *actions: dict[str, Any]) -> int:
+    version = latest_version(path) + 1
+    info = {"timestamp": int(datetime.now().timestamp() * 1000), "operation": operation}
+    lines = [json.dumps({"commitInfo": info}), *(json.dumps(a) for a in actions)]
+    (path / "_delta_log" / f"{version:020d}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return version
 
 
 def latest_version(path: Path) -> int:
@@ -147,9 +180,11 @@ def latest_version(path: Path) -> int:
 # ---------------------------------------------------------------- the oracle
 
 
-def read_source(spark: Any, path: Path, version: int) -> pa.Table:
+def read_source(spark: Any, path: Path, version: int, schema: pa.Schema | None = None) -> pa.Table:
+    """The source at ``version`` as Sail reads it; ``schema``: cast to a later (widened) schema."""
     frame = spark.read.format("delta").option("versionAsOf", version).load(str(path))
-    return _normalise(frame.toArrow())
+    table = _normalise(frame.toArrow())
+    return table if schema is None else table.select(schema.names).cast(schema)
 
 
 def read_target(path: str | Path) -> pa.Table:
@@ -181,13 +216,15 @@ def assert_snapshot_matches(spark: Any, source: Path, target: str, version: int)
 
 
 def assert_append_matches(spark: Any, source: Path, target: str, bootstrap: int, end: int) -> None:
-    """Each change row once: the bootstrap snapshot as inserts, then each version's snapshot difference."""
-    snapshot = read_source(spark, source, bootstrap)
+    """Each change row once: the bootstrap snapshot as inserts, then each version's snapshot
+    difference; every version read in ``end``'s schema (older rows as a widened column holds them)."""
+    schema = read_source(spark, source, end).schema
+    snapshot = read_source(spark, source, bootstrap, schema)
     names = sorted(snapshot.column_names)
     expected = [{**r, "_change_type": "insert", "_commit_version": bootstrap} for r in snapshot.to_pylist()]
     before = _multiset(snapshot.to_pylist(), names)
     for version in range(bootstrap + 1, end + 1):
-        after = _multiset(read_source(spark, source, version).to_pylist(), names)
+        after = _multiset(read_source(spark, source, version, schema).to_pylist(), names)
         for kind, rows in (("delete", before - after), ("insert", after - before)):
             expected += [{**dict(zip(names, row, strict=True)), "_change_type": kind, "_commit_version": version}
                          for row in rows.elements()]  # fmt: skip

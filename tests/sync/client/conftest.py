@@ -26,7 +26,8 @@ SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long",
 ECHO = "responseformat=parquet;includeendstreamaction=true"
 # What every table request asks for (spec "Delta Sharing Capabilities Header"): either format.
 ASKED = (
-    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz;includeendstreamaction=true"
+    "responseformat=delta,parquet;readerfeatures=deletionvectors,columnmapping,timestampntz,typewidening;"
+    "includeendstreamaction=true"
 )
 
 

@@ -229,7 +229,7 @@ def test_a_server_may_still_answer_in_parquet(make_client: Make) -> None:
         ([d_protocol(reader=4), d_metadata(), end()], "reader version 4"),
         # includeHistoricalProtocol: a feature turned on inside the range stops the batch at its line.
         ([d_protocol(), d_metadata(), d_file("a", version=1, timestamp=1),
-          d_protocol(features=["deletionVectors", "typeWidening"], version=2), end()], r"typeWidening.*\(from version 2\)"),
+          d_protocol(features=["deletionVectors", "variantType"], version=2), end()], r"variantType.*\(from version 2\)"),
     ],
 )  # fmt: skip
 def test_a_reader_feature_sharesync_lacks_is_named(make_client: Make, lines: list[dict[str, Any]], match: str) -> None:

@@ -15,15 +15,22 @@ def test_legacy_reader_versions() -> None:
 
 
 def test_supported_features_pass() -> None:
-    features = ["deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"]
+    features = [
+        "deletionVectors",
+        "columnMapping",
+        "timestampNtz",
+        "typeWidening",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+    ]
     assert check_reader_features(3, features, table="s.t.x") == frozenset(features)
 
 
 def test_unsupported_features_are_named() -> None:
     with pytest.raises(
-        UnsupportedTableFeature, match=r"table s\.t\.x uses Delta reader feature\(s\) typeWidening, variantType"
+        UnsupportedTableFeature, match=r"table s\.t\.x uses Delta reader feature\(s\) catalogManaged, variantType"
     ):
-        check_reader_features(3, ["deletionVectors", "variantType", "typeWidening"], table="s.t.x")
+        check_reader_features(3, ["deletionVectors", "variantType", "catalogManaged"], table="s.t.x")
 
 
 def test_unknown_reader_version() -> None:

@@ -29,15 +29,16 @@ def _log_actions(table: Path, version: int) -> list[dict[str, dict[str, object]]
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _expected_lines(table: Path, version: int) -> set[tuple[str, str]]:
-    """The spec/reference rule, computed straight from the log: cdc files, else data-changing add/remove."""
+def _expected_lines(table: Path, version: int) -> list[tuple[str, str]]:
+    """The spec/reference rule, computed straight from the log: cdc files, else data-changing
+    add/remove, in the log's order (the reference server keeps it)."""
     log = _log_actions(table, version)
-    cdc = {("cdf", str(a["cdc"]["path"])) for a in log if "cdc" in a}
+    cdc = [("cdf", str(a["cdc"]["path"])) for a in log if "cdc" in a]
     if cdc:
         return cdc
-    return {
+    return [
         (kind, str(a[kind]["path"])) for a in log for kind in ("add", "remove") if kind in a and a[kind]["dataChange"]
-    }
+    ]
 
 
 def _kind(line: FileLine) -> str:
@@ -60,8 +61,8 @@ def test_each_version_serves_its_cdc_files_or_else_its_add_and_remove_files(
     kinds_seen = set()
     for version in range(latest + 1):
         served = [line for line in lines if line.version == version]
-        ids = {hashlib.md5(p.encode()).hexdigest(): (k, p) for k, p in _expected_lines(path, version)}
-        assert {(_kind(s), s.id) for s in served} == {(k, i) for i, (k, _) in ids.items()}, version
+        expected = [(k, hashlib.md5(p.encode()).hexdigest()) for k, p in _expected_lines(path, version)]
+        assert [(_kind(s), s.id) for s in served] == expected, version
         assert {s.timestamp for s in served} <= {history[version]}
         kinds_seen |= {_kind(s) for s in served}
     assert kinds_seen == {"add", "cdf", "remove"}  # the sample history exercises both rules

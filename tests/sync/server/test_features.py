@@ -4,7 +4,8 @@ The tables are written by the embedded Sail engine (``samples.build_feature_prov
 data feed crafted into the log, as Sail cannot turn it on). Parquet-only requests are refused;
 the delta response format answers with the provider's own actions, presigned. The proof is the
 official connector (``delta-sharing`` with ``use_delta_format=True``, i.e. Delta Kernel) reading
-snapshots, time travel and change feeds equal to what Sail reads from the source.
+snapshots and time travel equal to what Sail reads from the source, and change feeds of the table
+without deletion vectors (its DV change feeds are wrong by construction, see below).
 """
 
 from __future__ import annotations
@@ -276,9 +277,17 @@ def test_the_official_connector_reads_snapshots_and_time_travel(features: Sharin
         assert rows(got, columns) == rows(expected, columns), version
 
 
-@pytest.mark.parametrize("name", TABLES)
-def test_the_official_connector_reads_change_feeds(features: SharingServer, spark: Any, name: str) -> None:
-    """Each version's change rows turn Sail's snapshot before it into Sail's snapshot at it."""
+def test_the_official_connector_reads_change_feeds(features: SharingServer, spark: Any) -> None:
+    """Each version's change rows turn Sail's snapshot before it into Sail's snapshot at it.
+
+    Only the table without deletion vectors: the connector's DV change feeds are wrong by
+    construction (``delta_kernel`` 0.22.0 applies a version's DV difference to the first 1,024
+    rows of each file only; tests/sync/delta/test_dv_change_feeds.py), so for DV tables it referees
+    snapshots only (:func:`test_the_official_connector_reads_snapshots_and_time_travel`). These
+    tables' files are smaller than 1,024 rows, so the comparison would pass, but it would pass by
+    the table's size, not because the connector reads DV change feeds right.
+    """
+    name = "cm"
     latest = _latest(features, name)
     url = f"{features.profile_path}#features.modern.{name}"
     changes = _plain(
