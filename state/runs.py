@@ -20,7 +20,7 @@ from sharesync.state.domain import Lease, RunRecord, RunStats, RunStatus
 from sharesync.state.leases import require_lease
 from sharesync.state.models import RunRow
 from sharesync.state.run_rows import abandon_running, clean_error
-from sharesync.sync.core.errors import StateError
+from sharesync.sync.core.errors import RunAlreadyFinished, StateError
 
 ABANDONED = (
     "abandoned: a newer run of this table started, so the process running this one stopped "
@@ -89,7 +89,8 @@ class RunHistory(StoreBase):
 
         ``end_version`` overrides the one given at start (a run may stop early). ``note``: a
         warning worth keeping on a run that succeeded (redacted and bounded like errors).
-        Raises :class:`StateError` if the run does not exist or is no longer running.
+        Raises :class:`StateError` if the run does not exist, :class:`RunAlreadyFinished` if it
+        is no longer running.
         """
         if status is RunStatus.RUNNING:
             raise ValueError("finish_run needs a final status: succeeded or failed")
@@ -105,7 +106,7 @@ class RunHistory(StoreBase):
         if record is None:
             raise StateError(f"no run with id {run_id} in state store {self.url}")
         if done != 1:
-            raise StateError(
+            raise RunAlreadyFinished(
                 f"run {run_id} of {record.table} was already finished as {record.status.value}"
                 + (f" ({record.error[:200]})" if record.error else "")
             )
