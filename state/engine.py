@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,26 @@ _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _WRITE = "sharesync_write"
 
 
+@dataclass
+class _Pooled:
+    """What this process keeps per database URL, for as long as the process uses it."""
+
+    engine: Engine
+    write_lock: threading.Lock | None  # SQLite: this process's writers queue here first
+    # table name → token of a lease this process holds no more but could not release (the
+    # database was unreachable): its next acquire of that table may take it back at once.
+    unreleased: dict[str, str] = field(default_factory=dict)
+
+
 class Database:
     """A state database: its engine, its safe-to-print URL, and transaction helpers."""
 
-    def __init__(self, engine: Engine, url: URL, display_url: str, write_lock: threading.Lock | None) -> None:
-        self.engine = engine
+    def __init__(self, pooled: _Pooled, url: URL, display_url: str) -> None:
+        self.engine = pooled.engine
         self.url = url
         self.display_url = display_url
-        self._write_lock = write_lock
+        self._write_lock = pooled.write_lock
+        self.unreleased_leases = pooled.unreleased
 
     @property
     def dialect(self) -> str:
@@ -200,7 +213,7 @@ def prepare_sqlite_file(url: URL) -> None:
         )
 
 
-_engines: dict[tuple[int, str], tuple[Engine, threading.Lock | None]] = {}
+_engines: dict[tuple[int, str], _Pooled] = {}
 _engines_lock = threading.Lock()
 
 
@@ -211,13 +224,12 @@ def database_for(url: URL) -> Database:
     """
     key = (os.getpid(), url.render_as_string(hide_password=False))
     with _engines_lock:
-        entry = _engines.get(key)
-        if entry is None:
+        pooled = _engines.get(key)
+        if pooled is None:
             engine = _create_engine(url)
-            entry = (engine, threading.Lock() if engine.dialect.name == "sqlite" else None)
-            _engines[key] = entry
-    engine, write_lock = entry
-    return Database(engine, url, display(url), write_lock)
+            pooled = _Pooled(engine, threading.Lock() if engine.dialect.name == "sqlite" else None)
+            _engines[key] = pooled
+    return Database(pooled, url, display(url))
 
 
 def dispose_engines() -> None:
@@ -225,7 +237,7 @@ def dispose_engines() -> None:
     with _engines_lock:
         mine = [key for key in _engines if key[0] == os.getpid()]
         for key in mine:
-            _engines.pop(key)[0].dispose()
+            _engines.pop(key).engine.dispose()
 
 
 def _create_engine(url: URL) -> Engine:
