@@ -21,6 +21,7 @@ their error messages.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -267,9 +268,7 @@ def _sqlite_engine(url: URL) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = FULL")
+            _open_wal(cursor)
         finally:
             cursor.close()
 
@@ -278,3 +277,30 @@ def _sqlite_engine(url: URL) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
     return engine
+
+
+def _open_wal(cursor: Any) -> None:
+    """A new connection's first statements, retried while SQLite answers "locked" at once.
+
+    A connection's first query is where SQLite returns SQLITE_BUSY *without* calling the busy
+    handler (sqlite.org/wal.html, "Sometimes queries return SQLITE_BUSY in WAL mode"): while
+    the last other connection, closing, cleans up the WAL and shared-memory files, and while
+    another connection runs WAL recovery. Many ``sharesync`` processes opening and closing one
+    fresh store meet these windows (the read-only checkpoint look of :mod:`sharesync.state.sqlite`
+    opens and closes a connection too); the busy timeout bounds the retries. Once open, the
+    connection holds the database's shared lock, so later queries wait on the handler as usual.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = FULL")
+            return
+        except sqlite3.OperationalError as error:
+            reason = str(error).lower()
+            if ("locked" not in reason and "busy" not in reason) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)  # a back-off between attempts, as the busy handler's own
+        pause = min(pause * 2, 0.1)
