@@ -6,11 +6,18 @@ the lease over from the dead process. Both happen only while holding the table's
 in the same transaction — so the old run's process must be gone. A failed attempt that never got as far as a run (a
 config error, a held lease) is recorded with :meth:`RunHistory.record_failed_run`, which
 touches no other run: it may be written without the lease.
+
+Retention (``run_retention``, from the config's ``run_history_days``): closing a run, or
+recording a failed attempt, also deletes that table's finished runs older than the retention in
+the same transaction, so the history stays bounded by normal passes alone;
+:meth:`RunHistory.prune_runs` does it for every table (``sharesync db prune``). Each table's
+newest succeeded and newest failed run are always kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -19,7 +26,7 @@ from sharesync.state.base import AnyRow, StoreBase
 from sharesync.state.domain import Lease, RunRecord, RunStats, RunStatus
 from sharesync.state.leases import require_lease
 from sharesync.state.models import RunRow
-from sharesync.state.run_rows import abandon_running, clean_error
+from sharesync.state.run_rows import abandon_running, clean_error, prune_finished
 from sharesync.sync.core.errors import RunAlreadyFinished, StateError
 
 ABANDONED = (
@@ -103,6 +110,8 @@ class RunHistory(StoreBase):
                 update(RunRow).where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value).values(**values)
             ).rowcount
             record = self._run(conn, run_id)
+            if record is not None and done == 1:
+                self._prune(conn, values["finished_at"], record.table)
         if record is None:
             raise StateError(f"no run with id {run_id} in state store {self.url}")
         if done != 1:
@@ -143,8 +152,22 @@ class RunHistory(StoreBase):
                 .returning(RunRow.id)
             ).scalar_one()
             record = self._run(conn, run_id)
+            self._prune(conn, now, name)
         assert record is not None
         return record
+
+    def prune_runs(self, keep: timedelta | None = None) -> int:
+        """Delete every table's finished runs older than ``keep`` (default: the store's
+        retention), except each table's newest succeeded and newest failed run; how many."""
+        keep = keep if keep is not None else self._run_retention
+        if keep is None or keep <= timedelta(0):
+            raise ValueError("prune_runs needs a positive retention: pass keep, or open the store with run_retention")
+        with self._db.write("pruning the run history") as conn:
+            return prune_finished(conn, self._now(conn) - keep)
+
+    def _prune(self, conn: Connection, now: datetime, name: str) -> None:
+        if self._run_retention is not None:
+            prune_finished(conn, now - self._run_retention, name)
 
     def get_run(self, run_id: int) -> RunRecord | None:
         with self._db.read(f"reading run {run_id}") as conn:
