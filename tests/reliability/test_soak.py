@@ -80,11 +80,14 @@ def _read_sample(pid: int, number: int, db: Path) -> Sample | None:
             names.append((task / "comm").read_text().strip())
         except OSError:  # the thread ended meanwhile
             continue
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    if fds == 0:  # the process is tearing down after its last pass
+        return None
     engine = sum(name == ENGINE_THREAD for name in names)
     return Sample(
         number,
         int(status["VmRSS"].split()[0]) / 1024,
-        len(os.listdir(f"/proc/{pid}/fd")),
+        fds,
         len(names) - engine,
         engine,
         db_bytes,
