@@ -10,8 +10,12 @@ and the one place that knows the two backends' quirks:
   avoid deadlock), whereas ``BEGIN IMMEDIATE`` takes the write lock up front and queues on
   the busy handler. The Python driver's own BEGIN handling is switched off so ours is used.
   ``synchronous=FULL`` is kept: a checkpoint lost on power failure would re-apply versions.
+  A new connection's first statements are retried while SQLite answers "locked" without
+  waiting (:func:`_open_wal`).
 * **PostgreSQL** goes through psycopg 3 (``postgresql://`` and ``postgres://`` are mapped to
   ``postgresql+psycopg://``, because SQLAlchemy's default driver psycopg2 is not installed).
+  The pool checks each connection before use (``pool_pre_ping``), so a process that outlives
+  a database restart (``sync --every``, the Dagster sensor) reconnects by itself.
 
 Passwords: the URL shown anywhere is rendered with the password hidden, the password is
 registered with :func:`sharesync.sync.core.redact.register_secret`, and engines hide bound parameters in
