@@ -9,7 +9,7 @@ once per transaction and passed into SQL; the comparisons happen in the database
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, text
@@ -23,9 +23,10 @@ AnyRow = Row[*tuple[Any, ...]]
 class StoreBase:
     """The database and the clock; the checkpoint, run and lease parts of the store build on it."""
 
-    def __init__(self, db: Database, *, clock: Clock | None = None) -> None:
+    def __init__(self, db: Database, *, clock: Clock | None = None, run_retention: timedelta | None = None) -> None:
         self._db = db
         self._clock = clock
+        self._run_retention = run_retention  # None: run history is kept forever
 
     @property
     def url(self) -> str:

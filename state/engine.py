@@ -10,8 +10,12 @@ and the one place that knows the two backends' quirks:
   avoid deadlock), whereas ``BEGIN IMMEDIATE`` takes the write lock up front and queues on
   the busy handler. The Python driver's own BEGIN handling is switched off so ours is used.
   ``synchronous=FULL`` is kept: a checkpoint lost on power failure would re-apply versions.
+  A new connection's first statements are retried while SQLite answers "locked" without
+  waiting (:func:`_open_wal`).
 * **PostgreSQL** goes through psycopg 3 (``postgresql://`` and ``postgres://`` are mapped to
   ``postgresql+psycopg://``, because SQLAlchemy's default driver psycopg2 is not installed).
+  The pool checks each connection before use (``pool_pre_ping``), so a process that outlives
+  a database restart (``sync --every``, the Dagster sensor) reconnects by itself.
 
 Passwords: the URL shown anywhere is rendered with the password hidden, the password is
 registered with :func:`sharesync.sync.core.redact.register_secret`, and engines hide bound parameters in
@@ -21,10 +25,12 @@ their error messages.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +54,26 @@ _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _WRITE = "sharesync_write"
 
 
+@dataclass
+class _Pooled:
+    """What this process keeps per database URL, for as long as the process uses it."""
+
+    engine: Engine
+    write_lock: threading.Lock | None  # SQLite: this process's writers queue here first
+    # table name → token of a lease this process holds no more but could not release (the
+    # database was unreachable): its next acquire of that table may take it back at once.
+    unreleased: dict[str, str] = field(default_factory=dict)
+
+
 class Database:
     """A state database: its engine, its safe-to-print URL, and transaction helpers."""
 
-    def __init__(self, engine: Engine, url: URL, display_url: str, write_lock: threading.Lock | None) -> None:
-        self.engine = engine
+    def __init__(self, pooled: _Pooled, url: URL, display_url: str) -> None:
+        self.engine = pooled.engine
         self.url = url
         self.display_url = display_url
-        self._write_lock = write_lock
+        self._write_lock = pooled.write_lock
+        self.unreleased_leases = pooled.unreleased
 
     @property
     def dialect(self) -> str:
@@ -200,7 +218,7 @@ def prepare_sqlite_file(url: URL) -> None:
         )
 
 
-_engines: dict[tuple[int, str], tuple[Engine, threading.Lock | None]] = {}
+_engines: dict[tuple[int, str], _Pooled] = {}
 _engines_lock = threading.Lock()
 
 
@@ -211,13 +229,12 @@ def database_for(url: URL) -> Database:
     """
     key = (os.getpid(), url.render_as_string(hide_password=False))
     with _engines_lock:
-        entry = _engines.get(key)
-        if entry is None:
+        pooled = _engines.get(key)
+        if pooled is None:
             engine = _create_engine(url)
-            entry = (engine, threading.Lock() if engine.dialect.name == "sqlite" else None)
-            _engines[key] = entry
-    engine, write_lock = entry
-    return Database(engine, url, display(url), write_lock)
+            pooled = _Pooled(engine, threading.Lock() if engine.dialect.name == "sqlite" else None)
+            _engines[key] = pooled
+    return Database(pooled, url, display(url))
 
 
 def dispose_engines() -> None:
@@ -225,7 +242,7 @@ def dispose_engines() -> None:
     with _engines_lock:
         mine = [key for key in _engines if key[0] == os.getpid()]
         for key in mine:
-            _engines.pop(key)[0].dispose()
+            _engines.pop(key).engine.dispose()
 
 
 def _create_engine(url: URL) -> Engine:
@@ -255,9 +272,7 @@ def _sqlite_engine(url: URL) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = FULL")
+            _open_wal(cursor)
         finally:
             cursor.close()
 
@@ -266,3 +281,30 @@ def _sqlite_engine(url: URL) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
     return engine
+
+
+def _open_wal(cursor: Any) -> None:
+    """A new connection's first statements, retried while SQLite answers "locked" at once.
+
+    A connection's first query is where SQLite returns SQLITE_BUSY *without* calling the busy
+    handler (sqlite.org/wal.html, "Sometimes queries return SQLITE_BUSY in WAL mode"): while
+    the last other connection, closing, cleans up the WAL and shared-memory files, and while
+    another connection runs WAL recovery. Many ``sharesync`` processes opening and closing one
+    fresh store meet these windows (the read-only checkpoint look of :mod:`sharesync.state.sqlite`
+    opens and closes a connection too); the busy timeout bounds the retries. Once open, the
+    connection holds the database's shared lock, so later queries wait on the handler as usual.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = FULL")
+            return
+        except sqlite3.OperationalError as error:
+            reason = str(error).lower()
+            if ("locked" not in reason and "busy" not in reason) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)  # a back-off between attempts, as the busy handler's own
+        pause = min(pause * 2, 0.1)

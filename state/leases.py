@@ -10,7 +10,9 @@ host nobody needs to wait that long: the lease records the holder process
 (:mod:`sharesync.state.holder`), and a contender that finds that process gone takes the lease
 over at once — compare-and-swapped on the dead holder's token, so of several contenders one
 wins — and closes the dead holder's running runs as abandoned in the same transaction. A
-holder on another host (or where the host cannot tell) still expires by its ttl only.
+holder on another host (or where the host cannot tell) still expires by its ttl only. A lease
+this process could not release because the database was unreachable is taken back at once by
+this process's next acquire of the table (``sync --every`` after an outage).
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class Leases(StoreBase):
             "holder_started": holder.started,
             "holder_namespace": holder.namespace,
         }
+        # A lease this process could not release (the database was unreachable) is nobody's.
+        unreleased = self._db.unreleased_leases.get(name)
         with self._db.write(f"acquiring the lease of {name}") as conn:
             now = self._now(conn)
             values |= {"acquired_at": now, "renewed_at": now, "expires_at": now + ttl}
@@ -81,11 +85,13 @@ class Leases(StoreBase):
             upsert = upsert.on_conflict_do_update(
                 index_elements=[LeaseRow.name],
                 set_={key: upsert.excluded[key] for key in values},
-                where=or_(LeaseRow.expires_at <= now, LeaseRow.owner == owner),
+                where=or_(LeaseRow.expires_at <= now, LeaseRow.owner == owner, LeaseRow.token == (unreleased or "")),
             )
             # RETURNING, not rowcount: psycopg reports -1 for INSERTs through SQLAlchemy 2.1.
             row = conn.execute(upsert.returning(*_LEASE_COLUMNS)).first()
             if row is not None:
+                if unreleased is not None:
+                    self._db.unreleased_leases.pop(name, None)
                 return _to_lease(row), None  # committed as the block exits
             current = self._lease(conn, name)
             alive = None if current is None or current.holder is None else is_alive_on_this_host(current.holder)
@@ -180,7 +186,9 @@ class Leases(StoreBase):
                 try:
                     self.release_lease(keeper.lease)
                 except StateError as error:
-                    # Not fatal: the lease expires by itself at keeper.lease.expires_at.
+                    # Not fatal: the lease expires by itself at keeper.lease.expires_at, and this
+                    # process's next acquire of the table takes it back at once.
+                    self._db.unreleased_leases[name] = keeper.lease.token
                     log.warning("could not release the lease of %s (it will expire): %s", name, error)
 
     @staticmethod

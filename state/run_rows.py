@@ -1,11 +1,11 @@
-"""Run rows as the lease and run-history code both write them: closing abandoned runs, and
-error text as stored. (Its own module: leases close runs, and runs are started under a lease.)"""
+"""Run rows as the lease and run-history code both write them: closing abandoned runs, error
+text as stored, and retention. (Its own module: leases close runs, and runs are started under a lease.)"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from sharesync.state.domain import RunStatus
 from sharesync.state.models import RunRow
@@ -37,3 +37,19 @@ def clean_error(error: str | None) -> str | None:
     if len(cleaned) > MAX_ERROR_CHARS:
         cleaned = cleaned[: MAX_ERROR_CHARS - 20] + " … [truncated]"
     return cleaned
+
+
+def prune_finished(conn: Connection, cutoff: datetime, name: str | None = None) -> int:
+    """Delete finished runs (of ``name``, or of every table) started before ``cutoff``; how many.
+
+    Each table's newest succeeded and newest failed run stay whatever their age: ``status``
+    and Dagster show the last outcome, and "when did this last work" outlives any retention.
+    Running runs stay too (a live run, or one the table's next run closes as abandoned).
+    """
+    finished = RunRow.status != RunStatus.RUNNING.value
+    keep = select(func.max(RunRow.id)).where(finished).group_by(RunRow.table_name, RunRow.status)
+    doomed = delete(RunRow).where(finished, RunRow.started_at < cutoff)
+    if name is not None:
+        keep = keep.where(RunRow.table_name == name)
+        doomed = doomed.where(RunRow.table_name == name)
+    return conn.execute(doomed.where(RunRow.id.not_in(keep.scalar_subquery()))).rowcount

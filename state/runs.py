@@ -6,11 +6,18 @@ the lease over from the dead process. Both happen only while holding the table's
 in the same transaction — so the old run's process must be gone. A failed attempt that never got as far as a run (a
 config error, a held lease) is recorded with :meth:`RunHistory.record_failed_run`, which
 touches no other run: it may be written without the lease.
+
+Retention (``run_retention``, from the config's ``run_history_days``): closing a run, or
+recording a failed attempt, also deletes that table's finished runs older than the retention in
+the same transaction, so the history stays bounded by normal passes alone;
+:meth:`RunHistory.prune_runs` does it for every table (``sharesync db prune``). Each table's
+newest succeeded and newest failed run are always kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -19,8 +26,8 @@ from sharesync.state.base import AnyRow, StoreBase
 from sharesync.state.domain import Lease, RunRecord, RunStats, RunStatus
 from sharesync.state.leases import require_lease
 from sharesync.state.models import RunRow
-from sharesync.state.run_rows import abandon_running, clean_error
-from sharesync.sync.core.errors import StateError
+from sharesync.state.run_rows import abandon_running, clean_error, prune_finished
+from sharesync.sync.core.errors import RunAlreadyFinished, StateError
 
 ABANDONED = (
     "abandoned: a newer run of this table started, so the process running this one stopped "
@@ -89,7 +96,8 @@ class RunHistory(StoreBase):
 
         ``end_version`` overrides the one given at start (a run may stop early). ``note``: a
         warning worth keeping on a run that succeeded (redacted and bounded like errors).
-        Raises :class:`StateError` if the run does not exist or is no longer running.
+        Raises :class:`StateError` if the run does not exist, :class:`RunAlreadyFinished` if it
+        is no longer running.
         """
         if status is RunStatus.RUNNING:
             raise ValueError("finish_run needs a final status: succeeded or failed")
@@ -102,10 +110,12 @@ class RunHistory(StoreBase):
                 update(RunRow).where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value).values(**values)
             ).rowcount
             record = self._run(conn, run_id)
+            if record is not None and done == 1:
+                self._prune(conn, values["finished_at"], record.table)
         if record is None:
             raise StateError(f"no run with id {run_id} in state store {self.url}")
         if done != 1:
-            raise StateError(
+            raise RunAlreadyFinished(
                 f"run {run_id} of {record.table} was already finished as {record.status.value}"
                 + (f" ({record.error[:200]})" if record.error else "")
             )
@@ -142,8 +152,22 @@ class RunHistory(StoreBase):
                 .returning(RunRow.id)
             ).scalar_one()
             record = self._run(conn, run_id)
+            self._prune(conn, now, name)
         assert record is not None
         return record
+
+    def prune_runs(self, keep: timedelta | None = None) -> int:
+        """Delete every table's finished runs older than ``keep`` (default: the store's
+        retention), except each table's newest succeeded and newest failed run; how many."""
+        keep = keep if keep is not None else self._run_retention
+        if keep is None or keep <= timedelta(0):
+            raise ValueError("prune_runs needs a positive retention: pass keep, or open the store with run_retention")
+        with self._db.write("pruning the run history") as conn:
+            return prune_finished(conn, self._now(conn) - keep)
+
+    def _prune(self, conn: Connection, now: datetime, name: str) -> None:
+        if self._run_retention is not None:
+            prune_finished(conn, now - self._run_retention, name)
 
     def get_run(self, run_id: int) -> RunRecord | None:
         with self._db.read(f"reading run {run_id}") as conn:

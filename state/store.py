@@ -19,7 +19,8 @@ Leases (:mod:`sharesync.state.leases`)
 
 Run history (:mod:`sharesync.state.runs`)
     runs with counters and redacted error text; a run left ``running`` by a dead process is
-    closed as abandoned by whoever next owns the table.
+    closed as abandoned by whoever next owns the table. Finished runs older than the retention
+    are deleted as a table's runs are written, except its newest succeeded and failed run.
 
 Time (:mod:`sharesync.state.base`)
     one clock per store, read once per transaction; comparisons happen in the database.
@@ -31,6 +32,8 @@ Failures
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sharesync.state.base import Clock
 from sharesync.state.checkpoints import Checkpoints
 from sharesync.state.engine import database_for, parse_url, prepare_sqlite_file
@@ -39,16 +42,17 @@ from sharesync.state.migrate import ensure_schema
 from sharesync.state.runs import RunHistory
 
 
-def open_store(url: str, *, clock: Clock | None = None) -> StateStore:
+def open_store(url: str, *, clock: Clock | None = None, run_retention: timedelta | None = None) -> StateStore:
     """Open (creating and migrating as needed) the state store at ``url``.
 
     Engines are shared per URL within a process, so opening is cheap after the first time.
+    ``run_retention``: how long finished runs are kept (None: forever; see :mod:`sharesync.state.runs`).
     """
     parsed = parse_url(url)
     prepare_sqlite_file(parsed)
     db = database_for(parsed)
     ensure_schema(db)
-    return StateStore(db, clock=clock)
+    return StateStore(db, clock=clock, run_retention=run_retention)
 
 
 class StateStore(Checkpoints, RunHistory, Leases):

@@ -28,12 +28,18 @@ from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.run.apply import Applied
 from sharesync.pipelines.run.commit_time import commit_time
 from sharesync.pipelines.run.context import TableContext, check_columns
-from sharesync.pipelines.run.failures import Attempt, describe
+from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode
-from sharesync.sync.core.errors import DownloadError, HistoryUnavailable, SharesyncError, SharingHTTPError
+from sharesync.sync.core.errors import (
+    DownloadError,
+    HistoryUnavailable,
+    RunAlreadyFinished,
+    SharesyncError,
+    SharingHTTPError,
+)
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.planning import VersionRange
@@ -289,9 +295,14 @@ class BatchRunner:
     def _fail_run(self, run_id: int, exc: BaseException) -> None:
         try:
             self.services.store.finish_run(run_id, RunStatus.FAILED, error=describe(exc))
-            self.attempt.recorded = True
-        except SharesyncError:  # the store itself failed: the original error matters more
-            log.exception("could not record the failure of run %s", run_id)
+        except RunAlreadyFinished as closed:
+            # A holder woken after its lease expired: the contender that took the table over closed
+            # this run as abandoned, so its failure is on record already.
+            log.info("%s", closed)
+        except SharesyncError as error:  # the store itself failed: the original error matters more
+            store_failed(f"could not record the failure of run {run_id}", error, exc)
+            return
+        self.attempt.recorded = True
 
 
 def _run_stats(applied: ApplyStats, staged: batches.StagedBatch) -> RunStats:

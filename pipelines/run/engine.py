@@ -116,7 +116,8 @@ class SyncEngine:
             if self._store is None:
                 from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
 
-                self._store = open_store(self.config.state_store)
+                days = self.config.run_history_days
+                self._store = open_store(self.config.state_store, run_retention=timedelta(days=days) if days else None)
             return self._store
 
     @property

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.sync.core.errors import Permanent, SharesyncError, exception_line
+from sharesync.sync.core.errors import Permanent, SharesyncError, StateStoreUnavailable, exception_line
 from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
@@ -88,5 +88,17 @@ def record_failure(
     start = checkpoint + 1 if checkpoint is not None and source is not None and checkpoint < source else None
     try:
         store.record_failed_run(name, describe(exc), start_version=start, end_version=source)
-    except SharesyncError:
-        log.exception("could not record the failure of %s", name)
+    except SharesyncError as error:
+        store_failed(f"could not record the failure of {name}", error, exc)
+
+
+def store_failed(what: str, error: SharesyncError, original: BaseException) -> None:
+    """Log, on one line, that the state store failed while ``original`` was being put on record.
+
+    The table's result reports ``original`` already; when both are the store being unreachable,
+    this adds nothing a user needs (info, ``-v``), otherwise it is a warning. The stack is about
+    our own error handling, so it is kept for ``-vv``.
+    """
+    same_outage = isinstance(error, StateStoreUnavailable) and isinstance(original, StateStoreUnavailable)
+    log.log(logging.INFO if same_outage else logging.WARNING, "%s: %s", what, describe(error))
+    log.debug("%s", what, exc_info=error)

@@ -1,8 +1,9 @@
-"""``sharesync db``: look at and migrate the state database explicitly.
+"""``sharesync db``: look at, migrate and prune the state database explicitly.
 
-sharesync migrates the state store by itself when it opens it; these commands exist for
-operators who want migrations as a separate, visible deployment step (and to see which
-revision a database is at without touching it). The URL comes from ``--url``, else from the
+sharesync migrates the state store by itself when it opens it, and prunes the run history of
+each table it syncs; these commands exist for operators who want migrations as a separate,
+visible deployment step, to see which revision a database is at without touching it, and to
+prune every table's history at once (tables no longer configured included). The URL comes from ``--url``, else from the
 config file (where ``SHARESYNC_STATE_STORE`` already overrides ``state_store``), else — with no
 config file at all — from ``SHARESYNC_STATE_STORE`` alone. Failures are :mod:`sharesync.sync.core.errors`
 classes, which ``sharesync`` turns into one line on stderr and exit code 2.
@@ -14,7 +15,7 @@ import os
 
 import click
 
-from sharesync.sync.core.config import ENV_OVERRIDES, config_path, load_config
+from sharesync.sync.core.config import ENV_OVERRIDES, SharesyncConfig, config_path, load_config
 from sharesync.sync.core.errors import ConfigError
 
 STATE_STORE_ENV = ENV_OVERRIDES["state_store"]
@@ -27,12 +28,20 @@ _url_option = click.option(
 )
 
 
+def _config(ctx: click.Context) -> SharesyncConfig | None:
+    """The config file's settings, if there is a config file (``--config`` must exist)."""
+    config_file = (ctx.find_root().obj or {}).get("config_file")
+    if config_path(config_file).exists() or config_file:
+        return load_config(config_file)
+    return None
+
+
 def _state_store_url(ctx: click.Context, url: str | None) -> str:
     if url:
         return url
-    config_file = (ctx.find_root().obj or {}).get("config_file")
-    if config_path(config_file).exists() or config_file:
-        return load_config(config_file).state_store
+    config = _config(ctx)
+    if config is not None:
+        return config.state_store
     from_env = os.environ.get(STATE_STORE_ENV)
     if from_env:
         return from_env
@@ -83,3 +92,35 @@ def current(ctx: click.Context, url: str | None) -> None:
         click.echo(f"{shown}: revision {revision} (head)")
     else:
         click.echo(f"{shown}: revision {revision} (head is {head}; run 'sharesync db upgrade')")
+
+
+@db.command()
+@_url_option
+@click.option(
+    "--days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Keep this many days of run history (default: the config's run_history_days).",
+)
+@click.pass_context
+def prune(ctx: click.Context, url: str | None, days: float | None) -> None:
+    """Delete finished runs older than the retention, of every table; each table's last
+    succeeded and last failed run stay."""
+    from datetime import timedelta
+
+    from sharesync.state.engine import display, parse_url
+    from sharesync.state.store import open_store
+
+    target = _state_store_url(ctx, url)
+    if days is None:
+        config = _config(ctx)
+        days = (
+            config.run_history_days if config is not None else SharesyncConfig.model_fields["run_history_days"].default
+        )
+    if not days:
+        raise ConfigError("run_history_days is 0 (keep the run history forever): pass --days N to prune anyway")
+    removed = open_store(target).prune_runs(timedelta(days=days))
+    click.echo(
+        f"{display(parse_url(target))}: removed {removed} run{'s' * (removed != 1)} older than {days:g} days "
+        "(each table's last succeeded and last failed run kept)"
+    )

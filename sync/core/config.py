@@ -244,6 +244,11 @@ class SharesyncConfig(_Strict):
         ge=1,
         description="how long a crashed sync keeps its tables locked; the holder renews every third of it",
     )
+    run_history_days: float = Field(
+        default=30,
+        ge=0,
+        description="days of run history kept (0: forever); each table's last succeeded and last failed run stay",
+    )
 
     @field_validator("observe_schedule")
     @classmethod

@@ -26,6 +26,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   ├─ StateStoreUnavailable    cannot connect / open (names host, never password)
     │   ├─ StateSchemaTooNew        database written by a newer sharesync
     │   ├─ CheckpointConflict       compare-and-swap lost
+    │   ├─ RunAlreadyFinished       the run was closed already (e.g. as abandoned by a takeover)
     │   └─ LeaseHeld                another process syncs this table
     └─ SyncError                    the engine refused to apply a plan
         ├─ SchemaIncompatible       breaking schema change (dropped column, type change)
@@ -182,6 +183,11 @@ class StateSchemaTooNew(StateError, Permanent):
 
 class CheckpointConflict(StateError):
     """Another writer advanced the checkpoint first (compare-and-swap lost)."""
+
+
+class RunAlreadyFinished(StateError):
+    """The run to finish is no longer running: another process closed it (as abandoned, after
+    taking the table's lease over), so its outcome is on record already."""
 
 
 class LeaseHeld(StateError, Retryable):

@@ -58,64 +58,106 @@ def _conninfo(url: URL) -> str:
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-@contextmanager
-def _throwaway_cluster(bindir: Path) -> Iterator[URL]:
-    as_root = os.geteuid() == 0
-    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
-    if as_root and shutil.which("runuser") is None:
-        raise Unavailable("running as root, but 'runuser' is missing to start PostgreSQL as the postgres user")
-    # Not under pytest's tmp dir: that is mode 0700 and root-owned, so postgres could not enter it.
-    base = Path(tempfile.mkdtemp(prefix="sharesync-pg-"))
-    data, sockets, logfile = base / "data", base / "sock", base / "server.log"
-    sockets.mkdir()
-    if as_root:
-        for path in (base, sockets):
-            shutil.chown(path, "postgres", "postgres")
+class Cluster:
+    """A throwaway PostgreSQL cluster that a test may stop and start again (same port, same data)."""
 
-    def run(*args: str) -> None:
-        subprocess.run([*prefix, *args], cwd=base, check=True, capture_output=True, text=True, timeout=120)
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.as_root = os.geteuid() == 0
+        self._prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
+        if self.as_root and shutil.which("runuser") is None:
+            raise Unavailable("running as root, but 'runuser' is missing to start PostgreSQL as the postgres user")
+        # Not under pytest's tmp dir: that is mode 0700 and root-owned, so postgres could not enter it.
+        self.base = Path(tempfile.mkdtemp(prefix="sharesync-pg-"))
+        self.data, self.sockets, self.logfile = self.base / "data", self.base / "sock", self.base / "server.log"
+        self.port = 0
+        self.running = False
 
-    started = False
-    try:
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self._prefix, *args], cwd=self.base, check=True, capture_output=True, text=True, timeout=120)
+
+    def create(self) -> URL:
+        """initdb, then start on a free port; the URL of its ``postgres`` database."""
+        self.sockets.mkdir()
+        if self.as_root:
+            for path in (self.base, self.sockets):
+                shutil.chown(path, "postgres", "postgres")
         try:
-            run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+            self._run(
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            )
         except subprocess.CalledProcessError as error:
             raise Unavailable(f"initdb failed: {error.stderr.strip()[-500:]}") from None
         for _attempt in range(3):  # another process may grab the free port first
-            port = _free_port()
-            options = f"-p {port} -k {sockets} -h 127.0.0.1 -F -c max_connections=200"
+            self.port = _free_port()
             try:
-                run(
-                    str(bindir / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-l",
-                    str(logfile),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-o",
-                    options,
-                    "start",
-                )
+                self.start()
             except subprocess.CalledProcessError:
                 continue
-            started = True
-            break
-        if not started:
-            tail = logfile.read_text(errors="replace")[-800:] if logfile.exists() else ""
-            raise Unavailable(f"pg_ctl could not start a cluster: {tail}")
-        yield URL.create("postgresql+psycopg", username="postgres", host="127.0.0.1", port=port, database="postgres")
-    finally:
-        if started:
-            subprocess.run(
-                [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                cwd=base,
-                capture_output=True,
-                timeout=60,
-                check=False,  # best effort: the directory is removed either way
+            return URL.create(
+                "postgresql+psycopg", username="postgres", host="127.0.0.1", port=self.port, database="postgres"
             )
-        shutil.rmtree(base, ignore_errors=True)
+        tail = self.logfile.read_text(errors="replace")[-800:] if self.logfile.exists() else ""
+        raise Unavailable(f"pg_ctl could not start a cluster: {tail}")
+
+    def start(self) -> None:
+        """Start the server (again) on its port; returns once it accepts connections."""
+        options = f"-p {self.port} -k {self.sockets} -h 127.0.0.1 -F -c max_connections=200"
+        pg_ctl = str(self.bindir / "pg_ctl")
+        self._run(pg_ctl, "-D", str(self.data), "-l", str(self.logfile), "-w", "-t", "60", "-o", options, "start")
+        self.running = True
+
+    def stop(self) -> None:
+        """Stop the server the hard way (``immediate``: open connections are cut, as by a crash)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self.running = False
+
+    def remove(self) -> None:
+        if self.running:
+            try:
+                self.stop()
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                pass  # best effort: the directory is removed either way
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def bindir_or_unavailable() -> Path:
+    bindir = _bindir()
+    if bindir is None:
+        raise Unavailable(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found; install them with .ci/install-postgres.sh "
+            f"(Debian package 'postgresql') or set {URL_ENV}"
+        )
+    return bindir
+
+
+@contextmanager
+def own_cluster() -> Iterator[tuple[Cluster, str]]:
+    """A cluster of the test's own, which it may stop and start: (cluster, URL of its ``postgres`` database)."""
+    cluster = Cluster(bindir_or_unavailable())
+    try:
+        url = cluster.create()
+        yield cluster, url.render_as_string(hide_password=False)
+    finally:
+        cluster.remove()
+
+
+@contextmanager
+def _throwaway_cluster(bindir: Path) -> Iterator[URL]:
+    cluster = Cluster(bindir)
+    try:
+        yield cluster.create()
+    finally:
+        cluster.remove()
 
 
 @contextmanager
@@ -124,13 +166,7 @@ def _server() -> Iterator[URL]:
     if given:
         yield make_url(given).set(drivername="postgresql+psycopg")
         return
-    bindir = _bindir()
-    if bindir is None:
-        raise Unavailable(
-            "PostgreSQL server binaries (initdb, pg_ctl) not found; install them with .ci/install-postgres.sh "
-            f"(Debian package 'postgresql') or set {URL_ENV}"
-        )
-    with _throwaway_cluster(bindir) as url:
+    with _throwaway_cluster(bindir_or_unavailable()) as url:
         yield url
 
 

@@ -88,11 +88,13 @@ class Site(ProviderTables):
     root: Path
     server: SharingServer
     env: dict[str, str] = field(default_factory=dict)
+    state_url: str = ""  # the state store's URL; "" is a SQLite file under root (state_db)
 
     def __post_init__(self) -> None:
         self.provider = self.server.root
         self.config_file = self.root / "sharesync.yaml"
         self.state_db = self.root / "state" / "state.db"
+        self.state_url = self.state_url or f"sqlite:///{self.state_db}"
         self.staging = self.root / "staging"
         self._engines: list[SyncEngine] = []
         self._closers: list[Callable[[], None]] = []
@@ -127,7 +129,7 @@ class Site(ProviderTables):
         assert chosen is not None
         return {
             "profile": str(chosen),
-            "state_store": "sqlite:///state/state.db",
+            "state_store": self.state_url,
             "staging_dir": "staging",
             "tables": list(tables),
             **top,
@@ -149,10 +151,10 @@ class Site(ProviderTables):
         return engine
 
     def store(self) -> StateStore:
-        return open_store(f"sqlite:///{self.state_db}")
+        return open_store(self.state_url)
 
     def checkpoint(self, table: str) -> Checkpoint | None:
-        if not self.state_db.exists():
+        if self.state_url.startswith("sqlite") and not self.state_db.exists():
             return None
         return self.store().get_checkpoint(self.name(table))
 

@@ -154,3 +154,32 @@ def run_writers(url: str, process: int, threads: int, batches: int, barrier: Bar
         results.put(("done", process, threads))
 
     _guarded(results, barrier, process, body)
+
+
+def open_close_rounds(url: str, process: int, rounds: int, barrier: Barrier, results: Queue[Any]) -> None:
+    """``rounds`` times, all processes at once: what one ``sharesync sync <table>`` process does to
+    the store — the read-only checkpoint look, open (and migrate), lease, run, checkpoint — then
+    close every connection, as a process that ends does (the last one out cleans up the WAL)."""
+
+    def body() -> None:
+        from sharesync.state.engine import dispose_engines
+        from sharesync.state.sqlite import read_checkpoints
+
+        name = f"s.b.p{process}"
+        for round_ in range(rounds):
+            barrier.wait(WAIT)
+            read_checkpoints(url)
+            store = open_store(url)
+            with store.hold_lease(name, ttl=timedelta(seconds=60)) as keeper:
+                run_id = store.start_run(name, start_version=round_, end_version=round_, lease=keeper.lease)
+                store.advance_checkpoint(
+                    make_checkpoint(name, round_),
+                    expected_version=None if round_ == 0 else round_ - 1,
+                    lease=keeper.lease,
+                )
+                store.finish_run(run_id, RunStatus.SUCCEEDED)
+            store.latest_runs()
+            dispose_engines()
+        results.put(("done", process, rounds))
+
+    _guarded(results, barrier, process, body)
