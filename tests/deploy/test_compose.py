@@ -67,16 +67,21 @@ def test_the_default_profile_needs_no_maven() -> None:
         assert needle not in text
 
 
-def test_apache_spark_is_a_profile_with_the_delta_jars_mounted() -> None:
+def test_apache_spark_is_a_profile_running_the_projects_launcher_over_the_fetched_directory() -> None:
+    """The profile starts what the tests start (deploy/spark/run.sh connect) from the directory
+    deploy/spark/fetch.sh fills, mounted read-only: nothing downloads at start-up."""
     spark = SERVICES["apache-spark"]
     command = [interpolate(part) for part in spark["command"]]
-    jars = command[command.index("--jars") + 1].split(",")
-    mounted = {target for _, target in volume_mounts(spark)}
+    mounts = {target: source for source, target in volume_mounts(spark)}
+    home = spark["environment"]["SHARESYNC_SPARK_HOME"]
 
     assert spark["profiles"] == ["apache-spark"]
-    assert "--packages" not in command and not any("jars.packages" in part for part in command)
-    assert [Path(jar).name for jar in jars] == ["delta-spark_2.13-4.0.0.jar", "delta-storage-4.0.0.jar"]
-    assert all(str(Path(jar).parent) in mounted for jar in jars)
+    assert command[:3] == ["bash", "/opt/sharesync-spark-run.sh", "connect"]
+    assert (DEPLOY / mounts["/opt/sharesync-spark-run.sh"]).resolve() == DEPLOY / "spark" / "run.sh"
+    assert (DEPLOY / mounts[home]).resolve() == REPO / ".engines" / "spark"  # fetch.sh's default directory
+    assert all(entry.endswith(":ro") for entry in spark["volumes"] if "sharesync-spark" in entry)
+    text = json.dumps(spark) + (DEPLOY / "spark" / "run.sh").read_text()
+    assert "--packages" not in text and "jars.packages" not in text
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
