@@ -105,7 +105,8 @@ def rewrite_target(
         F.col(COMMIT_TIMESTAMP).alias(TIMESTAMP_COLUMN),
         *([F.lit(False).alias(DELETED_COLUMN)] if soft_delete else []),
     )
-    parts = [untouched.select(*table.columns), upserts.select(*table.columns)]
+    every = [col(c) for c in table.columns]
+    parts = [untouched.select(*every), upserts.select(*every)]
     if soft_delete:
         parts.append(_flagged(table, changes, keys, key_aliases, null_keys))
     out = parts[0]

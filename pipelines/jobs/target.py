@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from sharesync.pipelines.jobs.columns import col, quote_identifier, written_by_sharesync
+from sharesync.pipelines.jobs.columns import col, written_by_sharesync
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
@@ -76,8 +76,14 @@ DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 # Sail 0.7 takes a column whose file statistics say min == max with no NULLs for a constant,
 # but its writer (like pyarrow's) leaves NaN out of a float column's min and max: a file holding
 # [NaN, 2.0] reads back as [2.0, 2.0], and a MERGE or rewrite then writes that back. Targets
-# keep no statistics for floating-point columns, so no read of them can go wrong that way.
-STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
+# keep statistics only for their leading columns up to the first one holding a float or double,
+# so no read of them can go wrong that way. A count, not a list of names
+# (``delta.dataSkippingStatsColumns``): Delta Lake on Spark keeps a table's properties when an
+# overwrite replaces its schema and then refuses a list naming a column the new schema lacks, and
+# refuses boolean or binary columns in the list; Sail honours the count as Spark does.
+INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
+# Delta's own default: statistics cost time on every write of a wide table.
+MAX_INDEXED_COLUMNS = 32
 
 # Sail 0.7 percent-encodes other characters when it writes a Delta table (the log lands in
 # "a%20b", the data files in "a%2520b"), so such a target would silently end up elsewhere.
@@ -185,16 +191,20 @@ def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:
     tables (Databricks does) would otherwise create a target the next MERGE cannot update.
     """
     writer = out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false")
-    writer.option(STATS_COLUMNS_PROPERTY, _stats_columns(out.schema)).save(target)
+    writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema))).save(target)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
 
 
-def _stats_columns(schema: StructType) -> str:
-    """The ``delta.dataSkippingStatsColumns`` of a new target: every column without a float or
-    double in it (sharesync's own columns are integers, so the list is never empty)."""
-    kept = [f.name for f in schema.fields if not _floating(f.dataType)]
-    return ",".join(quote_identifier(name) for name in kept)
+def _indexed_columns(schema: StructType) -> int:
+    """The ``delta.dataSkippingNumIndexedCols`` of a new target: its leading columns up to the
+    first that holds a float or double (at most Delta's default of 32)."""
+    leading = 0
+    for field in schema.fields:
+        if _floating(field.dataType):
+            break
+        leading += 1
+    return min(leading, MAX_INDEXED_COLUMNS)
 
 
 def _floating(kind: DataType) -> bool:
