@@ -12,10 +12,18 @@
   it is stopped when the test ends.
 * ``s3_server`` (session): moto's S3 server on loopback with a bucket and credentials
   (``support.s3``), for targets and staging in object storage.
+* ``engine``: which engine the test runs its jobs on — ``sail`` (the embedded default) unless a
+  module or test parametrizes it (``pytest.mark.parametrize("engine", ENGINES, indirect=True)``)
+  over ``spark`` (Apache Spark 4.2 + Delta 4.4, ``local[2]``), ``spark-cluster`` (a standalone
+  Spark cluster of two workers) or ``sail-cluster`` (Sail in local-cluster mode).
+  ``engine_spark`` is the matching ``spark:`` config section (``{}`` for the embedded engine).
+  The Spark servers start once per test session (``support.spark_server``); tests on a Spark
+  engine are slow-lane tests, so the fast lane stays Sail-only.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.cli_runner import CliResult, cli_runner
+from support.engines import ENGINE_FIXTURE_NAMES, engine_param
 
 from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import (
@@ -34,6 +43,8 @@ from sharesync.sync.server.samples import (
 
 if TYPE_CHECKING:
     from support.s3 import S3Store
+    from support.sail_cluster import SailServer
+    from support.spark_server import SparkCluster
 
 TEST_TOKEN = "sharesync-test-token"
 
@@ -88,6 +99,68 @@ def s3_server() -> Iterator[S3Store]:
         yield store
 
 
+@pytest.fixture(scope="session")
+def apache_spark() -> Iterator[str]:
+    """A Spark Connect server of Apache Spark + Delta (``local[2]``) for the session; its URL.
+
+    ``SHARESYNC_TEST_SPARK_URL`` names a running one instead (a developer's, to skip the start)."""
+    from support.spark_server import SparkConnect
+
+    if url := os.environ.get("SHARESYNC_TEST_SPARK_URL"):
+        yield url
+        return
+    server = SparkConnect()
+    server.start()
+    yield server.url
+    _close_sessions()  # while the server answers: closing a session on a server that is gone retries
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_spark_cluster() -> Iterator[SparkCluster]:
+    """A standalone Spark cluster (master, two workers) behind a Connect server, for the session."""
+    from support.spark_server import SparkCluster
+
+    cluster = SparkCluster(workers=2)
+    cluster.start()
+    yield cluster
+    _close_sessions()
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def sail_cluster() -> Iterator[SailServer]:
+    """A separate Sail Spark Connect server in ``local-cluster`` mode with 2 workers."""
+    from support.sail_cluster import SailServer
+
+    server = SailServer(workers=2)
+    server.start()
+    yield server
+    _close_sessions()
+    server.stop()
+
+
+def _close_sessions() -> None:
+    from sharesync.pipelines.jobs.session import stop_spark
+
+    stop_spark()
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> str:
+    """``sail`` unless the test is parametrized over engines (see the module docstring)."""
+    return engine_param(request)
+
+
+@pytest.fixture
+def engine_spark(engine: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The config's ``spark:`` section for ``engine``: ``{}`` (embedded Sail) or ``{"remote": url}``."""
+    if engine == "sail":
+        return {}
+    server = request.getfixturevalue(ENGINE_FIXTURE_NAMES[engine])
+    return {"remote": server if isinstance(server, str) else server.url}
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     """``cli("--config", path, "sync")``: run ``sharesync`` in-process; exit code and output."""
@@ -103,5 +176,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests_dir = Path(__file__).parent
     for item in items:
         relative = item.path.relative_to(tests_dir).as_posix()
-        if relative.startswith(SLOW_PATHS):
+        callspec = getattr(item, "callspec", None)
+        on_other_engine = callspec is not None and callspec.params.get("engine", "sail") != "sail"
+        if relative.startswith(SLOW_PATHS) or on_other_engine:
             item.add_marker(pytest.mark.slow)

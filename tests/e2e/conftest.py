@@ -7,9 +7,9 @@
   ``SyncEngine`` that is closed after the test, ``counting_client()`` a client whose requests
   are recorded (for "nothing new means one ``/version`` call and no engine" assertions).
 * ``cli``: runs ``sharesync`` in-process and returns exit code and output.
-* ``sail_cluster`` (session): a separate Sail Spark Connect server in ``local-cluster`` mode with
-  2 workers (:mod:`support.sail_cluster`); ``engine_config``: the config's ``spark`` section for
-  the embedded engine (``{}``) and for that server, parametrized.
+* the engine: ``workspace`` configs run on the test's ``engine`` (``tests/conftest.py``): the
+  embedded Sail unless the module parametrizes it (``pytestmark = on_both_engines``: Sail and
+  Apache Spark + Delta; ``on_every_engine`` adds the Sail and Spark standalone clusters).
 * ``s3_workspace``: the same with targets and staging in the moto S3 bucket (``support.s3``).
 
 One Sail engine serves the whole test session (``sharesync.pipelines.jobs.session`` caches it).
@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 from support.e2e import Workspace
 from support.s3 import S3Store, S3Workspace
-from support.sail_cluster import SailServer
 
 from sharesync.sync.server.runner import SharingServer
 
@@ -39,32 +38,14 @@ def _engine_session() -> Iterator[None]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Iterator[Workspace]:
+def workspace(
+    tmp_path: Path, start_server: Callable[..., SharingServer], engine_spark: dict[str, Any]
+) -> Iterator[Workspace]:
     provider = tmp_path / "provider"
     provider.mkdir()
-    ws = Workspace(tmp_path, start_server(provider))
+    ws = Workspace(tmp_path, start_server(provider), spark=engine_spark)
     yield ws
     ws.close()
-
-
-@pytest.fixture(scope="session")
-def sail_cluster() -> Iterator[SailServer]:
-    server = SailServer(workers=2)
-    server.start()
-    yield server
-    from sharesync.pipelines.jobs.session import stop_spark
-
-    stop_spark()  # while the server answers: closing a session on a server that is gone retries for minutes
-    server.stop()
-
-
-@pytest.fixture(params=["embedded", "local-cluster"])
-def engine_config(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Top-level config for the engine under test: the embedded one, or a distributed Sail server."""
-    if request.param == "embedded":
-        return {}
-    cluster: SailServer = request.getfixturevalue("sail_cluster")
-    return {"spark": {"remote": cluster.url}}
 
 
 @pytest.fixture

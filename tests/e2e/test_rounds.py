@@ -2,19 +2,20 @@
 
 Appends, updates, range deletes, merges (with deletes) and whole-partition deletes, on
 partitioned and unpartitioned tables with nulls in every column and every primitive type.
-Small ``max_versions_per_batch`` makes each sync run several batches. The same rounds run once
-more with the targets and the staging directory in an S3 bucket (moto's server on loopback).
+Small ``max_versions_per_batch`` makes each sync run several batches. The rounds run on every
+engine (embedded Sail, Apache Spark + Delta, and both as two-worker clusters), and once more with
+the targets and the staging directory in an S3 bucket (moto's server on loopback).
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 from support.e2e import Workspace
+from support.engines import on_every_engine
 from support.s3 import S3Workspace
 from support.verify import (
     assert_append_target_matches,
@@ -29,12 +30,10 @@ ROUNDS = 3
 COMMITS_PER_ROUND = 4
 
 
+@on_every_engine  # embedded Sail, Apache Spark local[2], and each engine as a two-worker cluster
 @pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
-def test_random_rounds_keep_every_mode_in_sync(
-    workspace: Workspace, partitioned: bool, engine_config: dict[str, Any]
-) -> None:
-    # the embedded engine, and a Sail server in local-cluster mode (2 workers)
-    _rounds(workspace, partitioned, engine_config=engine_config)
+def test_random_rounds_keep_every_mode_in_sync(workspace: Workspace, partitioned: bool) -> None:
+    _rounds(workspace, partitioned)
 
 
 def test_random_rounds_with_targets_and_staging_in_s3(s3_workspace: S3Workspace) -> None:
@@ -51,7 +50,6 @@ def _rounds(
     workspace: Workspace,
     partitioned: bool,
     storage_options: dict[str, str] | None = None,
-    engine_config: dict[str, Any] | None = None,
 ) -> None:
     options = {"storage_options": storage_options}
     for seed, table in enumerate(("m", "a", "s", "d")):
@@ -61,7 +59,6 @@ def _rounds(
         workspace.spec("a", "append", max_versions_per_batch=3),
         workspace.spec("s", "snapshot"),
         workspace.spec("d", "merge", soft_delete=True),
-        **(engine_config or {}),
     )
     engine = workspace.engine(config)
     bootstrap: dict[str, int] = {}

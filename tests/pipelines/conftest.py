@@ -1,7 +1,8 @@
-"""Fixtures for the engine jobs: one real Sail session per test session, and batch staging.
+"""Fixtures for the engine jobs: a real engine session, and batch staging.
 
-Every test writes real Delta tables through the embedded Sail engine and checks them with
-``deltalake``, an independent reader.
+Every test that takes ``spark`` runs on both engines — the embedded Sail and Apache Spark 4.2 +
+Delta 4.4 (``tests/conftest.py``'s ``engine``) — writes real Delta tables through it and checks
+them with ``deltalake``, an independent reader. The Spark cases are in the slow lane.
 """
 
 from __future__ import annotations
@@ -12,18 +13,35 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
+from support.engines import BOTH
 from support.jobs import SCHEMA, StageFn, write_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    from sharesync.pipelines.jobs.session import get_spark, stop_spark
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    direct = Path(metafunc.definition.path).parent == Path(__file__).parent
+    parametrized = any("engine" in marker.args[0] for marker in metafunc.definition.iter_markers("parametrize"))
+    if direct and "spark" in metafunc.fixturenames and not parametrized:
+        metafunc.parametrize("engine", BOTH, indirect=True)
 
-    yield get_spark()
+
+@pytest.fixture(scope="session", autouse=True)
+def _engine_session() -> Iterator[None]:
+    """Stop the shared embedded engine once the job tests are done."""
+    yield
+    from sharesync.pipelines.jobs.session import stop_spark
+
     stop_spark()
+
+
+@pytest.fixture
+def spark(engine_spark: dict[str, Any]) -> SparkSession:
+    from sharesync.pipelines.jobs.session import get_spark
+    from sharesync.sync.core.config import SparkConfig
+
+    return get_spark(SparkConfig(**engine_spark))
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from support.engines import SAIL, SPARK
 from support.jobs import (
     SCHEMA,
     T0,
@@ -100,7 +101,12 @@ def test_a_rewrite_keeps_the_row_and_a_lone_preimage_deletes_it(
     assert (stats.updated, stats.deleted) == (1, 1)
 
 
-def test_reapplying_a_batch_or_an_older_one_changes_nothing(spark: SparkSession, stage: StageFn, target: str) -> None:
+def test_reapplying_a_batch_or_an_older_one_changes_nothing(
+    spark: SparkSession, engine: str, stage: StageFn, target: str
+) -> None:
+    """Sail's MERGE that changes no row commits nothing; Delta on Spark commits a MERGE that copies
+    the files holding the batch's keys, rows unchanged. Either way no row changes, and the table
+    stays the one its checkpoint names (commits that leave the rows are not a rollback)."""
     apply_merge(spark, stage([ins(1, **r(i, "a", i)) for i in range(3)]), target, keys=["id"])
     older = stage([pre(2, **r(0, "a", 0)), post(2, **r(0, "old", 0))])
     batch = stage(
@@ -112,8 +118,10 @@ def test_reapplying_a_batch_or_an_older_one_changes_nothing(spark: SparkSession,
     for replay in (batch, older):  # after a crash the same batch runs again; an old one must not regress rows
         stats = apply_merge(spark, replay, target, keys=["id"])
         assert stats.changed_rows == 0
-        assert read_target(target) == after and version_of(target) == version
+        assert read_target(target) == after
     assert data_rows(target) == [r(0, "new", 0), r(2, "a", 2), r(7, "z", 7)]
+    if engine == SAIL:
+        assert version_of(target) == version  # Sail commits nothing; Delta on Spark copies the touched files
 
 
 def test_a_backfill_replay_overwrites_rows_at_or_after_replay_from(
@@ -260,15 +268,33 @@ def test_breaking_schema_change_raises_and_writes_nothing(
     assert version_of(target) == version and read_target(target) == before
 
 
-def test_composite_null_and_oddly_named_keys_are_idempotent(spark: SparkSession, stage: StageFn, target: str) -> None:
-    schema = pa.schema([("region", pa.string()), ("my id.x", pa.int64()), ("v", pa.string())])
-    rows = [ins(1, region=None, **{"my id.x": 1}, v="a"), ins(1, region="eu", **{"my id.x": 1}, v="b")]
-    keys = ["region", "my id.x"]
+def test_composite_null_and_oddly_named_keys_are_idempotent(
+    spark: SparkSession, engine: str, stage: StageFn, target: str
+) -> None:
+    # Delta Lake on Spark refuses a space in a column name without column mapping (next test);
+    # a dot and a dash still need quoting everywhere.
+    odd = "my id.x" if engine == SAIL else "my.id-x"
+    schema = pa.schema([("region", pa.string()), (odd, pa.int64()), ("v", pa.string())])
+    rows = [ins(1, region=None, **{odd: 1}, v="a"), ins(1, region="eu", **{odd: 1}, v="b")]
+    keys = ["region", odd]
     apply_merge(spark, stage(rows, schema), target, keys=keys)
-    batch = stage([pre(2, region=None, **{"my id.x": 1}, v="a"), post(2, region=None, **{"my id.x": 1}, v="c")], schema)
+    batch = stage([pre(2, region=None, **{odd: 1}, v="a"), post(2, region=None, **{odd: 1}, v="c")], schema)
     assert apply_merge(spark, batch, target, keys=keys).updated == 1
     assert apply_merge(spark, batch, target, keys=keys).changed_rows == 0
     assert [(x["region"], x["v"]) for x in read_target(target, key="v")] == [("eu", "b"), (None, "c")]
+
+
+@pytest.mark.parametrize("engine", [SPARK], indirect=True)
+def test_spark_refuses_a_space_in_a_column_name_and_writes_nothing(
+    spark: SparkSession, stage: StageFn, target: str
+) -> None:
+    """sharesync's targets use no column mapping (its checks read targets with deltalake), so a
+    provider column named with a space or any of ``,;{}()=`` cannot be written by Delta on Spark:
+    Delta's own error names the column, and no target appears."""
+    schema = pa.schema([("id", pa.int64()), ("my id", pa.string())])
+    with pytest.raises(Exception, match=r"DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES[\s\S]*my id"):
+        apply_merge(spark, stage([ins(1, id=1, **{"my id": "a"})], schema), target, keys=["id"])
+    assert not (Path(target) / "_delta_log").exists()
 
 
 def test_merge_mode_needs_a_list_of_key_columns(spark: SparkSession, stage: StageFn, target: str) -> None:
@@ -406,21 +432,31 @@ def test_every_type_round_trips_with_nulls(spark: SparkSession, stage: StageFn, 
     assert data_rows(target) == [{"id": None, **full}, *swapped]
 
 
-def test_a_column_the_engine_cannot_add_fails_loudly(spark: SparkSession, stage: StageFn, target: str) -> None:
-    """Sail's mergeSchema silently adds nothing to a table with a NOT NULL column: say so, do not lose data."""
+def test_a_column_the_engine_cannot_add_fails_loudly(
+    spark: SparkSession, engine: str, stage: StageFn, target: str
+) -> None:
+    """Sail's mergeSchema silently adds nothing to a table with a NOT NULL column: say so, do not
+    lose data. Delta on Spark writes every column nullable, so there the column is added."""
     strict = pa.schema([pa.field("id", pa.int64(), nullable=False), *list(SCHEMA)[1:]])
     apply_merge(spark, stage([ins(1, **r(1, "a", 1))], strict), target, keys=["id"])
-    assert '"nullable":false' in DeltaTable(target).schema().to_json().replace(" ", "")
     wider = pa.schema([*strict, ("email", pa.string())])
-    with pytest.raises(SchemaIncompatible, match=r"could not add the new column\(s\) \['email'\].*sharesync reset"):
-        apply_merge(spark, stage([ins(2, **r(2, "b", 2), email="b@x")], wider), target, keys=["id"])
-    assert [row["id"] for row in data_rows(target)] == [1]
+    batch = stage([ins(2, **r(2, "b", 2), email="b@x")], wider)
+    if engine == SAIL:
+        assert '"nullable":false' in DeltaTable(target).schema().to_json().replace(" ", "")
+        with pytest.raises(SchemaIncompatible, match=r"could not add the new column\(s\) \['email'\].*sharesync reset"):
+            apply_merge(spark, batch, target, keys=["id"])
+        assert [row["id"] for row in data_rows(target)] == [1]
+    else:
+        assert '"nullable":false' not in DeltaTable(target).schema().to_json().replace(" ", "")
+        apply_merge(spark, batch, target, keys=["id"])
+        assert [(row["id"], row["email"]) for row in data_rows(target)] == [(1, None), (2, "b@x")]
 
 
 def test_a_nan_beside_equal_values_survives_later_batches(spark: SparkSession, stage: StageFn, target: str) -> None:
     """Sail reads a float column as a constant when its file statistics say min == max, and
-    writers leave NaN out of those (tests/pipelines/test_spark.py pins it): targets keep no
-    statistics for float columns, so an update of another row leaves the NaN where it is."""
+    writers leave NaN out of those (tests/pipelines/test_spark.py pins it): targets keep
+    statistics only up to their first float column, so an update of another row leaves the NaN
+    where it is."""
     schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("name", pa.string())])
     nan = float("nan")
     apply_merge(
@@ -430,8 +466,7 @@ def test_a_nan_beside_equal_values_survives_later_batches(spark: SparkSession, s
     rows = read_target(target)
     assert [(r["id"], r["name"]) for r in rows] == [(1, "a"), (2, "B")]
     assert rows[0]["x"] != rows[0]["x"] and rows[1]["x"] == 2.0  # NaN is still NaN
-    stats = DeltaTable(target).metadata().configuration.get("delta.dataSkippingStatsColumns")
-    assert stats is not None and "`x`" not in stats and "`id`" in stats
+    assert DeltaTable(target).metadata().configuration.get("delta.dataSkippingNumIndexedCols") == "1"  # id only
 
 
 def test_a_nan_key_is_one_key(spark: SparkSession, stage: StageFn, target: str) -> None:

@@ -1,4 +1,8 @@
-"""Session management: lazy imports, one cached session per config, UTC, conf applied."""
+"""Session management: lazy imports, one cached session per config, UTC, conf applied — and the
+engine facts the jobs are built around, on each engine.
+
+The session tests are about the embedded engine's cache and run on Sail only; the facts run on
+both engines and say where Apache Spark + Delta differs."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from support.engines import SAIL
 
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.sync.core.config import SparkConfig
@@ -26,6 +31,7 @@ def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
 def test_sessions_are_cached_per_config_and_use_utc(spark: SparkSession) -> None:
     assert get_spark() is spark
     assert get_spark(SparkConfig()) is spark
@@ -36,6 +42,7 @@ def test_sessions_are_cached_per_config_and_use_utc(spark: SparkSession) -> None
     assert spark.sql("SELECT CAST(TIMESTAMP '2024-01-01 00:00:00' AS LONG) AS s").collect()[0]["s"] == 1704067200
 
 
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
 def test_concurrent_callers_share_one_new_session(spark: SparkSession) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -45,6 +52,7 @@ def test_concurrent_callers_share_one_new_session(spark: SparkSession) -> None:
     assert all(s is sessions[0] for s in sessions)
 
 
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
 def test_a_session_started_early_is_the_one_the_wait_returns(spark: SparkSession) -> None:
     import threading
 
@@ -74,11 +82,12 @@ def test_an_early_start_that_fails_raises_at_the_wait() -> None:
         wait()
 
 
-def test_the_engine_ignores_delta_idempotent_write_options(spark: SparkSession, tmp_path: Path) -> None:
-    """Why a stale writer is not fenced (docs/guarantees.md, *What is not guaranteed*).
+def test_delta_idempotent_write_options_fence_on_spark_only(spark: SparkSession, engine: str, tmp_path: Path) -> None:
+    """Why a stale writer is not fenced by the write itself (docs/guarantees.md, *What is not guaranteed*).
 
-    Delta's ``txnAppId``/``txnVersion`` would make a batch written twice land once; Sail writes it
-    twice and logs no ``txn`` action. If this fails, the engine fences repeated writes: use it.
+    Delta's ``txnAppId``/``txnVersion`` make a batch written twice land once: Delta Lake on Spark
+    honours them and logs a ``txn`` action; Sail writes the batch twice and logs none. The jobs
+    keep to what both do, so the checkpoint's compare-and-swap stays the fence on every engine.
     """
     from deltalake import DeltaTable
 
@@ -88,23 +97,33 @@ def test_the_engine_ignores_delta_idempotent_write_options(spark: SparkSession, 
         spark.range(3).write.format("delta").mode("append").option("txnAppId", "batch").option("txnVersion", "1").save(
             target
         )
-    assert spark.read.format("delta").load(target).count() == 9
     logged = "".join(p.read_text() for p in sorted((tmp_path / "t" / "_delta_log").glob("*.json")))
-    assert '"txn"' not in logged and DeltaTable(target).version() == 2
+    if engine == SAIL:
+        assert spark.read.format("delta").load(target).count() == 9
+        assert '"txn"' not in logged and DeltaTable(target).version() == 2
+    else:
+        assert spark.read.format("delta").load(target).count() == 6
+        assert '"txn"' in logged and DeltaTable(target).version() == 1
 
 
-def test_the_engine_reads_a_float_column_with_flat_statistics_as_a_constant(
-    spark: SparkSession, tmp_path: Path
+def test_sail_reads_a_float_column_with_flat_statistics_as_a_constant(
+    spark: SparkSession, engine: str, tmp_path: Path
 ) -> None:
     """Why direct bootstraps stage such files and targets keep no float statistics (sync/staging/
-    direct.py, pipelines/jobs/target.py). If this fails, the engine reads NaN beside them right."""
+    direct.py, pipelines/jobs/target.py): Sail reads NaN beside them wrong, Apache Spark right.
+    If the Sail case fails, Sail reads them right too."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"x": [float("nan"), 2.0]}), tmp_path / "f.parquet")  # statistics: min = max = 2.0
-    assert [r.x for r in spark.read.parquet(str(tmp_path / "f.parquet")).collect()] == [2.0, 2.0]
+    read = [r.x for r in spark.read.parquet(str(tmp_path / "f.parquet")).collect()]
+    if engine == SAIL:
+        assert read == [2.0, 2.0]
+    else:
+        assert read[1] == 2.0 and read[0] != read[0]  # NaN
 
 
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
 def test_the_embedded_engine_refuses_other_storage_settings_than_it_started_with(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,8 +1,8 @@
-"""The Apache Spark + Delta Lake path, checked without a JVM.
+"""The Spark Connect surface the jobs use: one list, the same on both engines.
 
-Apache Spark cannot run here (the Delta jars come from Maven), so this records every Spark
-Connect request the jobs send while they run on Sail, and checks that each one is something
-Apache Spark 4 + Delta Lake 4 accepts too:
+This records every Spark Connect request the jobs send while they run — on Sail and on Apache
+Spark 4.2 + Delta Lake 4.4 (the test runs on both) — and checks that each one is in the surface
+both engines accept:
 
 * SQL text has one of three standard shapes (CREATE TABLE … USING delta LOCATION, DELETE FROM
   with an optional integer bound) — no ALTER TABLE, DESCRIBE HISTORY or ``delta.`path``` names;
@@ -41,11 +41,10 @@ SQL_SHAPES = [
 ]
 # Spark SQL builtins (FunctionRegistry) plus the operator names the Connect planner maps.
 FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count", "isNotNull"}
-# delta.enableDeletionVectors, delta.dataSkippingStatsColumns (a list of backquoted top-level
-# columns, validated by Delta Lake against the schema): table properties set on creation (Delta
-# Lake reads "delta."-prefixed writer options as table properties; Sail stores them in the
+# delta.enableDeletionVectors, delta.dataSkippingNumIndexedCols: table properties set on creation
+# (Delta Lake reads "delta."-prefixed writer options as table properties; Sail stores them in the
 # metaData configuration).
-WRITE_OPTIONS = {"mergeSchema", "overwriteSchema", "delta.enableDeletionVectors", "delta.dataSkippingStatsColumns"}
+WRITE_OPTIONS = {"mergeSchema", "overwriteSchema", "delta.enableDeletionVectors", "delta.dataSkippingNumIndexedCols"}
 # UNSPECIFIED is Spark's default mode, error-if-exists: what creating a target relies on.
 SAVE_MODES = {"SAVE_MODE_APPEND", "SAVE_MODE_OVERWRITE", "SAVE_MODE_ERROR_IF_EXISTS", "SAVE_MODE_UNSPECIFIED"}
 

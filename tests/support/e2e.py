@@ -48,8 +48,9 @@ class Workspace(ProviderTables):
 
     share, schema = SHARE, SCHEMA
 
-    def __init__(self, root: Path, server: SharingServer) -> None:
+    def __init__(self, root: Path, server: SharingServer, spark: dict[str, Any] | None = None) -> None:
         self.root = root
+        self.spark = spark or {}  # the config's spark: section for the engine under test ({} = embedded)
         self.provider = server.root
         self.server = server
         self.config_file = root / "sharesync.yaml"
@@ -75,6 +76,7 @@ class Workspace(ProviderTables):
             "state_store": "sqlite:///state/state.db",
             "staging_dir": "staging",
             "tables": list(tables),
+            **({"spark": self.spark} if self.spark else {}),
             **top,
         }
 
