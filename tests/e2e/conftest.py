@@ -50,10 +50,10 @@ def workspace(
 
 @pytest.fixture
 def s3_workspace(
-    tmp_path: Path, start_server: Callable[..., SharingServer], s3_server: S3Store
+    tmp_path: Path, start_server: Callable[..., SharingServer], s3_server: S3Store, engine_spark: dict[str, Any]
 ) -> Iterator[S3Workspace]:
     provider = tmp_path / "provider"
     provider.mkdir()
-    ws = S3Workspace(tmp_path, start_server(provider), s3_server)
+    ws = S3Workspace(tmp_path, start_server(provider), s3_server, spark=engine_spark)
     yield ws
     ws.close()

@@ -15,11 +15,14 @@ from pathlib import Path
 
 from deltalake import DeltaTable, TableFeatures
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.verify import assert_append_target_matches, assert_merge_target_matches, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 
 def _delta_format_table(workspace: Workspace, name: str, seed: int) -> Path:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.feature_tables import (
     NTZ,
     assert_append_matches,
@@ -31,6 +32,8 @@ from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
 from sharesync.sync.server.faults import Faults
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 # name: (deletion vectors, column mapping, partitioned, mode)
 TABLES = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -20,6 +21,8 @@ from support.verify import (
 )
 
 from sharesync.pipelines.run.results import TableOutcome
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 WHERE = [
     {"col": "name", "op": "neq", "val": "updated"},
@@ -50,12 +53,20 @@ def test_filtered_and_projected_replicas_follow_random_commits(workspace: Worksp
             bootstrap.setdefault(result.name, result.checkpoint_version or 0)
         m, mp, a, s = (workspace.path(t) for t in ("m", "mp", "a", "s"))
         assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m), where=WHERE)
-        assert_merge_target_matches(mp, workspace.target("mp"), ["id"], source_version(mp), columns=COLUMNS, where=WHERE[:1])
-        assert_append_target_matches(
-            a, workspace.target("a"), bootstrap_version=bootstrap[workspace.name("a")], end_version=source_version(a),
-            columns=COLUMNS, where=WHERE,
+        assert_merge_target_matches(
+            mp, workspace.target("mp"), ["id"], source_version(mp), columns=COLUMNS, where=WHERE[:1]
         )
-        assert_snapshot_target_matches(s, workspace.target("s"), source_version(s), columns=["name", "price"], where=WHERE[1:])
+        assert_append_target_matches(
+            a,
+            workspace.target("a"),
+            bootstrap_version=bootstrap[workspace.name("a")],
+            end_version=source_version(a),
+            columns=COLUMNS,
+            where=WHERE,
+        )
+        assert_snapshot_target_matches(
+            s, workspace.target("s"), source_version(s), columns=["name", "price"], where=WHERE[1:]
+        )
 
 
 def test_rows_moving_out_of_the_filter_are_deleted_and_nulls_never_match_neq(workspace: Workspace) -> None:

@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -20,6 +21,8 @@ from support.verify import (
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome
 from sharesync.sync.core.errors import StateStoreUnavailable
 from sharesync.sync.core.timestamps import to_wire
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 
 def commit_time(path: object, version: int) -> datetime:
@@ -38,9 +41,7 @@ def test_start_from_an_older_version_replays_the_changes_after_it(workspace: Wor
         workspace.table(table, rows=20, seed=seed)
         workspace.commit(table, 5, seed=seed)
     at = {t: (commit_time(workspace.path(t), 2) if start == "timestamp" else None) for t in ("m", "a")}
-    spec = {
-        t: ({"version": 2} if start == "version" else {"timestamp": to_wire(at[t])}) for t in ("m", "a")
-    }
+    spec = {t: ({"version": 2} if start == "version" else {"timestamp": to_wire(at[t])}) for t in ("m", "a")}
     config = workspace.config(
         workspace.spec("m", start=spec["m"], max_versions_per_batch=2),
         workspace.spec("a", "append", start=spec["a"]),
@@ -50,7 +51,9 @@ def test_start_from_an_older_version_replays_the_changes_after_it(workspace: Wor
     merge = results[workspace.name("m")]
     assert merge.outcome is TableOutcome.SYNCED, merge.error
     assert [(b.kind, b.start_version, b.end_version) for b in merge.batches] == [
-        ("bootstrap", 2, 2), ("changes", 3, 4), ("changes", 5, 5),
+        ("bootstrap", 2, 2),
+        ("changes", 3, 4),
+        ("changes", 5, 5),
     ]
     m, a = workspace.path("m"), workspace.path("a")
     assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
@@ -62,7 +65,9 @@ def _damage(target: str, keys: list[int]) -> None:
     dt = DeltaTable(target)
     dt.delete(f"id = {keys[0]}")
     if keys[1:]:
-        DeltaTable(target).update(updates={"name": "'damaged'", "qty": "-1"}, predicate=f"id IN ({', '.join(map(str, keys[1:]))})")
+        DeltaTable(target).update(
+            updates={"name": "'damaged'", "qty": "-1"}, predicate=f"id IN ({', '.join(map(str, keys[1:]))})"
+        )
 
 
 def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
@@ -102,15 +107,23 @@ def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
     assert engine.store.get_checkpoint(workspace.name("m")).version == latest  # type: ignore[union-attr]
 
     # The CLI path, on the append table: every change row exactly once again.
-    run = cli("--config", str(workspace.config_file), "backfill", workspace.name("a"), "--from", to_wire(commit_time(a, 3)))
+    run = cli(
+        "--config", str(workspace.config_file), "backfill", workspace.name("a"), "--from", to_wire(commit_time(a, 3))
+    )
     assert run.code == 0, run.err
     assert workspace.name("a") in run.out
     assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
 
     # --to stops the replay early; the checkpoint says so, and the next sync catches up.
     until = cli(
-        "--config", str(workspace.config_file), "backfill", workspace.name("m"),
-        "--from", to_wire(commit_time(m, 2)), "--to", to_wire(commit_time(m, 4)),
+        "--config",
+        str(workspace.config_file),
+        "backfill",
+        workspace.name("m"),
+        "--from",
+        to_wire(commit_time(m, 2)),
+        "--to",
+        to_wire(commit_time(m, 4)),
     )
     assert until.code == 0, until.err
     assert engine.store.get_checkpoint(workspace.name("m")).version == 4  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import FlakyStore, Workspace
+from support.engines import on_both_engines
 from support.history import CURRENT, VF, VF_TS, VT, VT_TS, Row, assert_history_matches, commit_times, source_history
 from support.verify import read_target_table, source_version
 
@@ -28,6 +29,8 @@ from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.server.samples import sample_rows
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 KEYS = ["id"]
 # Table "t": a projection, a filter and a tracked-column list (qty changes update in place).

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.s3 import S3Workspace
 from support.verify import (
     assert_append_target_matches,
@@ -26,6 +27,8 @@ from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import StateStore, open_store
 from sharesync.sync.core.errors import SharesyncError, StateStoreUnavailable, SyncError
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 
 class FlakySpark:

@@ -14,10 +14,21 @@ from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.sail_cluster import SailServer, private_mount_prefix
+from support.spark_server import SparkCluster
 
 from sharesync.pipelines.jobs.session import get_spark, stop_spark
 from sharesync.state import open_store
 from sharesync.sync.core.config import SparkConfig
+
+
+def test_the_spark_cluster_runs_jobs_on_two_workers(apache_spark_cluster: SparkCluster, tmp_path: Path) -> None:
+    """The standalone Spark cluster behind the Connect server is real: two workers registered
+    with the master, one executor on each, and a Delta write through them."""
+    spark = get_spark(SparkConfig(remote=apache_spark_cluster.url))
+    spark.range(0, 1000).repartition(4).write.format("delta").save(str(tmp_path / "t"))
+    assert DeltaTable(str(tmp_path / "t")).to_pyarrow_table().num_rows == 1000
+    assert apache_spark_cluster.registered_workers() == 2
+    assert apache_spark_cluster.executors_launched() == 2
 
 
 def test_the_local_cluster_runs_jobs_on_two_workers(sail_cluster: SailServer, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -20,6 +21,8 @@ from support.verify import (
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
 from sharesync.sync.server.samples import sample_rows
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
 
@@ -49,7 +52,9 @@ def test_an_added_column_evolves_every_mode(workspace: Workspace) -> None:
     for table in MODES:
         assert "note" in DeltaTable(workspace.target(table)).schema().to_arrow().names
     assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
-    assert_append_target_matches(a, workspace.target("a"), bootstrap_version=first[workspace.name("a")], end_version=source_version(a))
+    assert_append_target_matches(
+        a, workspace.target("a"), bootstrap_version=first[workspace.name("a")], end_version=source_version(a)
+    )
     assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
 
 
@@ -109,7 +114,9 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
         if mode == "merge":
             assert_merge_target_matches(path, target, ["id"], source_version(path))
         elif mode == "append":
-            assert_append_target_matches(path, target, bootstrap_version=source_version(path), end_version=source_version(path))
+            assert_append_target_matches(
+                path, target, bootstrap_version=source_version(path), end_version=source_version(path)
+            )
         else:
             assert_snapshot_target_matches(path, target, source_version(path))
 

@@ -21,6 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.history import assert_history_matches, source_history
 from support.verify import (
     assert_append_target_matches,
@@ -30,6 +31,8 @@ from support.verify import (
 )
 
 from sharesync.state import Checkpoint, StateStore, open_store
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
 FIRST = 2  # the provider's version at the first sync (the append log's bootstrap)

@@ -23,6 +23,7 @@ from typing import Any
 from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.feature_tables import (
     assert_append_matches,
     assert_merge_matches,
@@ -38,6 +39,8 @@ from support.history import HistoryModel, assert_history_matches
 
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
+
+pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 # Not float -> double here: Sail, the oracle, reads a widened float 1 ulp off the exact double
 # (0.952f as 0.9520000219345092, pyarrow's exact cast gives ...093); tests/sync/delta covers it.

@@ -143,8 +143,8 @@ def s3_store() -> Iterator[S3Store]:
 class S3Workspace(Workspace):
     """A workspace whose targets and staging directory are in the moto bucket."""
 
-    def __init__(self, root: Any, server: SharingServer, store: S3Store) -> None:
-        super().__init__(root, server)
+    def __init__(self, root: Any, server: SharingServer, store: S3Store, spark: dict[str, Any] | None = None) -> None:
+        super().__init__(root, server, spark)
         self.store = store
         self.base = store.prefix()
 

@@ -27,6 +27,7 @@ START_TIMEOUT = 120.0
 CONNECT_STARTED = re.compile(r"Spark Connect server started at: [\d.]+:(\d+)")
 MASTER_STARTED = re.compile(r"Starting Spark master at (spark://[\d.]+:\d+)")
 WORKER_REGISTERED = re.compile(r"Registering worker [\d.]+:\d+ with")
+EXECUTOR_LAUNCHED = re.compile(r"Launching executor [\w-]+/\d+ on worker")
 
 
 def spark_home() -> Path:
@@ -150,6 +151,9 @@ class SparkCluster:
 
     def registered_workers(self) -> int:
         return self.master.seen(WORKER_REGISTERED)
+
+    def executors_launched(self) -> int:
+        return self.master.seen(EXECUTOR_LAUNCHED)
 
     def stop(self) -> None:
         if self.connect is not None:

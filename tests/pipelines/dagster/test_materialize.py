@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -15,6 +16,7 @@ from support.dagster_site import (
     materialization,
     materialize,
 )
+from support.engines import on_both_engines
 from support.verify import assert_append_target_matches, assert_merge_target_matches
 
 from sharesync.pipelines.dagster.materialization import STAT_KEYS
@@ -24,7 +26,10 @@ from sharesync.sync.core.timestamps import from_millis
 pytestmark = pytest.mark.slow
 
 
-def test_first_materialization_bootstraps_both_tables_with_metadata(site: Site) -> None:
+@on_both_engines  # the asset's metadata and checks as on Sail, on Apache Spark + Delta too
+def test_first_materialization_bootstraps_both_tables_with_metadata(site: Site, engine_spark: dict[str, Any]) -> None:
+    if engine_spark:
+        site.write_config(site.merge_spec(), site.append_spec(), spark=engine_spark)
     defs = site.definitions()
     merge_key, append_key = site.key(MERGE_TABLE), site.key(APPEND_TABLE)
     before = datetime.now(UTC)
