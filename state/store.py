@@ -21,6 +21,10 @@ Run history (:mod:`sharesync.state.runs`)
     runs with counters and redacted error text; a run left ``running`` by a dead process is
     closed as abandoned by whoever next owns the table.
 
+Pending queries (:mod:`sharesync.state.queries`)
+    an asynchronous query's idempotency key and ``queryId``, kept until its answer is read,
+    so a killed sync resumes polling the same query.
+
 Time (:mod:`sharesync.state.base`)
     one clock per store, read once per transaction; comparisons happen in the database.
 
@@ -36,6 +40,7 @@ from sharesync.state.checkpoints import Checkpoints
 from sharesync.state.engine import database_for, parse_url, prepare_sqlite_file
 from sharesync.state.leases import Leases
 from sharesync.state.migrate import ensure_schema
+from sharesync.state.queries import PendingQueries
 from sharesync.state.runs import RunHistory
 
 
@@ -51,8 +56,8 @@ def open_store(url: str, *, clock: Clock | None = None) -> StateStore:
     return StateStore(db, clock=clock)
 
 
-class StateStore(Checkpoints, RunHistory, Leases):
-    """Checkpoints, run history and leases; see the module docstring for the guarantees."""
+class StateStore(Checkpoints, RunHistory, Leases, PendingQueries):
+    """Checkpoints, run history, leases and pending asynchronous queries; see the module docstring for the guarantees."""
 
 
 __all__ = ["Clock", "StateStore", "open_store"]
