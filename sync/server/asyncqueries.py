@@ -37,6 +37,7 @@ class AsyncQueries:
     after_polls: int | None = None  # None: asyncquery is not recognised (synchronous answers)
     outcome: Outcome = "succeed"
     submissions: int = 0  # submissions that started a new query (a deduplicated retry does not count)
+    polls: int = 0  # Get Query Info calls answered, of every query
     _queries: dict[str, _Query] = field(default_factory=dict, repr=False)
     _by_key: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -64,6 +65,7 @@ class AsyncQueries:
             if query is None or query.table != table or self.outcome == "expire":
                 raise ApiError(404, "RESOURCE_DOES_NOT_EXIST", f"query {query_id} is unknown or has expired")
             query.polls += 1
+            self.polls += 1
             if self.outcome == "fail":
                 return status(query_id, "failed", errorMessage="the query failed (injected)")
             if query.polls <= (self.after_polls or 0):
@@ -72,7 +74,7 @@ class AsyncQueries:
 
     def reset(self) -> None:
         with self._lock:
-            self.after_polls, self.outcome, self.submissions = None, "succeed", 0
+            self.after_polls, self.outcome, self.submissions, self.polls = None, "succeed", 0, 0
             self._queries.clear()
             self._by_key.clear()
 
