@@ -88,7 +88,6 @@ class AsyncQuery:
         self._http, self._ref, self._request, self._log, self._policy = http, ref, request, log, policy
         self._submit, self._query_url = submit, query_url
         self._key = request_key(request)
-        self.submissions = 0  # sent by this object (0 when a recorded query was resumed)
 
     def open(self) -> FileStream:
         known = self._log.load(str(self._ref), self._key)
@@ -101,7 +100,6 @@ class AsyncQuery:
             known = self._new_submission()
             self._log.save(known)
         call = self._submit(self._request.model_copy(update={"idempotency_key": known.idempotency_key}))
-        self.submissions += 1
         answer, budget = open_first_page(self._http, call)
         if not isinstance(answer, QueryStatus):
             return FileStream(self._http, call, (answer, budget))  # the server answered synchronously
