@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sharesync.state.domain import Checkpoint, Holder, Lease, RunRecord, RunStats, RunStatus, Takeover
+from sharesync.state.domain import Checkpoint, Holder, Lease, PendingQuery, RunRecord, RunStats, RunStatus, Takeover
 from sharesync.state.holder import default_owner, is_alive_on_this_host, this_process
 from sharesync.state.keeper import LeaseKeeper
 from sharesync.state.revisions import head_revision
@@ -46,6 +46,7 @@ __all__ = [
     "Holder",
     "Lease",
     "LeaseKeeper",
+    "PendingQuery",
     "RunRecord",
     "RunStats",
     "RunStatus",

@@ -185,3 +185,21 @@ class Takeover:
             return said
         runs = ", ".join(map(str, self.abandoned_runs))
         return f"{said}; closed its unfinished run{'s' * (len(self.abandoned_runs) > 1)} {runs} as abandoned"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuery:
+    """An asynchronous query submitted for a table and not yet read to the end.
+
+    ``request_key`` tells the request apart (a digest of its body); ``query_id`` is None
+    between recording the key and the provider's answer: resubmitting with the same
+    ``idempotency_key`` then maps to the same query on a server that deduplicates.
+    """
+
+    table: str
+    request_key: str
+    idempotency_key: str
+    query_id: str | None = None
+    start_version: int | None = None
+    end_version: int | None = None
+    submitted_at: datetime | None = None

@@ -116,3 +116,17 @@ class LeaseRow(Base):
     holder_pid: Mapped[int | None] = mapped_column(BigInteger)
     holder_started: Mapped[int | None] = mapped_column(BigInteger)
     holder_namespace: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+
+
+class PendingQueryRow(Base):
+    """revision 0005: an asynchronous query submitted to the provider and not yet read to the end."""
+
+    __tablename__ = "sharesync_pending_queries"
+
+    table_name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    request_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # digest of the request
+    start_version: Mapped[int | None] = mapped_column(BigInteger)
+    end_version: Mapped[int | None] = mapped_column(BigInteger)
+    idempotency_key: Mapped[str] = mapped_column(String(64))
+    query_id: Mapped[str | None] = mapped_column(Text)
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)

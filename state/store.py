@@ -22,6 +22,10 @@ Run history (:mod:`sharesync.state.runs`)
     closed as abandoned by whoever next owns the table. Finished runs older than the retention
     are deleted as a table's runs are written, except its newest succeeded and failed run.
 
+Pending queries (:mod:`sharesync.state.queries`)
+    an asynchronous query's idempotency key and ``queryId``, kept until its answer is read,
+    so a killed sync resumes polling the same query.
+
 Time (:mod:`sharesync.state.base`)
     one clock per store, read once per transaction; comparisons happen in the database.
 
@@ -39,6 +43,7 @@ from sharesync.state.checkpoints import Checkpoints
 from sharesync.state.engine import database_for, parse_url, prepare_sqlite_file
 from sharesync.state.leases import Leases
 from sharesync.state.migrate import ensure_schema
+from sharesync.state.queries import PendingQueries
 from sharesync.state.runs import RunHistory
 
 
@@ -55,8 +60,8 @@ def open_store(url: str, *, clock: Clock | None = None, run_retention: timedelta
     return StateStore(db, clock=clock, run_retention=run_retention)
 
 
-class StateStore(Checkpoints, RunHistory, Leases):
-    """Checkpoints, run history and leases; see the module docstring for the guarantees."""
+class StateStore(Checkpoints, RunHistory, Leases, PendingQueries):
+    """Checkpoints, run history, leases and pending asynchronous queries; see the module docstring for the guarantees."""
 
 
 __all__ = ["Clock", "StateStore", "open_store"]

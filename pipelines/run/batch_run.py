@@ -31,6 +31,7 @@ from sharesync.pipelines.run.context import TableContext, check_columns
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
+from sharesync.pipelines.run.submissions import submissions_for
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import (
@@ -101,6 +102,7 @@ def fetch_snapshot(
         version=None if latest else version,
         predicate_hints=context.hints.predicate_hints,
         json_predicate_hints=context.hints.json_predicate_hints,
+        submissions=submissions_for(services.config, services.store),
     )
     read_at = datetime.now(UTC)
     listed = batches.snapshot_change_files(result)

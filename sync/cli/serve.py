@@ -9,11 +9,14 @@ server misbehave on purpose (see ``sharesync.sync.server.faults.Faults``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sharesync.sync.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sharesync.sync.server.asyncqueries import Outcome
 
 
 @click.command()
@@ -57,8 +60,29 @@ from sharesync.sync.core.errors import ConfigError
     "error: table_files_missing, log_truncated, version_not_found or change_data_file_not_found.",
 )
 @click.option("--seed", default=0, help="Seed of the fault RNG.")
+@click.option(
+    "--async-after-polls",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Answer queries sent with asyncquery=true asynchronously, pending for this many polls.",
+)
+@click.option(
+    "--async-outcome",
+    type=click.Choice(["succeed", "fail", "expire"]),
+    default="succeed",
+    show_default=True,
+    help="How asynchronous queries end: with their files, failed, or expired (404).",
+)
 def serve(
-    root: Path, host: str, port: int, token: str | None, prefix: str, profile_out: Path | None, **fault_flags: Any
+    root: Path,
+    host: str,
+    port: int,
+    token: str | None,
+    prefix: str,
+    profile_out: Path | None,
+    async_after_polls: int | None,
+    async_outcome: Outcome,
+    **fault_flags: Any,
 ) -> None:
     """Share the Delta tables under ROOT (ROOT/<share>/<schema>/<table>) until interrupted."""
     from pydantic import ValidationError
@@ -72,6 +96,7 @@ def serve(
     try:
         faults = Faults(**fault_flags)
         server = SharingServer(root, token=token, host=host, port=port, prefix=prefix, faults=faults)
+        server.queries.after_polls, server.queries.outcome = async_after_polls, async_outcome
     except ValidationError as exc:
         raise ConfigError(f"serve: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
 

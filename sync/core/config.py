@@ -239,6 +239,9 @@ class SharesyncConfig(_Strict):
     verify_check: bool = Field(
         default=False, description="Dagster: add the 'target_matches_snapshot' check (verify --full)"
     )
+    async_queries: Literal["auto", "never"] = Field(
+        default="auto", description="offer asyncquery=true on snapshot queries (docs/protocol-support.md)"
+    )
     lease_ttl_seconds: float = Field(
         default=120.0,
         ge=1,

@@ -19,6 +19,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   │   └─ TruncatedStream      stream ended without endStreamAction            Retryable
     │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
     │   ├─ StreamError              endStreamAction.errorMessage was set
+    │   ├─ AsyncQueryFailed         an asynchronous query failed, or was still pending at the poll timeout
     │   ├─ UrlExpired               presigned URL refused or expired: refresh, then retry
     │   ├─ UnsafeUrl                a file URL at an address sharesync must not fetch  Permanent
     │   └─ DownloadError            file body wrong (size mismatch, over the cap)    Retryable
@@ -155,6 +156,17 @@ class TruncatedStream(ProtocolViolation, Retryable):
 
 class StreamError(SharingError):
     """The server reported a failure inside the stream (endStreamAction.errorMessage)."""
+
+
+class AsyncQueryFailed(SharingError):
+    """An asynchronous query (``asyncquery=true``) failed on the server or outlasted the poll timeout.
+
+    ``query_id`` names the provider's query; the message says whether the next run resumes it.
+    """
+
+    def __init__(self, message: str, *, query_id: str) -> None:
+        super().__init__(message)
+        self.query_id = query_id
 
 
 class UrlExpired(SharingError, Retryable):

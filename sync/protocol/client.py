@@ -21,6 +21,7 @@ import httpx
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.protocol.addresses import FileUrlPolicy
+from sharesync.sync.protocol.asyncquery import AsyncQuery, SubmissionLog
 from sharesync.sync.protocol.auth import auth_for
 from sharesync.sync.protocol.changes import check_change_feed
 from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, PageCursor
@@ -41,13 +42,14 @@ from sharesync.sync.protocol.results import (
     TableRef,
     TableVersion,
 )
-from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.retry import PollPolicy, RetryPolicy
 from sharesync.sync.protocol.streams import FileStream, StreamCall
 from sharesync.sync.protocol.transport import (
     FileIdScheme,
     SharingHttp,
     Timeouts,
     build_http_client,
+    quote_segment,
     table_version_header,
 )
 from sharesync.sync.protocol.wire import (
@@ -74,6 +76,7 @@ class SharingClient:
     asks ``/query`` and ``/changes`` for that file id scheme and checks the server's echo.
     ``allow_private_file_urls``: this provider serves files from private addresses (see
     :mod:`sharesync.sync.protocol.addresses`).
+    ``polling`` paces asynchronous queries.
     """
 
     def __init__(
@@ -88,12 +91,14 @@ class SharingClient:
         max_files: int | None = None,
         allow_private_file_urls: bool = False,
         file_id_hash: FileIdScheme | None = None,
+        polling: PollPolicy | None = None,
     ) -> None:
         install_log_redaction()  # httpx logs URLs: make sure nothing logs a token or a signature
         self.profile = profile
         self._owns_http = http is None
         self._client = http or build_http_client(ca_bundle=ca_bundle, timeouts=timeouts)
         self.retry = retry or RetryPolicy.from_env()
+        self.polling = polling or PollPolicy.from_env()
         self.page_size = page_size
         self.max_files = max_files
         self.file_id_hash = file_id_hash
@@ -205,16 +210,40 @@ class SharingClient:
         """
         return self._query_stream(TableRef.of(table), build_query(self.max_files, **options))
 
-    def query(self, table: TableLike, **options: Unpack[QueryOptions]) -> QueryResult:
-        """Read Data from a Table, all pages collected. Options as :meth:`iter_query`."""
-        return self.query_request(table, build_query(self.max_files, **options))
+    def query(
+        self, table: TableLike, *, submissions: SubmissionLog | None = None, **options: Unpack[QueryOptions]
+    ) -> QueryResult:
+        """Read Data from a Table, all pages collected. Options as :meth:`iter_query`.
 
-    def query_request(self, table: TableLike, request: QueryRequest) -> QueryResult:
+        With ``submissions`` the query is offered as asynchronous (``asyncquery=true``) and its
+        submission kept there until read, so a killed process's successor resumes it
+        (:mod:`sharesync.sync.protocol.asyncquery`).
+        """
+        return self.query_request(table, build_query(self.max_files, **options), submissions=submissions)
+
+    def query_request(
+        self, table: TableLike, request: QueryRequest, *, submissions: SubmissionLog | None = None
+    ) -> QueryResult:
         """Run a prepared :class:`QueryRequest` (used to re-issue a query for fresh URLs)."""
         ref = TableRef.of(table)
-        with self._query_stream(ref, request) as stream:
+        if submissions is None:
+            with self._query_stream(ref, request) as stream:
+                files = tuple(stream)
+            check_change_feed(files, request.starting_version, stream.context)  # a snapshot: repeats only
+            return QueryResult(request=request, files=files, **_summary(ref, stream))
+        query = AsyncQuery(
+            self._http,
+            ref,
+            request,
+            log=submissions,
+            policy=self.polling,
+            submit=lambda sent: self._query_call(ref, sent, offer_async=True),
+            query_url=lambda query_id: self._table_url(ref, "queries") + "/" + quote_segment(query_id),
+        )
+        with query.open() as stream:
             files = tuple(stream)
-        check_change_feed(files, request.starting_version, stream.context)  # a snapshot: repeats only
+        check_change_feed(files, request.starting_version, stream.context)
+        query.finished()
         return QueryResult(request=request, files=files, **_summary(ref, stream))
 
     def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
@@ -238,20 +267,30 @@ class SharingClient:
         return self._http.url("shares", ref.share, "schemas", ref.schema, "tables", ref.name, action)
 
     def _query_stream(self, ref: TableRef, request: QueryRequest) -> FileStream:
+        return FileStream(self._http, self._query_call(ref, request))
+
+    def _query_call(self, ref: TableRef, request: QueryRequest, *, offer_async: bool = False) -> StreamCall:
         def page_request(token: str | None) -> tuple[None, dict[str, Any]]:
             if token is None:
                 return None, request.to_wire()
             # Refresh tokens belong to the first page only; later pages carry the pageToken.
             body = request.model_copy(
-                update={"page_token": token, "include_refresh_token": None, "refresh_token": None}
+                update={
+                    "page_token": token,
+                    "include_refresh_token": None,
+                    "refresh_token": None,
+                    "idempotency_key": None,
+                }
             )
             return None, body.to_wire()
 
         what = "snapshot" if request.is_latest_snapshot else describe_query(request)
         url, context = self._table_url(ref, "query"), f"query {ref} ({what})"
         changes = request.starting_version is not None
-        call = StreamCall("POST", url, context, page_request, ANY_FILES, str(ref), changes, self.file_id_hash)
-        return FileStream(self._http, call)
+        return StreamCall(
+            "POST", url, context, page_request, ANY_FILES, str(ref), changes,
+            file_id_hash=self.file_id_hash, offer_async=offer_async, may_pend=offer_async,
+        )  # fmt: skip
 
     def _changes_stream(self, ref: TableRef, request: ChangesRequest) -> FileStream:
         def page_request(token: str | None) -> tuple[dict[str, str | int], None]:

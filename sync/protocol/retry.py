@@ -14,7 +14,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -61,6 +61,36 @@ class RetryPolicy:
 
     def budget(self, context: str) -> RetryBudget:
         return RetryBudget(self, context)
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """How an asynchronous query is polled: waits doubling from ``initial`` up to ``max_wait``,
+    for at most ``timeout`` seconds in all (spec "Get Query Info": poll while ``pending``)."""
+
+    initial: float = 0.5
+    max_wait: float = 10.0
+    timeout: float = 1800.0
+    sleep: Callable[[float], None] = field(default=_sleep, repr=False, compare=False)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PollPolicy:
+        """Defaults, overridden by ``SHARESYNC_ASYNC_POLL_SECONDS`` (first wait) and ``SHARESYNC_ASYNC_TIMEOUT_SECONDS``."""
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            initial=env_number(env, "SHARESYNC_ASYNC_POLL_SECONDS", float, defaults.initial),
+            timeout=env_number(env, "SHARESYNC_ASYNC_TIMEOUT_SECONDS", float, defaults.timeout),
+        )
+
+    def waits(self) -> Iterator[float]:
+        """The wait before each next poll; ends when the next one would cross ``timeout``."""
+        deadline = self.clock() + self.timeout
+        wait = self.initial
+        while self.clock() + wait <= deadline:
+            yield wait
+            wait = min(wait * 2, self.max_wait)
 
 
 def env_number(env: Mapping[str, str], key: str, kind: Callable[[str], N], default: N) -> N:

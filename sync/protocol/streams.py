@@ -16,6 +16,8 @@ from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
+from pydantic import ValidationError
+
 from sharesync.sync.core.errors import ProtocolViolation, SharesyncError
 from sharesync.sync.protocol.deltaformat import parse_delta_action
 from sharesync.sync.protocol.http_errors import translate_httpx_errors
@@ -24,12 +26,23 @@ from sharesync.sync.protocol.retry import RetryBudget
 from sharesync.sync.protocol.transport import (
     CAPABILITIES_HEADER,
     FILE_ID_HASH_HEADER,
+    MAX_JSON_BYTES,
+    TABLE_VERSION_HEADER,
     FileIdScheme,
     SharingHttp,
     parse_capabilities,
+    read_bounded,
     table_version_header,
 )
-from sharesync.sync.protocol.wire import DataFile, EndStreamAction, Metadata, Protocol, parse_action
+from sharesync.sync.protocol.wire import (
+    DataFile,
+    EndStreamAction,
+    Metadata,
+    Protocol,
+    QueryStatus,
+    QueryStatusLine,
+    parse_action,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,8 @@ class StreamCall:
     table: str = ""  # share.schema.table, for errors that name the table
     changes: bool = False  # a change feed: delta-format ``add`` lines are changes, not snapshot files
     file_id_hash: FileIdScheme | None = None  # the ``fileidhash`` scheme to ask for (None: not sent)
+    offer_async: bool = False  # ask for ``asyncquery=true`` (a submission)
+    may_pend: bool = False  # an answer without Delta-Table-Version is a ``queryStatus`` line
 
 
 class _OpenPage:
@@ -65,21 +80,32 @@ def _line_parser(response_format: str, call: StreamCall) -> LineParser:
     )
 
 
-def open_page(http: SharingHttp, call: StreamCall, token: str | None) -> _OpenPage:
-    """One attempt at one page: send, check the headers, read the protocol/metaData lines."""
+def open_page(http: SharingHttp, call: StreamCall, token: str | None) -> _OpenPage | QueryStatus:
+    """One attempt at one page: send, check the headers, read the protocol/metaData lines.
+
+    A :class:`QueryStatus` instead when the call may pend and the answer carries no table
+    version (spec "Get Query Info": the header is "only present once the query has succeeded").
+    """
     params, body = call.request(token)
     stack = ExitStack()
     try:
-        opened = http.open(
-            call.method,
-            call.url,
-            params=params,
-            body=body,
-            context=call.context,
-            capabilities=True,
-            file_id_hash=call.file_id_hash,
+        response = stack.enter_context(
+            http.open(
+                call.method,
+                call.url,
+                params=params,
+                body=body,
+                context=call.context,
+                capabilities=True,
+                asyncquery=call.offer_async,
+                file_id_hash=call.file_id_hash,
+            )
         )
-        response = stack.enter_context(opened)
+        if call.may_pend and TABLE_VERSION_HEADER not in response.headers:
+            with translate_httpx_errors(call.context):
+                raw = read_bounded(response, MAX_JSON_BYTES, call.context)
+            stack.close()
+            return _query_status(raw, call.context)
         _check_file_id_echo(response.headers.get(FILE_ID_HASH_HEADER), call)
         capabilities = parse_capabilities(response.headers.get(CAPABILITIES_HEADER))
         # Spec: a server that does not know the header answers in parquet, and says nothing.
@@ -117,6 +143,25 @@ def _check_file_id_echo(echoed: str | None, call: StreamCall) -> None:
     )
 
 
+def _query_status(raw: bytes, context: str) -> QueryStatus:
+    try:
+        return QueryStatusLine.model_validate_json(raw.strip()).query_status
+    except ValidationError:
+        raise ProtocolViolation(
+            f"{context}: the answer has neither a {TABLE_VERSION_HEADER} header nor a queryStatus line"
+        ) from None
+
+
+def open_first_page(http: SharingHttp, call: StreamCall) -> tuple[_OpenPage | QueryStatus, RetryBudget]:
+    """The first page of ``call`` (or the status of a query still pending), retried on Retryable failures."""
+    budget = http.retry.budget(call.context)
+    while True:
+        try:
+            return open_page(http, call, None), budget
+        except SharesyncError as exc:
+            budget.failed(exc)
+
+
 class FileStream:
     """The files of a query or change feed, page after page, as they stream in.
 
@@ -126,7 +171,9 @@ class FileStream:
     ``with``) when stopping early.
     """
 
-    def __init__(self, http: SharingHttp, call: StreamCall) -> None:
+    def __init__(
+        self, http: SharingHttp, call: StreamCall, opened: tuple[_OpenPage, RetryBudget] | None = None
+    ) -> None:
         self._http = http
         self._call = call
         self.context = call.context
@@ -139,8 +186,12 @@ class FileStream:
         self._last_page_ended = False
         self._emitted_any = False
         self._cursor = PageCursor(call.context)
-        budget = http.retry.budget(call.context)
-        first = self._open_with_retries(None, budget, first=True)
+        if opened is None:
+            answer, budget = open_first_page(http, call)
+            if isinstance(answer, QueryStatus):
+                raise ProtocolViolation(f"{call.context}: query {answer.query_id} is {answer.status}, not answered")
+            opened = answer, budget
+        first, budget = opened
         self._current: _OpenPage | None = first
         self.version = first.version
         self.protocol = first.page.protocol
@@ -227,16 +278,11 @@ class FileStream:
                     opened = None
                 self._current = None
 
-    def _open_with_retries(self, token: str | None, budget: RetryBudget, *, first: bool = False) -> _OpenPage:
-        while True:
-            try:
-                return open_page(self._http, self._call, token) if first else self._open_checked(token)
-            except SharesyncError as exc:
-                budget.failed(exc)
-
     def _open_checked(self, token: str | None) -> _OpenPage:
         """Open a page and check it belongs to the same table version as the first one."""
         opened = open_page(self._http, self._call, token)
+        if isinstance(opened, QueryStatus):
+            raise ProtocolViolation(f"{self.context}: a later page of query {opened.query_id} is {opened.status}")
         page = opened.page
         same = (opened.version, page.protocol, page.metadata, page.response_format) == (
             self.version, self.protocol, self.metadata, self.response_format)  # fmt: skip

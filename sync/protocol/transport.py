@@ -186,11 +186,14 @@ class SharingHttp:
         body: Mapping[str, Any] | None = None,
         capabilities: bool = False,
         file_id_hash: FileIdScheme | None = None,
+        asyncquery: bool = False,
     ) -> Iterator[httpx.Response]:
-        """One attempt: send, and yield the streamed 2xx response (closed on exit) or raise."""
+        """One attempt: send, and yield the streamed 2xx response (closed on exit) or raise.
+
+        ``asyncquery`` adds ``asyncquery=true`` to the capabilities (spec "asyncQuery")."""
         headers = {"User-Agent": USER_AGENT}
         if capabilities:
-            headers[CAPABILITIES_HEADER] = REQUEST_CAPABILITIES
+            headers[CAPABILITIES_HEADER] = REQUEST_CAPABILITIES + (";asyncquery=true" if asyncquery else "")
         if file_id_hash is not None:
             headers[FILE_ID_HASH_HEADER] = file_id_hash
         content = json.dumps(dict(body)).encode() if body is not None else None
@@ -213,7 +216,7 @@ class SharingHttp:
 
         def attempt() -> M:
             with self.open("GET", url, params=params, context=context) as response, translate_httpx_errors(context):
-                body = _read_bounded(response, MAX_JSON_BYTES, context)
+                body = read_bounded(response, MAX_JSON_BYTES, context)
             try:
                 return model.model_validate_json(body)
             except ValidationError as exc:
@@ -234,7 +237,7 @@ class SharingHttp:
         return call_with_retries(self.retry, context, attempt)
 
 
-def _read_bounded(response: httpx.Response, limit: int, context: str) -> bytes:
+def read_bounded(response: httpx.Response, limit: int, context: str) -> bytes:
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():

@@ -108,10 +108,30 @@ class QueryRequest(WireModel):
     page_token: str | None = None
     include_refresh_token: bool | None = None
     refresh_token: str | None = Field(default=None, repr=False)
+    idempotency_key: str | None = None  # asyncquery=true only: the same key maps to the same queryId
 
     @property
     def is_latest_snapshot(self) -> bool:
         return self.version is None and self.timestamp is None and self.starting_version is None
+
+
+class QueryInfoRequest(WireModel):
+    """Body of Get Query Info: the page of a succeeded asynchronous query to return."""
+
+    max_files: int | None = None
+    page_token: str | None = None
+
+
+class QueryStatus(WireModel):
+    """The ``queryStatus`` line of an asynchronous query that has not succeeded (yet)."""
+
+    query_id: str
+    status: str  # "pending" or "failed"; a succeeded query answers with its files instead
+    error_message: str | None = None
+
+
+class QueryStatusLine(WireModel):
+    query_status: QueryStatus
 
 
 class ChangesRequest(WireModel):

@@ -10,13 +10,14 @@ whose answer names versions of the table (``/changes`` asks the faults for it).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -30,16 +31,18 @@ from sharesync.sync.protocol.wire import (
     ListSchemasPage,
     ListSharesPage,
     ListTablesPage,
+    QueryInfoRequest,
     Schema,
     Share,
     Table,
 )
 from sharesync.sync.server.answers import Answer, Context
+from sharesync.sync.server.asyncqueries import AsyncQueries, status
 from sharesync.sync.server.auth import Authenticator, OAuthError
 from sharesync.sync.server.catalog import Catalog, SharedTable, stable_id
 from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
 from sharesync.sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect, injected_history_error
-from sharesync.sync.server.features import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme
+from sharesync.sync.server.features import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme, parse_capabilities
 from sharesync.sync.server.history import snapshot_at, version_at_or_after
 from sharesync.sync.server.listings import page, parse_max_results
 from sharesync.sync.server.logmodel import LogError
@@ -55,7 +58,7 @@ from sharesync.sync.server.problems import (
 from sharesync.sync.server.settings import ServerSettings
 from sharesync.sync.server.signing import SignatureError, Signer
 from sharesync.sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
-from sharesync.sync.server.streaming import CAPABILITIES_HEADER, VERSION_HEADER, stream
+from sharesync.sync.server.streaming import CAPABILITIES_HEADER, NDJSON_TYPE, VERSION_HEADER, stream
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,7 @@ class ServerState:
     faults: Faults
     signer: Signer
     clock: Clock = field(default_factory=Clock)
+    queries: AsyncQueries = field(default_factory=AsyncQueries)
 
     def __post_init__(self) -> None:
         self.catalog = Catalog(self.settings.root)
@@ -91,6 +95,7 @@ class ServerState:
 
 
 Handler = Callable[[Request, ServerState], Awaitable[Response]]
+M = TypeVar("M", bound=BaseModel)
 
 
 def _api(handler: Handler, state: ServerState) -> Callable[[Request], Awaitable[Response]]:
@@ -204,21 +209,57 @@ def _with_file_id_scheme(response: Response, scheme: str | None) -> Response:
 async def table_query(request: Request, state: ServerState) -> Response:
     ctx = _context(request, state, _table(request, state))
     scheme = file_id_scheme(request.headers.get(FILE_ID_HASH_HEADER))
-    body = await request.body()
+    query = _parse(QueryRequest, await request.body(), "query request")
+    if state.queries.enabled(parse_capabilities(request.headers.get(CAPABILITIES_HEADER))):
+        await run_in_threadpool(_check_versions, ctx, query)  # a bad request fails at submission
+        return _query_status(status(state.queries.submit(_table_key(request), query), "pending"))
+    return await _answer_query(ctx, query, scheme)
+
+
+async def table_query_info(request: Request, state: ServerState) -> Response:
+    """Get Query Info: the status of an asynchronous query, or (once succeeded) its files, paged."""
+    ctx = _context(request, state, _table(request, state))
+    scheme = file_id_scheme(request.headers.get(FILE_ID_HASH_HEADER))
+    page = _parse(QueryInfoRequest, await request.body(), "query info request")
+    found = state.queries.poll(_table_key(request), request.path_params["query_id"])
+    if isinstance(found, dict):
+        return _query_status(found)
+    return await _answer_query(
+        ctx, found.model_copy(update={"max_files": page.max_files, "page_token": page.page_token}), scheme
+    )
+
+
+def _parse(model: type[M], body: bytes, what: str) -> M:
     try:
-        query = QueryRequest.model_validate_json(body or b"{}")
+        return model.model_validate_json(body or b"{}")
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-        raise malformed(f"invalid query request: {problems}") from None
+        raise malformed(f"invalid {what}: {problems}") from None
 
+
+def _check_versions(ctx: Context, query: QueryRequest) -> None:
+    query.validate_versions(ctx, snapshot_at(ctx.log, ctx.table, None, check_files=False).metadata.cdf_enabled)
+
+
+async def _answer_query(ctx: Context, query: QueryRequest, scheme: str | None) -> Response:
     def answer() -> Answer:
-        cdf = snapshot_at(ctx.log, ctx.table, None, check_files=False).metadata.cdf_enabled
-        query.validate_versions(ctx, cdf)
+        _check_versions(ctx, query)
         if query.starting_version is not None:
             return answer_query_changes(ctx, query)
         return answer_snapshot_query(ctx, query)
 
     return _with_file_id_scheme(stream(await run_in_threadpool(answer), ctx.include_end_stream), scheme)
+
+
+def _table_key(request: Request) -> str:
+    p = request.path_params
+    return f"{p['share']}.{p['schema']}.{p['table']}".lower()
+
+
+def _query_status(line: dict[str, Any]) -> Response:
+    """A ``queryStatus`` line: no Delta-Table-Version (spec: only once the query has succeeded)."""
+    body = json.dumps(line) + "\n"
+    return Response(body, media_type=NDJSON_TYPE, headers={CAPABILITIES_HEADER: "asyncquery=true"})
 
 
 async def table_changes(request: Request, state: ServerState) -> Response:
@@ -333,6 +374,7 @@ def create_app(state: ServerState) -> ASGIApp:
         Route(f"{table}/version", _api(table_version, state), methods=["GET"]),
         Route(f"{table}/metadata", _api(table_metadata, state), methods=["GET"]),
         Route(f"{table}/query", _api(table_query, state), methods=["POST"]),
+        Route(f"{table}/queries/{{query_id}}", _api(table_query_info, state), methods=["POST"]),
         Route(f"{table}/changes", _api(table_changes, state), methods=["GET"]),
         Route(f"{state.settings.files_prefix}/{{key:path}}", _api_noauth(serve_file, state), methods=["GET", "HEAD"]),
         Route("/oauth/token", oauth_token, methods=["POST"]),

@@ -4,7 +4,7 @@
 once the socket accepts connections (a startup event, no sleeping), and stops cleanly on
 exit. ``restart()`` stops and starts again on the same port with the same signing secret and
 clock, the way a provider restart looks to a client: in-flight requests fail, URLs issued
-before stay valid. ``faults`` and ``clock`` are live: change them while the server runs.
+before stay valid. ``faults``, ``queries`` and ``clock`` are live: change them while the server runs.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import uvicorn
 
 from sharesync.sync.core.redact import register_secret
 from sharesync.sync.server.app import Clock, ServerState, create_app
+from sharesync.sync.server.asyncqueries import AsyncQueries
 from sharesync.sync.server.faults import Faults
 from sharesync.sync.server.settings import DEFAULT_PREFIX, ServerSettings
 from sharesync.sync.server.signing import Signer
@@ -67,6 +68,7 @@ class SharingServer:
         self.port = port
         self.faults = faults or Faults()
         self.clock = Clock()
+        self.queries = AsyncQueries()  # asynchronous queries: off until a test or --async-after-polls turns them on
         self.settings = ServerSettings(root=self.root, prefix=prefix, bearer_token=self.token, **settings)
         self._signer = Signer()
         self.profile_path: Path | None = None  # the last bearer-token profile write_profile() wrote
@@ -118,6 +120,7 @@ class SharingServer:
     def reset(self) -> None:
         """Forget injected faults and clock moves (shared test servers call this between tests)."""
         self.faults.reset()
+        self.queries.reset()
         self.faults.url_ttl_seconds = Faults().url_ttl_seconds
         self.clock.offset_ms = 0
 
@@ -134,7 +137,7 @@ class SharingServer:
         return sock
 
     def _config(self) -> uvicorn.Config:
-        self._state = state = ServerState(self.settings, self.faults, self._signer, self.clock)
+        self._state = state = ServerState(self.settings, self.faults, self._signer, self.clock, self.queries)
         return uvicorn.Config(
             create_app(state),
             log_level="warning",

@@ -35,11 +35,11 @@ def test_upgrade_then_current(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert not (tmp_path / "new").exists()  # looking does not create anything
 
     code, out, _ = sharesync(capsys, "db", "upgrade", "--url", url)
-    assert code == 0 and "upgraded from empty to revision 0004 (head)" in out
+    assert code == 0 and "upgraded from empty to revision 0005 (head)" in out
     code, out, _ = sharesync(capsys, "db", "upgrade", "--url", url)
-    assert code == 0 and "already at revision 0004" in out
+    assert code == 0 and "already at revision 0005" in out
     code, out, _ = sharesync(capsys, "db", "current", "--url", url)
-    assert code == 0 and "revision 0004 (head)" in out
+    assert code == 0 and "revision 0005 (head)" in out
 
 
 def test_current_reports_a_pending_upgrade(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_current_reports_a_pending_upgrade(capsys: pytest.CaptureFixture[str], t
     url = f"sqlite:///{tmp_path}/state.db"
     upgrade(url, "0001")
     code, out, _ = sharesync(capsys, "db", "current", "--url", url)
-    assert code == 0 and "revision 0001 (head is 0004; run 'sharesync db upgrade')" in out
+    assert code == 0 and "revision 0001 (head is 0005; run 'sharesync db upgrade')" in out
 
 
 def test_url_comes_from_the_config_file(

@@ -49,7 +49,7 @@ def _dump(url: str) -> dict[str, list[tuple[Any, ...]]]:
 def test_empty_database_is_migrated_to_head_on_open(store_url: str) -> None:
     assert current_revision(store_url) is None
     open_store(store_url)
-    assert current_revision(store_url) == head_revision() == "0004"
+    assert current_revision(store_url) == head_revision() == "0005"
     tables = set(_dump(store_url))
     assert {"sharesync_checkpoints", "sharesync_runs", "sharesync_leases", VERSION_TABLE} <= tables
 
@@ -77,13 +77,13 @@ def test_upgrade_from_the_first_revision_keeps_the_data(store_url: str) -> None:
     engine.dispose()
 
     store = open_store(store_url)
-    assert current_revision(store_url) == "0004"
+    assert current_revision(store_url) == "0005"
     (run,) = store.runs_for("s.b.t")
     assert (run.stats.rows_inserted, run.stats.url_refreshes, run.error, run.note) == (7, 0, None, None)
     checkpoint = store.get_checkpoint("s.b.t")
     assert checkpoint is not None and checkpoint.version == 4
     assert checkpoint.updated_at is not None and checkpoint.updated_at.tzinfo is not None
-    assert upgrade(store_url) == ("0004", "0004")  # idempotent
+    assert upgrade(store_url) == ("0005", "0005")  # idempotent
 
 
 def test_upgrade_from_0003_keeps_the_rows_and_leaves_the_new_facts_unknown(store_url: str) -> None:

@@ -21,9 +21,10 @@ def test_a_commit_that_is_not_json_is_a_clean_internal_error(
     path = create_sample_table(table_path(tmp_path, "s", "t", "broken"), rows=3, seed=1)
     (path / "_delta_log" / "00000000000000000001.json").write_text('{"commitInfo": {"timestamp": 1}}\n{not json\n')
     server = start_server(tmp_path)
-    with caplog.at_level(logging.WARNING), httpx.Client(
-        base_url=server.endpoint, headers={"Authorization": f"Bearer {server.token}"}
-    ) as api:
+    with (
+        caplog.at_level(logging.WARNING),
+        httpx.Client(base_url=server.endpoint, headers={"Authorization": f"Bearer {server.token}"}) as api,
+    ):
         body = error(api.get("/shares/s/schemas/t/tables/broken/metadata"), 500)
     assert "commit 1 of the Delta log is not valid JSON" in body["message"]
     assert not any(record.exc_info for record in caplog.records), "the server logged a traceback"

@@ -119,6 +119,35 @@ def test_cli_serve_help_names_every_history_error() -> None:
     assert sorted(named.replace(" or ", ", ").replace(",", " ").split()) == sorted(HISTORY_ERRORS)
 
 
+def test_cli_serve_answers_queries_asynchronously(provider_root: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "local.share"
+    flags = ["--async-after-polls", "1"]
+    process = subprocess.Popen(
+        _sharesync("serve", str(provider_root), "--port", "0", "--profile-out", str(profile), *flags),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        endpoint = process.stdout.readline().rsplit(" at ", 1)[1].strip()
+        assert process.stdout.readline().strip() == f"Profile written to {profile}"
+        headers = {
+            "Authorization": f"Bearer {json.loads(profile.read_text())['bearerToken']}",
+            "delta-sharing-capabilities": "responseformat=parquet;asyncquery=true",
+        }
+        table = f"{endpoint}/shares/samples/schemas/all_types/tables/partitioned"
+        submitted = httpx.post(f"{table}/query", json={"idempotencyKey": "k"}, headers=headers, timeout=10)
+        query_id = submitted.json()["queryStatus"]["queryId"]
+        pending = httpx.post(f"{table}/queries/{query_id}", json={}, headers=headers, timeout=10)
+        assert pending.json()["queryStatus"]["status"] == "pending"
+        done = httpx.post(f"{table}/queries/{query_id}", json={}, headers=headers, timeout=10)
+        assert any(isinstance(a, File) for a in actions(done))
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=10)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -126,6 +155,8 @@ def test_cli_serve_help_names_every_history_error() -> None:
         (["serve", ".", "--error-rate", "2"], "Invalid value for '--error-rate'"),
         (["serve", ".", "--url-ttl", "0"], "error: serve: url_ttl_seconds: Input should be greater than 0"),
         (["serve", ".", "--gone-status", "403"], "error: serve: gone_status: Input should be 404 or 410"),
+        (["serve", ".", "--async-outcome", "maybe"], "Invalid value for '--async-outcome'"),
+        (["serve", ".", "--async-after-polls", "-1"], "Invalid value for '--async-after-polls'"),
         (
             ["serve", ".", "--history-error", "oops"],
             "error: serve: history_error: Input should be 'table_files_missing'",
