@@ -26,23 +26,27 @@ from support.verify import (
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import StateStore, open_store
+from sharesync.sync.core.config import SharesyncConfig
 from sharesync.sync.core.errors import SharesyncError, StateStoreUnavailable, SyncError
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 
 class FlakySpark:
-    """A Spark factory whose ``fail_on``-th call fails (a job that could not start)."""
+    """A Spark factory of ``config``'s engine whose ``fail_on``-th job fails to start.
 
-    def __init__(self, fail_on: int) -> None:
+    A remote engine is asked once more, first: the probe that it reads the staging directory."""
+
+    def __init__(self, fail_on: int, config: SharesyncConfig) -> None:
         self.calls = 0
-        self.fail_on = fail_on
+        self.config = config.spark
+        self.fail_on = fail_on + (1 if config.spark.remote else 0)
 
     def __call__(self) -> Any:
         self.calls += 1
         if self.calls == self.fail_on:
             raise SyncError("injected: the engine went away")
-        return get_spark()
+        return get_spark(self.config)
 
 
 class ThreadRecordingSpark:
@@ -148,7 +152,7 @@ def _crash_mid_pass(workspace: Workspace, crash: str, storage_options: dict[str,
 
     store = open_store(config.state_store)
     if crash == "before-commit":
-        flaky = workspace.engine(config, spark=FlakySpark(fail_on=3))  # m: batches 1, 2 pass; 3 fails
+        flaky = workspace.engine(config, spark=FlakySpark(fail_on=3, config=config))  # m: batches 1, 2 pass; 3 fails
     else:
         flaky = workspace.engine(config, store=FlakyStore(store, fail_on=2))  # m: batch 2 wrote, no checkpoint
     results = {r.name: r for r in flaky.sync_all(parallel=1)}  # m before a: the injected failure hits m
