@@ -18,6 +18,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.azurite import AzuriteStore, azurite_store
 from support.e2e import Workspace
+from support.engines import on_both_engines
 from support.history import sort_history
 from support.jobs import ins, post, pre, write_batch
 from support.s3 import S3Store, S3Workspace
@@ -38,6 +39,7 @@ from sharesync.sync.server.samples import sample_rows
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
 
 
+@on_both_engines
 def test_an_added_column_evolves_every_mode_in_s3(s3_workspace: S3Workspace) -> None:
     ws, options = s3_workspace, s3_workspace.store.options()
     for seed, table in enumerate(MODES):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from support.e2e import Workspace
-from support.engines import on_both_engines
+from support.engines import SAIL, on_both_engines
 from support.s3 import S3Workspace
 from support.verify import (
     assert_append_target_matches,
@@ -52,15 +52,16 @@ class FlakySpark:
 class ThreadRecordingSpark:
     """A Spark factory that records the thread of each call and may fail them (an engine that cannot start)."""
 
-    def __init__(self, *, fail: bool = False) -> None:
+    def __init__(self, *, fail: bool = False, config: SharesyncConfig | None = None) -> None:
         self.threads: list[str] = []
         self.fail = fail
+        self.config = config.spark if config is not None else None
 
     def __call__(self) -> Any:
         self.threads.append(threading.current_thread().name)
         if self.fail:
             raise SyncError("injected: the engine could not start")
-        return get_spark()
+        return get_spark(self.config)
 
 
 class DyingSession:
@@ -222,8 +223,11 @@ def test_a_spark_failure_fails_only_its_table_and_the_next_table_gets_a_new_sess
 
 
 def test_a_bootstrap_starts_the_engine_while_it_downloads_and_a_failed_start_fails_only_the_batch(
-    workspace: Workspace,
+    workspace: Workspace, engine: str
 ) -> None:
+    # The embedded engine starts beside the downloads; a remote one is asked first, on the main
+    # thread, by the probe that it reads the staging directory (before anything downloads).
+    first = "sharesync-engine-start" if engine == SAIL else "MainThread"
     workspace.table("m", rows=30, seed=9)
     config = workspace.config(workspace.spec("m"))
     store = open_store(config.state_store)
@@ -231,17 +235,17 @@ def test_a_bootstrap_starts_the_engine_while_it_downloads_and_a_failed_start_fai
     broken = ThreadRecordingSpark(fail=True)
     [failed] = workspace.engine(config, spark=broken).sync_all()
     assert failed.outcome is TableOutcome.FAILED and "injected: the engine could not start" in (failed.error or "")
-    assert broken.threads[0] == "sharesync-engine-start"  # started beside the downloads, raised at the wait
+    assert broken.threads[0] == first  # embedded: started beside the downloads, raised at the wait
     assert store.get_checkpoint(workspace.name("m")) is None
     assert not Path(workspace.target("m")).exists()
 
-    recording = ThreadRecordingSpark()
+    recording = ThreadRecordingSpark(config=config)
     workspace.engine(config, spark=recording).sync_all()
-    assert recording.threads[0] == "sharesync-engine-start"
+    assert recording.threads[0] == first
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
 
     workspace.commit("m", 1, seed=10)
-    changes = ThreadRecordingSpark()
+    changes = ThreadRecordingSpark(config=config)
     workspace.engine(config, spark=changes).sync_all()  # a change batch's staging is Python work: no early start
     assert changes.threads and "sharesync-engine-start" not in changes.threads
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))

@@ -2,7 +2,7 @@
 
 ``sail`` is the embedded default; the others are Spark Connect servers the test session starts
 once (fixtures in ``tests/conftest.py``). Every engine-facing module runs on ``BOTH``; the
-standalone clusters run the random rounds and a history run (``ALL``).
+two-worker clusters of each engine run the random rounds (``tests/e2e/test_rounds.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ ALL = (SAIL, SPARK, SAIL_CLUSTER, SPARK_CLUSTER)
 ENGINE_FIXTURE_NAMES = {SPARK: "apache_spark", SPARK_CLUSTER: "apache_spark_cluster", SAIL_CLUSTER: "sail_cluster"}
 
 on_both_engines = pytest.mark.parametrize("engine", BOTH, indirect=True)
-on_every_engine = pytest.mark.parametrize("engine", ALL, indirect=True)
 
 
 def engine_param(request: pytest.FixtureRequest) -> str:

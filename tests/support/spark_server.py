@@ -57,13 +57,15 @@ class SparkProcess:
         self.match: re.Match[str] | None = None
         self._found = threading.Event()
         self._process: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
 
     def start(self) -> re.Match[str]:
         env = {**os.environ, "SHARESYNC_SPARK_HOME": str(spark_home())}
         self._process = subprocess.Popen(
             ["bash", str(RUN), *self.argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        threading.Thread(target=self._read, daemon=True, name=f"{self.name}-log").start()
+        self._reader = threading.Thread(target=self._read, daemon=True, name=f"{self.name}-log")
+        self._reader.start()
         if not self._found.wait(START_TIMEOUT) or self.match is None:
             self.stop()
             raise RuntimeError(f"{self.name} did not start:\n" + "\n".join(list(self.lines)[-60:]))
@@ -83,14 +85,19 @@ class SparkProcess:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._reader is not None:
+            self._reader.join(10)  # the log ends with the process
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 class SparkConnect:
