@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -29,7 +28,7 @@ from sharesync.sync.core.config import SharesyncConfig, load_config
 from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
-from sharesync.sync.core.timestamps import parse_timestamp
+from sharesync.sync.core.timestamps import given_timestamp
 
 if TYPE_CHECKING:
     from sharesync.pipelines.run.engine import SyncEngine
@@ -196,7 +195,9 @@ def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, 
     """Re-apply a table's changes from a timestamp, then continue normally."""
     from sharesync.pipelines.run.engine import BackfillRequest
 
-    request = BackfillRequest(_timestamp("--from", from_), _timestamp("--to", to) if to else None, full_refresh)
+    request = BackfillRequest(
+        given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh
+    )
     with _engine(ctx, progress=True) as engine:
         result = engine.backfill(name, request)
     _report([result])
@@ -228,10 +229,3 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
         click.echo(json.dumps({"tables": [row.to_json() for row in rows], "warnings": warnings}, indent=2))
         return
     print_statuses(rows, warnings)
-
-
-def _timestamp(option: str, value: str) -> datetime:
-    try:
-        return parse_timestamp(value)
-    except ValueError as exc:
-        raise ConfigError(f"{option}: {exc}") from None
