@@ -11,12 +11,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sharesync.sync.core.config import Mode
-
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sharesync.pipelines.run.results import TableSyncResult, TargetChanges
+    from sharesync.pipelines.run.results import TableSyncResult
     from sharesync.pipelines.run.status import TableStatus
 
 
@@ -107,7 +105,7 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
             r.name,
             shown[r.outcome],
             versions,
-            _changes(r.changes) if r.batches else "-",
+            r.changes.describe(compact=True) if r.batches else "-",
             str(stats.files_downloaded),
             f"{stats.bytes_downloaded / 1e6:.1f}",
             f"{r.seconds:.1f}",
@@ -119,31 +117,6 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
             errors.print(f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", highlight=False, soft_wrap=True)
         for warning in r.warnings:
             console.print(f"[yellow]warning:[/yellow] {esc(r.name)}: {esc(warning)}", highlight=False, soft_wrap=True)
-
-
-def _changes(changes: TargetChanges) -> str:
-    """What the batches did, in the mode's terms: keys (merge), change rows by type (append), rows
-    (snapshot), rows opened and closed (history)."""
-    match changes.mode:
-        case Mode.MERGE:
-            return f"+{changes.inserted} ~{changes.updated} -{changes.deleted} keys"
-        case Mode.APPEND:
-            from sharesync.sync.core.changefeed import ChangeType
-
-            rows = changes.appended
-            # An update is two rows (its pre- and post-image): "upd" counts rows, as the total does.
-            kinds = {
-                "ins": rows.get(ChangeType.INSERT, 0),
-                "upd": rows.get(ChangeType.UPDATE_PREIMAGE, 0) + rows.get(ChangeType.UPDATE_POSTIMAGE, 0),
-                "del": rows.get(ChangeType.DELETE, 0),
-            }
-            by_type = " ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
-            return f"{changes.appended_rows} rows appended" + (f"\n{by_type}" if by_type else "")
-        case Mode.SNAPSHOT:
-            return f"{changes.written} rows written"
-        case Mode.HISTORY:
-            return f"{changes.opened} opened\n{changes.closed} closed"
-    raise AssertionError(changes.mode)  # pragma: no cover
 
 
 def esc(text: str) -> str:
