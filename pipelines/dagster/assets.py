@@ -26,7 +26,7 @@ from sharesync.pipelines.jobs.target_stats import TargetStats, read_target_stats
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
-from sharesync.sync.core.timestamps import parse_timestamp
+from sharesync.sync.core.timestamps import given_timestamp
 
 if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
     from sharesync.pipelines.run.engine import SyncEngine
@@ -69,8 +69,8 @@ class SyncRunConfig(dg.Config):
                     "run config: ending_timestamp and full_refresh need starting_timestamp (the backfill's start)"
                 )
             return None
-        start = _timestamp("starting_timestamp", self.starting_timestamp)
-        end = _timestamp("ending_timestamp", self.ending_timestamp) if self.ending_timestamp else None
+        start = given_timestamp("run config: starting_timestamp", self.starting_timestamp)
+        end = given_timestamp("run config: ending_timestamp", self.ending_timestamp) if self.ending_timestamp else None
         return BackfillRequest(start, end, self.full_refresh)  # refuses an end before the start
 
 
@@ -211,10 +211,3 @@ def _summary(result: "TableSyncResult") -> str:
         f"({result.changes.describe()}; {stats.files_downloaded} files, {stats.bytes_downloaded} bytes) "
         f"in {result.seconds:.1f}s"
     )
-
-
-def _timestamp(field: str, value: str) -> datetime:
-    try:
-        return parse_timestamp(value)
-    except ValueError as exc:
-        raise ConfigError(f"run config: {field}: {exc}") from None

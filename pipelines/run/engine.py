@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Self
 
 from sharesync.pipelines.jobs.identity import Glance, glance
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
+from sharesync.pipelines.run.resources import EngineResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
-from sharesync.pipelines.run.services import ProgressFactory, RunServices
+from sharesync.pipelines.run.services import ProgressFactory
 from sharesync.pipelines.run.target_check import written_for
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
-from sharesync.sync.core.errors import ConfigError, SharesyncError
+from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.storage import use_storage
 
 if TYPE_CHECKING:
@@ -78,106 +79,31 @@ class SyncEngine:
         # Targets and staging in object storage: this process's settings (storage.use_storage).
         use_storage(config.storage, embedded_engine=config.spark.remote is None)
         self.config = config
-        self._client = client
-        self._store = store
-        self._spark_factory = spark
-        self._progress = progress
+        self.resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress)
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
-        self._lock = threading.RLock()  # the lazy resources are created once, whichever thread asks first
-        self._budget: TransferBudget | None = None
         self._in_parallel = False  # tables of a pass are syncing in threads right now
-        self._staging_lock = threading.Lock()
-        self._staging_problem: str | None = None  # why the remote engine cannot read staging_dir
-        self._staging_checked = False
 
-    # ------------------------------------------------------------ resources (lazy)
+    # ------------------------------------------------------------ resources (lazy: resources.py)
 
     @property
     def client(self) -> SharingClient:
-        with self._lock:
-            if self._client is None:
-                from sharesync.sync.protocol.client import SharingClient
-                from sharesync.sync.protocol.profile import check_expiry, load_profile
-
-                profile = load_profile(self.config.profile)
-                check_expiry(profile)
-                self._client = SharingClient(
-                    profile,
-                    ca_bundle=self.config.ca_bundle,
-                    allow_private_file_urls=self.config.allow_private_file_urls,
-                    file_id_hash=self.config.file_id_hash,
-                )
-            return self._client
+        return self.resources.client
 
     @property
     def store(self) -> StateStore:
-        with self._lock:
-            if self._store is None:
-                from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
-
-                days = self.config.run_history_days
-                self._store = open_store(self.config.state_store, run_retention=timedelta(days=days) if days else None)
-            return self._store
+        return self.resources.store
 
     @property
     def budget(self) -> TransferBudget:
         """The downloads and in-memory bytes every table this engine syncs shares (``defaults``)."""
-        with self._lock:
-            if self._budget is None:
-                from sharesync.sync.protocol.budget import TransferBudget
-
-                limits = self.config.defaults
-                self._budget = TransferBudget(limits.max_concurrent_downloads, limits.max_staged_megabytes * 2**20)
-            return self._budget
+        return self.resources.budget
 
     def spark(self) -> SparkSession:
-        if self._spark_factory is not None:
-            return self._spark_factory()
-        from sharesync.pipelines.jobs.session import get_spark
-
-        return get_spark(self.config.spark)
-
-    def _services(self, spark: Callable[[], SparkSession]) -> RunServices:
-        return RunServices(self.config, self.store, self.client, spark, self._progress, self.budget)
-
-    def _tracked_spark(self, used: list[SparkSession]) -> Callable[[], SparkSession]:
-        """:meth:`spark`, remembering the session handed out (to stop that one only if it dies)."""
-
-        def spark() -> SparkSession:
-            session = self.spark()
-            used.append(session)
-            return session
-
-        return spark
-
-    def _drop_spark(self, exc: Exception, used: list[SparkSession]) -> None:
-        """Stop the dead session (and the embedded engine); the next job starts new ones.
-
-        Only if it is still the current one: tables running in parallel all see it die, and the
-        first to stop it must not have a later one stop the new session another table started.
-        """
-        from sharesync.pipelines.jobs.session import stop_spark
-
-        log.warning("the Spark session is gone (%s); the next table starts a new one", describe(exc))
-        stop_spark(only=used[-1] if used else None)
-
-    def _check_staging(self, spark: Callable[[], SparkSession]) -> None:
-        """A ``spark.remote`` engine must read what this process stages: probed once, before any download."""
-        if self.config.spark.remote is None:
-            return
-        with self._staging_lock:
-            if not self._staging_checked:
-                from sharesync.pipelines.jobs.staging_probe import staging_problem
-
-                self._staging_problem = staging_problem(spark(), self.config.staging_dir, self.config.spark.remote)
-                self._staging_checked = True
-        if self._staging_problem is not None:
-            raise ConfigError(self._staging_problem)
+        return self.resources.spark()
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        self.resources.close()
 
     def __enter__(self) -> Self:
         return self
@@ -284,7 +210,7 @@ class SyncEngine:
         started = time.monotonic()
         attempt = Attempt()
         used: list[SparkSession] = []
-        spark = self._tracked_spark(used)
+        spark = self.resources.tracked_spark(used)
         try:
             if checkpoint is None:
                 checkpoint = self.store.get_checkpoint(table.name)
@@ -304,14 +230,14 @@ class SyncEngine:
                     seconds=time.monotonic() - started,
                     checkpoint_timestamp=checkpoint.version_timestamp,
                 )
-            self._check_staging(spark)
+            self.resources.check_staging(spark)
             watch = self._watch(table.name) if self._watch is not None else nullcontext()
             with watch, self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
                 run = _table_run(spark_too=self._in_parallel)
-                return run(self._services(spark), table, keeper, attempt).run(backfill, started)
+                return run(self.resources.services(spark), table, keeper, attempt).run(backfill, started)
         except Exception as exc:
             if session_gone(exc):
-                self._drop_spark(exc, used)
+                self.resources.drop_spark(exc, used)
             if not attempt.recorded:  # failed before (or between) its batches: on record all the same
                 self._record_failure(table, exc, checkpoint, source_version)
             raise
@@ -331,7 +257,7 @@ class SyncEngine:
         the store, which creates, migrates or refuses it. Tables with something new re-read
         their checkpoint through the store under their lease.
         """
-        if self._store is None:
+        if not self.resources.store_opened:
             from sharesync.state.sqlite import read_checkpoints
 
             checkpoints = read_checkpoints(self.config.state_store)

@@ -99,20 +99,39 @@ class TargetChanges:
                 }
         raise AssertionError(self.mode)  # pragma: no cover
 
-    def describe(self) -> str:
-        """What the batches did, in words (logs, the Dagster run summary)."""
+    def describe(self, *, compact: bool = False) -> str:
+        """What the batches did, in the mode's terms: keys (merge), change rows by type (append),
+        rows (snapshot), rows opened and closed (history). In words for logs and the Dagster run
+        summary; ``compact``: a cell of the CLI's results table (80 columns, at most two lines)."""
         match self.mode:
             case Mode.MERGE:
+                if compact:
+                    return f"+{self.inserted} ~{self.updated} -{self.deleted} keys"
                 return f"{self.inserted} keys inserted, {self.updated} updated, {self.deleted} deleted"
             case Mode.APPEND:
-                types = ", ".join(f"{self.appended.get(t, 0)} {t.value}" for t in ChangeType)
-                return f"{self.appended_rows} change rows appended ({types})"
+                return self._describe_appended(compact)
             case Mode.SNAPSHOT:
                 return f"{self.written} rows written"
             case Mode.HISTORY:
+                if compact:
+                    return f"{self.opened} opened\n{self.closed} closed"
                 removed = f", {self.deleted} removed" if self.deleted else ""
                 return f"{self.opened} rows opened, {self.closed} closed{removed}"
         raise AssertionError(self.mode)  # pragma: no cover
+
+    def _describe_appended(self, compact: bool) -> str:
+        rows = self.appended
+        if not compact:
+            types = ", ".join(f"{rows.get(t, 0)} {t.value}" for t in ChangeType)
+            return f"{self.appended_rows} change rows appended ({types})"
+        # An update is two rows (its pre- and post-image): "upd" counts rows, as the total does.
+        kinds = {
+            "ins": rows.get(ChangeType.INSERT, 0),
+            "upd": rows.get(ChangeType.UPDATE_PREIMAGE, 0) + rows.get(ChangeType.UPDATE_POSTIMAGE, 0),
+            "del": rows.get(ChangeType.DELETE, 0),
+        }
+        by_type = " ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
+        return f"{self.appended_rows} rows appended" + (f"\n{by_type}" if by_type else "")
 
 
 @dataclass(frozen=True)

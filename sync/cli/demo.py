@@ -42,7 +42,7 @@ def demo(directory: str, keep_serving: bool) -> None:
     from rich.console import Console
 
     from sharesync.pipelines.run.engine import SyncEngine
-    from sharesync.sync.cli.syncing import print_results
+    from sharesync.sync.cli.rendering import print_results
     from sharesync.sync.core.config import load_config
     from sharesync.sync.server.runner import SharingServer
     from sharesync.sync.server.samples import apply_random_commits, build_demo_provider

@@ -12,20 +12,52 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sharesync.sync.core.errors import ConfigError
-from sharesync.sync.core.filters import Predicate
-from sharesync.sync.core.limits import PassLimits
 from sharesync.sync.core.redact import register_secret
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
-from sharesync.sync.core.timestamps import parse_timestamp
+from sharesync.sync.core.table_config import (
+    DEFAULT_REWRITE_THRESHOLD,
+    MergeStrategy,
+    Mode,
+    Start,
+    StartAtTimestamp,
+    StartAtVersion,
+    StrictModel,
+    TableConfig,
+    TableDefaults,
+    check_tracked_columns,
+    validate_cron,
+)
+
+# The table settings live in table_config.py; their names stay importable from here.
+__all__ = [
+    "CONFIG_ENV",
+    "DECLARATIVE_MIN_FRESHNESS_MINUTES",
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_REWRITE_THRESHOLD",
+    "ENV_OVERRIDES",
+    "MergeStrategy",
+    "Mode",
+    "SharesyncConfig",
+    "SparkConfig",
+    "Start",
+    "StartAtTimestamp",
+    "StartAtVersion",
+    "TableConfig",
+    "TableDefaults",
+    "check_tracked_columns",
+    "config_path",
+    "env_overrides",
+    "format_validation_error",
+    "load_config",
+    "parse_config",
+]
 
 DEFAULT_CONFIG_PATH = "sharesync.yaml"
 CONFIG_ENV = "SHARESYNC_CONFIG"
@@ -35,46 +67,9 @@ ENV_OVERRIDES: dict[str, str] = {
     "staging_dir": "SHARESYNC_STAGING_DIR",
     "profile": "SHARESYNC_PROFILE",
 }
-# Merge mode rewrites the target when a batch's net changes reach this share of its rows: changed
-# keys scattered over the table then touch every file of more than ~50 rows, so a MERGE would
-# rewrite it all anyway.
-DEFAULT_REWRITE_THRESHOLD = 0.1
 
 
-class Mode(StrEnum):
-    MERGE = "merge"
-    APPEND = "append"
-    SNAPSHOT = "snapshot"
-    HISTORY = "history"  # a slowly changing dimension (type 2): every image of every key, with its validity
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StartAtVersion(_Strict):
-    version: int = Field(ge=0)
-
-
-class StartAtTimestamp(_Strict):
-    timestamp: datetime
-
-    @field_validator("timestamp", mode="before")
-    @classmethod
-    def _parse(cls, value: Any) -> datetime:
-        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 10**11:
-            # Epoch milliseconds before March 1973: almost surely seconds (1704067200 = 2024-01-01).
-            raise ValueError(
-                f"{value} would be epoch milliseconds, i.e. {parse_timestamp(value).isoformat()}; "
-                "write an ISO-8601 timestamp such as '2024-01-01T00:00:00Z'"
-            )
-        return parse_timestamp(value)
-
-
-Start = Literal["latest"] | StartAtVersion | StartAtTimestamp
-
-
-class SparkConfig(_Strict):
+class SparkConfig(StrictModel):
     remote: str | None = Field(
         default=None, description="null = embedded Sail engine; 'sc://host:15002' = any Spark Connect server"
     )
@@ -92,132 +87,7 @@ class SparkConfig(_Strict):
         return value
 
 
-class MergeStrategy(StrEnum):
-    """How merge and history mode write a batch: see ``sharesync.pipelines.jobs.merge.apply_merge``."""
-
-    AUTO = "auto"  # rewrite when the batch's net changes reach rewrite_threshold of the target's rows
-    MERGE = "merge"  # always the MERGE statement
-    REWRITE = "rewrite"  # always the copy-on-write rewrite (one overwrite commit)
-
-
-class TableDefaults(_Strict, PassLimits):
-    max_versions_per_batch: int = Field(default=100, ge=1)
-    merge_strategy: MergeStrategy = MergeStrategy.AUTO
-    rewrite_threshold: float = Field(
-        default=DEFAULT_REWRITE_THRESHOLD,
-        ge=0,
-        description="merge_strategy 'auto': share of the target's rows from which a batch rewrites it",
-    )
-    download_concurrency: int = Field(default=8, ge=1, le=256)
-    schedule: str | None = Field(default=None, description="cron expression for a Dagster schedule")
-    freshness_minutes: float | None = Field(default=None, gt=0, description="lag bound for the freshness check")
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        return _validate_cron(value)
-
-
-class TableConfig(_Strict):
-    name: str = Field(description="share.schema.table")
-    target: str = Field(min_length=1, description="Delta table path or URI")
-    keys: list[str] = Field(default_factory=list)
-    mode: Mode = Mode.MERGE
-    where: list[Predicate] = Field(default_factory=list)
-    columns: list[str] | None = None
-    soft_delete: bool = False
-    # History mode: a change to untracked columns only updates the current row in place.
-    track_history: list[str] | None = None
-    track_history_except: list[str] | None = None
-    merge_strategy: MergeStrategy | None = None
-    start: Start = "latest"
-    max_versions_per_batch: int | None = Field(default=None, ge=1)
-    download_concurrency: int | None = Field(default=None, ge=1, le=256)
-    schedule: str | None = None
-    freshness_minutes: float | None = Field(default=None, gt=0)
-
-    @field_validator("name")
-    @classmethod
-    def _three_parts(cls, value: str) -> str:
-        parts = value.split(".")
-        if len(parts) != 3 or not all(p.strip() for p in parts):
-            raise ValueError(f"'{value}' must be 'share.schema.table' (three names separated by dots)")
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        return _validate_cron(value)
-
-    @field_validator("start", mode="before")
-    @classmethod
-    def _start(cls, value: Any) -> Any:
-        # Dispatch by shape so a mistake gets one message instead of one per union member.
-        if value == "latest" or isinstance(value, StartAtVersion | StartAtTimestamp):
-            return value
-        if isinstance(value, dict) and set(value) == {"version"}:
-            return StartAtVersion.model_validate(value)
-        if isinstance(value, dict) and set(value) == {"timestamp"}:
-            try:
-                return StartAtTimestamp.model_validate(value)
-            except ValidationError as exc:
-                raise ValueError(exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")) from None
-        raise ValueError("must be 'latest', {version: N} or {timestamp: '2024-01-01T00:00:00Z'}")
-
-    @field_validator("keys", "columns", "track_history", "track_history_except")
-    @classmethod
-    def _no_duplicates(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and len({v.lower() for v in value}) != len(value):
-            raise ValueError("lists a column twice (names match columns in any case)")
-        return value
-
-    @model_validator(mode="after")
-    def _mode_rules(self) -> TableConfig:
-        if self.mode is Mode.MERGE and not self.keys:
-            raise ValueError("mode 'merge' needs 'keys' (the primary-key columns), or use mode 'append'/'snapshot'")
-        if self.soft_delete and self.mode is not Mode.MERGE:
-            raise ValueError("'soft_delete' only applies to mode 'merge'")
-        if self.merge_strategy is not None and self.mode not in (Mode.MERGE, Mode.HISTORY):
-            raise ValueError("'merge_strategy' only applies to mode 'merge' or 'history'")
-        self._history_rules()
-        return self
-
-    def _history_rules(self) -> None:
-        if self.mode is Mode.HISTORY and not self.keys:
-            raise ValueError("mode 'history' needs 'keys' (the primary-key columns whose history is kept)")
-        lists = {o: n for o, n in self.track_lists() if n is not None}
-        if lists and self.mode is not Mode.HISTORY:
-            raise ValueError(f"'{next(iter(lists))}' only applies to mode 'history'; remove it or set mode: history")
-        if len(lists) == 2:
-            raise ValueError("'track_history' and 'track_history_except' exclude each other; keep one of them")
-        keys = {k.lower() for k in self.keys}
-        kept = None if self.columns is None else {c.lower() for c in (*self.keys, *self.columns)}
-        for option, names in lists.items():
-            if own := [c for c in names if c.lower().startswith("_sharesync_")]:
-                raise ValueError(f"'{option}' names sharesync's own column(s) {own}; they are always kept, remove them")
-            if option == "track_history_except" and (listed := [c for c in names if c.lower() in keys]):
-                raise ValueError(f"'{option}' lists the key column(s) {listed}; keys are always tracked, remove them")
-            if kept is not None and (outside := [c for c in names if c.lower() not in kept]):
-                raise ValueError(f"'{option}' names {outside}, which 'columns' leaves out; add them or remove them")
-
-    def track_lists(self) -> tuple[tuple[str, list[str] | None], ...]:
-        """History mode's two column lists by option name (at most one is set)."""
-        return ("track_history", self.track_history), ("track_history_except", self.track_history_except)
-
-    @property
-    def share(self) -> str:
-        return self.name.split(".")[0]
-
-    @property
-    def schema_name(self) -> str:
-        return self.name.split(".")[1]
-
-    @property
-    def table(self) -> str:
-        return self.name.split(".")[2]
-
-
-class SharesyncConfig(_Strict):
+class SharesyncConfig(StrictModel):
     profile: Path
     state_store: str = "sqlite:///.sharesync/state.db"
     staging_dir: StagingDir = Path(".sharesync/staging")  # or an object-store URI (sharesync.sync.core.storage)
@@ -256,7 +126,7 @@ class SharesyncConfig(_Strict):
     @field_validator("observe_schedule")
     @classmethod
     def _observe_cron(cls, value: str) -> str:
-        return _validate_cron(value) or value
+        return validate_cron(value) or value
 
     @model_validator(mode="after")
     def _unique_tables(self) -> SharesyncConfig:
@@ -309,33 +179,6 @@ def _check_declarative_freshness(config: SharesyncConfig) -> None:
                 f"quiet table when Dagster's freshness policy warns (at half the bound, never under a "
                 f"minute); use at least {DECLARATIVE_MIN_FRESHNESS_MINUTES:g}, or 'automation: sensor'"
             )
-
-
-def check_tracked_columns(table: TableConfig, column_names: Sequence[str], *, version: int | None = None) -> None:
-    """ConfigError naming each ``track_history``/``track_history_except`` column the shared table lacks.
-
-    Pure, for the run's one check of the config against the shared schema (next to ``keys`` and
-    ``columns``, before anything downloads): only that schema knows the table's columns.
-    """
-    present = {name.lower() for name in column_names}
-    at = f" at version {version}" if version is not None else ""
-    for option, names in table.track_lists():
-        missing = [n for n in names or () if n.lower() not in present]
-        if missing:
-            raise ConfigError(
-                f"tables[{table.name}].{option}: {missing} not in the shared table's columns{at} "
-                f"({', '.join(column_names)}); fix '{option}' in the config"
-            )
-
-
-def _validate_cron(value: str | None) -> str | None:
-    if value is None:
-        return None
-    from croniter import croniter  # imported lazily: only configs with schedules pay for it
-
-    if not croniter.is_valid(value):
-        raise ValueError(f"'{value}' is not a valid cron expression (five fields, e.g. '*/15 * * * *')")
-    return value
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:

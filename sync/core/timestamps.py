@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+from sharesync.sync.core.errors import ConfigError
+
 
 def parse_timestamp(value: object) -> datetime:
     """An aware UTC datetime from a datetime, a date, epoch milliseconds or an ISO-8601 string."""
@@ -33,6 +35,15 @@ def parse_timestamp(value: object) -> datetime:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
+
+
+def given_timestamp(where: str, value: str) -> datetime:
+    """:func:`parse_timestamp` of a timestamp a person gave (a CLI option, a run config field):
+    a bad one is a :class:`ConfigError` naming ``where``, so it fails as a usage error."""
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def to_wire(value: datetime | str) -> str:

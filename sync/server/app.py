@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -37,11 +35,11 @@ from sharesync.sync.protocol.wire import (
     Table,
 )
 from sharesync.sync.server.answers import Answer, Context
-from sharesync.sync.server.asyncqueries import AsyncQueries, status
-from sharesync.sync.server.auth import Authenticator, OAuthError
-from sharesync.sync.server.catalog import Catalog, SharedTable, stable_id
+from sharesync.sync.server.asyncqueries import status
+from sharesync.sync.server.auth import OAuthError
+from sharesync.sync.server.catalog import SharedTable, stable_id
 from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
-from sharesync.sync.server.faults import FaultMiddleware, Faults, InjectedDisconnect, injected_history_error
+from sharesync.sync.server.faults import FaultMiddleware, InjectedDisconnect, injected_history_error
 from sharesync.sync.server.features import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme, parse_capabilities
 from sharesync.sync.server.history import snapshot_at, version_at_or_after
 from sharesync.sync.server.listings import page, parse_max_results
@@ -55,43 +53,12 @@ from sharesync.sync.server.problems import (
     malformed,
     not_found,
 )
-from sharesync.sync.server.settings import ServerSettings
-from sharesync.sync.server.signing import SignatureError, Signer
+from sharesync.sync.server.serving import ServerState
+from sharesync.sync.server.signing import SignatureError
 from sharesync.sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
 from sharesync.sync.server.streaming import CAPABILITIES_HEADER, NDJSON_TYPE, VERSION_HEADER, stream
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Clock:
-    """Wall-clock milliseconds plus an offset tests can move forward instead of sleeping."""
-
-    offset_ms: int = 0
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000) + self.offset_ms
-
-    def advance(self, seconds: float) -> None:
-        self.offset_ms += int(seconds * 1000)
-
-
-@dataclass
-class ServerState:
-    settings: ServerSettings
-    faults: Faults
-    signer: Signer
-    clock: Clock = field(default_factory=Clock)
-    queries: AsyncQueries = field(default_factory=AsyncQueries)
-
-    def __post_init__(self) -> None:
-        self.catalog = Catalog(self.settings.root)
-        self.auth = Authenticator(
-            self.settings.bearer_token,
-            self.settings.oauth_client_id,
-            self.settings.oauth_client_secret,
-            self.settings.oauth_token_lifetime_seconds,
-        )
 
 
 Handler = Callable[[Request, ServerState], Awaitable[Response]]

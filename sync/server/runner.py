@@ -22,9 +22,10 @@ from typing import Any
 import uvicorn
 
 from sharesync.sync.core.redact import register_secret
-from sharesync.sync.server.app import Clock, ServerState, create_app
+from sharesync.sync.server.app import create_app
 from sharesync.sync.server.asyncqueries import AsyncQueries
 from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.serving import Clock, ServerState
 from sharesync.sync.server.settings import DEFAULT_PREFIX, ServerSettings
 from sharesync.sync.server.signing import Signer
 

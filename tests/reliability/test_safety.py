@@ -22,7 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli_runner import CliResult
-from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version, make_tls_files
+from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version
+from support.tls import make_tls_files
 
 from sharesync.sync.core.errors import DownloadError
 from sharesync.sync.protocol.addresses import FileUrlPolicy

@@ -20,7 +20,7 @@ from sharesync.sync.cli.repeat import (
     run_passes,
     stop_on_signals,
 )
-from sharesync.sync.cli.syncing import _restart_if_due
+from sharesync.sync.cli.restart import restart_if_due
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 
 
@@ -130,17 +130,17 @@ def test_a_process_restarts_when_the_storage_settings_changed_or_it_holds_too_mu
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     started_with = _config("eu-west-1").storage
-    _restart_if_due(3, _config("eu-west-1"), started_with, 100_000, first_here=1)  # nothing to do
-    _restart_if_due(3, _config("eu-west-1"), started_with, 0, first_here=1)  # --max-rss-mib 0: never
+    restart_if_due(3, _config("eu-west-1"), started_with, 100_000, first_here=1)  # nothing to do
+    restart_if_due(3, _config("eu-west-1"), started_with, 0, first_here=1)  # --max-rss-mib 0: never
 
     with pytest.raises(RestartProcess, match="storage settings changed") as moved:
-        _restart_if_due(3, _config("us-east-1"), started_with, 0, first_here=1)
+        restart_if_due(3, _config("us-east-1"), started_with, 0, first_here=1)
     assert moved.value.passes_done == 2
 
     with pytest.raises(RestartProcess, match=r"MiB resident, above --max-rss-mib 1$"):
-        _restart_if_due(3, _config("eu-west-1"), started_with, 1, first_here=1)
+        restart_if_due(3, _config("eu-west-1"), started_with, 1, first_here=1)
     assert capsys.readouterr().err == ""
     # A process that restarted before and is above the bound after one pass: say the bound is too low.
     with pytest.raises(RestartProcess):
-        _restart_if_due(6, _config("eu-west-1"), started_with, 1, first_here=5)
+        restart_if_due(6, _config("eu-west-1"), started_with, 1, first_here=5)
     assert "--max-rss-mib 1 is below what one pass leaves in a fresh process" in capsys.readouterr().err

@@ -1,0 +1,143 @@
+"""What a :class:`~sharesync.pipelines.run.engine.SyncEngine` works with, each made on first use.
+
+The sharing client, the state store, the pass's transfer budget and the Spark session: apart
+from the engine's pass scheduling so that a pass with nothing new creates none of them (no
+SQLAlchemy, no Spark), and so that whichever thread asks first creates each exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.run.failures import describe
+from sharesync.pipelines.run.services import ProgressFactory, RunServices
+from sharesync.sync.core.config import SharesyncConfig
+from sharesync.sync.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sharesync.state import StateStore
+    from sharesync.sync.protocol.budget import TransferBudget
+    from sharesync.sync.protocol.client import SharingClient
+
+log = logging.getLogger(__name__)
+
+
+class EngineResources:
+    """The lazy client, store, budget and Spark of one config (given ones are used as they are)."""
+
+    def __init__(
+        self,
+        config: SharesyncConfig,
+        *,
+        client: SharingClient | None = None,
+        store: StateStore | None = None,
+        spark: Callable[[], SparkSession] | None = None,
+        progress: ProgressFactory | None = None,
+    ) -> None:
+        self.config = config
+        self._client = client
+        self._store = store
+        self._spark_factory = spark
+        self._progress = progress
+        self._lock = threading.RLock()  # the lazy resources are created once, whichever thread asks first
+        self._budget: TransferBudget | None = None
+        self._staging_lock = threading.Lock()
+        self._staging_problem: str | None = None  # why the remote engine cannot read staging_dir
+        self._staging_checked = False
+
+    @property
+    def client(self) -> SharingClient:
+        with self._lock:
+            if self._client is None:
+                from sharesync.sync.protocol.client import SharingClient
+                from sharesync.sync.protocol.profile import check_expiry, load_profile
+
+                profile = load_profile(self.config.profile)
+                check_expiry(profile)
+                self._client = SharingClient(
+                    profile,
+                    ca_bundle=self.config.ca_bundle,
+                    allow_private_file_urls=self.config.allow_private_file_urls,
+                    file_id_hash=self.config.file_id_hash,
+                )
+            return self._client
+
+    @property
+    def store_opened(self) -> bool:
+        """Whether the state store exists yet (a pass with nothing new may read SQLite without it)."""
+        return self._store is not None
+
+    @property
+    def store(self) -> StateStore:
+        with self._lock:
+            if self._store is None:
+                from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
+
+                days = self.config.run_history_days
+                self._store = open_store(self.config.state_store, run_retention=timedelta(days=days) if days else None)
+            return self._store
+
+    @property
+    def budget(self) -> TransferBudget:
+        """The downloads and in-memory bytes every table this engine syncs shares (``defaults``)."""
+        with self._lock:
+            if self._budget is None:
+                from sharesync.sync.protocol.budget import TransferBudget
+
+                limits = self.config.defaults
+                self._budget = TransferBudget(limits.max_concurrent_downloads, limits.max_staged_megabytes * 2**20)
+            return self._budget
+
+    def spark(self) -> SparkSession:
+        if self._spark_factory is not None:
+            return self._spark_factory()
+        from sharesync.pipelines.jobs.session import get_spark
+
+        return get_spark(self.config.spark)
+
+    def services(self, spark: Callable[[], SparkSession]) -> RunServices:
+        return RunServices(self.config, self.store, self.client, spark, self._progress, self.budget)
+
+    def tracked_spark(self, used: list[SparkSession]) -> Callable[[], SparkSession]:
+        """:meth:`spark`, remembering the session handed out (to stop that one only if it dies)."""
+
+        def spark() -> SparkSession:
+            session = self.spark()
+            used.append(session)
+            return session
+
+        return spark
+
+    def drop_spark(self, exc: Exception, used: list[SparkSession]) -> None:
+        """Stop the dead session (and the embedded engine); the next job starts new ones.
+
+        Only if it is still the current one: tables running in parallel all see it die, and the
+        first to stop it must not have a later one stop the new session another table started.
+        """
+        from sharesync.pipelines.jobs.session import stop_spark
+
+        log.warning("the Spark session is gone (%s); the next table starts a new one", describe(exc))
+        stop_spark(only=used[-1] if used else None)
+
+    def check_staging(self, spark: Callable[[], SparkSession]) -> None:
+        """A ``spark.remote`` engine must read what this process stages: probed once, before any download."""
+        if self.config.spark.remote is None:
+            return
+        with self._staging_lock:
+            if not self._staging_checked:
+                from sharesync.pipelines.jobs.staging_probe import staging_problem
+
+                self._staging_problem = staging_problem(spark(), self.config.staging_dir, self.config.spark.remote)
+                self._staging_checked = True
+        if self._staging_problem is not None:
+            raise ConfigError(self._staging_problem)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()

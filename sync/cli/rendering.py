@@ -1,0 +1,134 @@
+"""How the engine's commands print results: the results table, a pass line, the status table.
+
+Tables go to stdout; errors to stderr; messages and names are printed as written (:func:`esc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sharesync.pipelines.run.results import TableSyncResult
+    from sharesync.pipelines.run.status import TableStatus
+
+
+def print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) -> None:
+    """One line per pass (a log that shows the loop is alive), then the tables that did something."""
+    from sharesync.pipelines.run.results import TableOutcome
+
+    order = (TableOutcome.SYNCED, TableOutcome.FAILED, TableOutcome.UP_TO_DATE)
+    counts = {outcome: sum(r.outcome is outcome for r in results) for outcome in order}
+    summary = ", ".join(f"{n} {outcome.value.replace('_', ' ')}" for outcome, n in counts.items() if n) or "no tables"
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    click.echo(f"{now} UTC pass {number}: {summary} ({seconds:.2f} s)")
+    busy = [r for r in results if r.outcome is not TableOutcome.UP_TO_DATE or r.warnings]
+    if busy:
+        print_results(busy)
+
+
+def print_statuses(rows: Sequence[TableStatus], warnings: Sequence[str]) -> None:
+    """``status``'s table: a row per table, then each provider state, error and warning in full."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in rows), default=5))
+    for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        source = _show(row.source_version) if row.provider_error is None else row.provider.value
+        table.add_row(
+            row.name,
+            row.mode.value,
+            f"{_show(row.checkpoint_version)}/{source}",
+            _show(row.lag_versions),
+            _show(row.last_sync_at),
+            _show(row.last_status),
+        )
+    console = Console()
+    console.print(table)
+    for row in rows:
+        if row.provider_error:  # the provider's state, not the table's: its checkpoint is as shown
+            console.print(
+                f"[yellow]provider {row.provider.value}:[/yellow] {esc(row.name)}: {esc(row.provider_error)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if row.last_error:
+            console.print(
+                f"[red]last error:[/red] {esc(row.name)}: {esc(row.last_error)}", highlight=False, soft_wrap=True
+            )
+        if row.last_warning:
+            console.print(
+                f"[yellow]last warning:[/yellow] {esc(row.name)}: {esc(row.last_warning)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/yellow] {esc(warning)}", highlight=False, soft_wrap=True)
+
+
+def print_results(results: Sequence[TableSyncResult], console: Console | None = None) -> None:
+    """One narrow row per table (fits 80 columns; names never cut), then each warning in full on
+    its own line, where a long message stays readable; errors go to stderr the same way."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from sharesync.pipelines.run.results import TableOutcome
+
+    console = console or Console()
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in results), default=5))
+    table.add_column("result", no_wrap=True)
+    table.add_column("versions", no_wrap=True)
+    table.add_column("changes", no_wrap=True)
+    table.add_column("files", justify="right", no_wrap=True)
+    table.add_column("MB", justify="right", no_wrap=True)
+    table.add_column("s", justify="right", no_wrap=True)
+    shown = {
+        TableOutcome.UP_TO_DATE: "up to date",
+        TableOutcome.SYNCED: "synced",
+        TableOutcome.FAILED: "[red]FAILED[/red]",
+    }
+    for r in results:
+        stats = r.stats
+        versions = f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version)
+        table.add_row(
+            r.name,
+            shown[r.outcome],
+            versions,
+            r.changes.describe(compact=True) if r.batches else "-",
+            str(stats.files_downloaded),
+            f"{stats.bytes_downloaded / 1e6:.1f}",
+            f"{r.seconds:.1f}",
+        )
+    console.print(table)
+    errors = Console(stderr=True, width=console.width) if any(r.error for r in results) else None
+    for r in results:
+        if r.error and errors is not None:
+            errors.print(f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", highlight=False, soft_wrap=True)
+        for warning in r.warnings:
+            console.print(f"[yellow]warning:[/yellow] {esc(r.name)}: {esc(warning)}", highlight=False, soft_wrap=True)
+
+
+def esc(text: str) -> str:
+    """Text from messages and names, printed as is: rich would read '[rel.s.t]' as a style tag and drop it."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    return str(value)

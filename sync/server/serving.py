@@ -1,0 +1,48 @@
+"""What a running sharing server holds: its settings, faults, signer, clock, catalog and login.
+
+Apart from the routes (:mod:`~sharesync.sync.server.app`) because the runner and tests build and
+adjust it (move the clock, set faults) while the app serves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from sharesync.sync.server.asyncqueries import AsyncQueries
+from sharesync.sync.server.auth import Authenticator
+from sharesync.sync.server.catalog import Catalog
+from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.settings import ServerSettings
+from sharesync.sync.server.signing import Signer
+
+
+@dataclass
+class Clock:
+    """Wall-clock milliseconds plus an offset tests can move forward instead of sleeping."""
+
+    offset_ms: int = 0
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000) + self.offset_ms
+
+    def advance(self, seconds: float) -> None:
+        self.offset_ms += int(seconds * 1000)
+
+
+@dataclass
+class ServerState:
+    settings: ServerSettings
+    faults: Faults
+    signer: Signer
+    clock: Clock = field(default_factory=Clock)
+    queries: AsyncQueries = field(default_factory=AsyncQueries)
+
+    def __post_init__(self) -> None:
+        self.catalog = Catalog(self.settings.root)
+        self.auth = Authenticator(
+            self.settings.bearer_token,
+            self.settings.oauth_client_id,
+            self.settings.oauth_client_secret,
+            self.settings.oauth_token_lifetime_seconds,
+        )
