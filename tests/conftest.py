@@ -169,7 +169,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 # The fast lane (`pytest -m "not slow"`, README "Development") leaves out what starts the engine
 # for whole CLI passes or spawns processes: every test under these folders and files is slow.
-SLOW_PATHS = ("e2e/", "reliability/", "state/test_races.py")
+SLOW_PATHS = ("e2e/", "reliability/", "state/test_races.py", "state/test_cross_host_leases.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
