@@ -241,15 +241,9 @@ class SparkServer:
         """One unmeasured Delta write and MERGE: the JVM's first statements (class loading, JIT) are
         not charged to whichever pipeline the interleaving happens to run first."""
         shutil.rmtree(path, ignore_errors=True)
-        code = (
-            "import sys; from pyspark.sql import SparkSession; s = SparkSession.builder.remote(sys.argv[1]).getOrCreate(); "
-            "s.range(1000).selectExpr('id', 'cast(id as string) v').write.format('delta').save(sys.argv[2]); "
-            "s.range(500, 1500).selectExpr('id', 'cast(id * 2 as string) v').createOrReplaceTempView('w'); "
-            "s.sql(f'MERGE INTO delta.`{sys.argv[2]}` t USING w ON t.id = w.id WHEN MATCHED THEN UPDATE SET * "
-            "WHEN NOT MATCHED THEN INSERT *').collect(); print(s.read.format('delta').load(sys.argv[2]).count())"
-        )
-        done = subprocess.run([PYTHON, "-c", code, self.remote, str(path)], capture_output=True, text=True)
-        if done.returncode != 0 or done.stdout.strip().splitlines()[-1:] != ["1500"]:
+        done = subprocess.run([PYTHON, "-m", "bench.spark_peer", "warmup", self.remote, str(path)],
+                              capture_output=True, text=True, cwd=REPO)  # fmt: skip
+        if done.returncode != 0 or '"warmup_rows": 1500' not in done.stdout:
             self.stop()
             raise SystemExit(f"the Spark Connect server's warm-up failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
 
