@@ -211,7 +211,7 @@ class SparkServer:
     """One Apache Spark Connect server with Delta (``deploy/spark/run.sh connect``, local[2]) on a free
     port, for the whole bench run; its memory is sampled (``VmRSS`` of its process tree) per run."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, confs: list[str] = []) -> None:  # noqa: B006 - read only
         import socket
 
         with socket.socket() as sock:
@@ -221,7 +221,8 @@ class SparkServer:
         self.log = work / "spark-server.log"
         env = {**os.environ, "SPARK_LOG_DIR": str(work / "spark-logs"), "SPARK_WORKER_DIR": str(work / "spark-work")}
         self.process = subprocess.Popen(
-            ["bash", str(REPO / "deploy" / "spark" / "run.sh"), "connect", "--port", str(self.port)],
+            ["bash", str(REPO / "deploy" / "spark" / "run.sh"), "connect", "--port", str(self.port),
+             *(arg for conf in confs for arg in ("--conf", conf))],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, cwd=REPO, env=env, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 180
@@ -672,7 +673,7 @@ class Bench:
             global REMOTE
             log("starting the Apache Spark Connect server (deploy/spark/run.sh connect) …")
             try:
-                self.spark = SparkServer(self.work)
+                self.spark = SparkServer(self.work, self.args.spark_conf)
             except BaseException:
                 self.server.stop()
                 raise
@@ -949,6 +950,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="sharesync's engine: embedded Sail, or one Apache Spark Connect server for the run "
                              "(deploy/spark/run.sh; the peer is then bench.spark_peer, and `sail` runs "
                              "sharesync on Sail beside it)")  # fmt: skip
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="K=V",
+                        help="with --engine spark: a setting for the Spark server (deploy/spark/run.sh --conf), "
+                             "e.g. spark.driver.memory=4g")  # fmt: skip
     args = parser.parse_args(argv)
     global RSS_LIMIT_KB
     RSS_LIMIT_KB = int(args.rss_limit_gib * 2**20)
