@@ -53,84 +53,107 @@ def arrow_schema(schema_string: str):  # noqa: ANN201 - pyarrow is imported lazi
     return pa.schema(fields)
 
 
-def _state_file(target: Path) -> Path:
+def state_file(target: Path) -> Path:
     return target.with_name(target.name + ".peer.json")
 
 
 def bootstrap(url: str, target: Path, version: int | None, key: str, delta: bool | None) -> dict[str, object]:
-    import delta_sharing
-    import pyarrow as pa
     from deltalake import write_deltalake
 
     timings: dict[str, float] = {}
     began = time.monotonic()
-    if version is None:
-        version = delta_sharing.get_table_version(url)
-    schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
-    df = delta_sharing.load_as_pandas(url, version=version, use_delta_format=delta)
+    version, _, table = load_snapshot(url, version, delta)
+    rows = table.num_rows
     timings["load"] = time.monotonic() - began
-    mark = time.monotonic()
-    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
-    rows = len(df)
-    del df
-    timings["to_arrow"] = time.monotonic() - mark
     mark = time.monotonic()
     write_deltalake(str(target), table, mode="overwrite")
     timings["write"] = time.monotonic() - mark
-    _state_file(target).write_text(json.dumps({"version": version, "key": key}))
+    state_file(target).write_text(json.dumps({"version": version, "key": key}))
     return {"version": version, "rows": rows, "timings": timings}
 
 
-def incremental(url: str, target: Path, key: str, delta: bool | None) -> dict[str, object]:
-    import delta_sharing
+# A change row is applied when it is an insert or an update's postimage; otherwise its key is deleted.
+UPSERT = "s._change_type IN ('insert', 'update_postimage')"
+
+
+def newest_per_key(df, key: str, schema):  # noqa: ANN001, ANN201 - pandas/pyarrow imported lazily
+    """The newest change per key of a change-feed DataFrame, as an Arrow table of the share's columns
+    plus ``_change_type``; within a version an insert/postimage beats a delete beats a preimage."""
     import pyarrow as pa
-    from deltalake import DeltaTable
 
-    state = json.loads(_state_file(target).read_text())
-    last = int(state["version"])
-    timings: dict[str, float] = {}
-    began = time.monotonic()
-    latest = delta_sharing.get_table_version(url)
-    if latest <= last:
-        return {"version": last, "rows": 0, "timings": {"poll": time.monotonic() - began}}
-    schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
-    df = delta_sharing.load_table_changes_as_pandas(
-        url, starting_version=last + 1, ending_version=latest, use_delta_format=delta
-    )
-    timings["load"] = time.monotonic() - began
-    rows = len(df)
-
-    mark = time.monotonic()
-    # Newest change per key; within a version an insert/postimage beats a delete beats a preimage.
     rank = df["_change_type"].map({"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 2})
     df = (
         df.assign(_rank=rank)
         .sort_values(["_commit_version", "_rank"], kind="stable")
         .drop_duplicates(subset=[key], keep="last")
     )
-    columns = list(schema.names)
-    source = pa.Table.from_pandas(
-        df[[*columns, "_change_type"]], schema=schema.append(pa.field("_change_type", pa.string())),
+    return pa.Table.from_pandas(
+        df[[*schema.names, "_change_type"]], schema=schema.append(pa.field("_change_type", pa.string())),
         preserve_index=False,
+    )  # fmt: skip
+
+
+def load_snapshot(url: str, version: int | None, delta: bool | None):  # noqa: ANN201
+    """``(version, share schema as Arrow, snapshot as an Arrow table)`` through the official connector."""
+    import delta_sharing
+    import pyarrow as pa
+
+    if version is None:
+        version = delta_sharing.get_table_version(url)
+    schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
+    df = delta_sharing.load_as_pandas(url, version=version, use_delta_format=delta)
+    return version, schema, pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+
+
+def load_changes(url: str, last: int, delta: bool | None):  # noqa: ANN201
+    """``(latest version, share schema, change-feed DataFrame or None when nothing is new)``."""
+    import delta_sharing
+
+    latest = delta_sharing.get_table_version(url)
+    if latest <= last:
+        return latest, None, None
+    schema = arrow_schema(delta_sharing.get_table_metadata(url).schema_string)
+    df = delta_sharing.load_table_changes_as_pandas(
+        url, starting_version=last + 1, ending_version=latest, use_delta_format=delta
     )
-    net = len(df)
+    return latest, schema, df
+
+
+def incremental(url: str, target: Path, key: str, delta: bool | None) -> dict[str, object]:
+    from deltalake import DeltaTable
+
+    state = json.loads(state_file(target).read_text())
+    last = int(state["version"])
+    timings: dict[str, float] = {}
+    began = time.monotonic()
+    latest, schema, df = load_changes(url, last, delta)
+    if df is None:
+        return {"version": last, "rows": 0, "timings": {"poll": time.monotonic() - began}}
+    timings["load"] = time.monotonic() - began
+    rows = len(df)
+
+    mark = time.monotonic()
+    source = newest_per_key(df, key, schema)
+    net = source.num_rows
     del df
     timings["dedup"] = time.monotonic() - mark
 
     mark = time.monotonic()
-    upsert = "s._change_type IN ('insert', 'update_postimage')"
+    columns = list(schema.names)
     values = {f"`{c}`": f"s.`{c}`" for c in columns}
     metrics = (
         DeltaTable(str(target))
         .merge(source, f"t.`{key}` = s.`{key}`", source_alias="s", target_alias="t")
-        .when_matched_delete(predicate=f"NOT ({upsert})")
-        .when_matched_update(updates=values, predicate=upsert)
-        .when_not_matched_insert(updates=values, predicate=upsert)
+        .when_matched_delete(predicate=f"NOT ({UPSERT})")
+        .when_matched_update(updates=values, predicate=UPSERT)
+        .when_not_matched_insert(updates=values, predicate=UPSERT)
         .execute()
     )
     timings["merge"] = time.monotonic() - mark
-    _state_file(target).write_text(json.dumps({"version": latest, "key": key}))
-    counts = {k: metrics.get(k) for k in ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted")}
+    state_file(target).write_text(json.dumps({"version": latest, "key": key}))
+    counts = {
+        k: metrics.get(k) for k in ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted")
+    }
     return {"version": latest, "rows": rows, "net_keys": net, "timings": timings, **counts}
 
 

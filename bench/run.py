@@ -60,7 +60,9 @@ PYTHON = sys.executable
 SHARESYNC = str(VENV_BIN / "sharesync")
 RESULTS = BENCH / "results"
 TOKEN = "bench-token"
-PIPELINES = ("sharesync", "peer", "limit")
+PIPELINES = ("sharesync", "peer", "limit", "sail")  # sail: sharesync on embedded Sail, with --engine spark
+# --engine spark: the Spark Connect URL of the one Apache Spark server of the run (None: embedded Sail)
+REMOTE: str | None = None
 SCENARIOS = ("bootstrap", "incremental", "warm", "noop", "poll", "history")
 RSS_LIMIT_KB = 16 * 2**20  # a child above this is killed and the run stops (--rss-limit-gib)
 # Peer targets wrong by construction, not by chance: their time is reported, their correctness is
@@ -87,6 +89,8 @@ class Measure:
     server_cpu: float  # CPU seconds the sharing server spent meanwhile
     load: float  # 1-minute load average when the run started
     output: dict = field(default_factory=dict)  # the child's last JSON line, if any
+    engine_rss_mib: float = 0.0  # --engine spark: the Spark server's peak VmRSS sampled during the run
+    engine_cpu: float = 0.0  # --engine spark: CPU seconds the Spark server spent during the run
 
 
 def _server_cpu(pid: int | None) -> float:
@@ -181,6 +185,89 @@ def rss_floor(work: Path) -> float:
 # ---------------------------------------------------------------- servers
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``/proc/<pid>/task/*/children``)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo.extend(int(child) for child in task.read_text().split())
+            except OSError:
+                continue
+    return out
+
+
+def _status_kib(pid: int, field_: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(field_ + ":")), 0)
+    except OSError:
+        return 0
+
+
+class SparkServer:
+    """One Apache Spark Connect server with Delta (``deploy/spark/run.sh connect``, local[2]) on a free
+    port, for the whole bench run; its memory is sampled (``VmRSS`` of its process tree) per run."""
+
+    def __init__(self, work: Path, confs: list[str] = []) -> None:  # noqa: B006 - read only
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.remote = f"sc://127.0.0.1:{self.port}"
+        self.log = work / "spark-server.log"
+        env = {**os.environ, "SPARK_LOG_DIR": str(work / "spark-logs"), "SPARK_WORKER_DIR": str(work / "spark-work")}
+        self.process = subprocess.Popen(
+            ["bash", str(REPO / "deploy" / "spark" / "run.sh"), "connect", "--port", str(self.port),
+             *(arg for conf in confs for arg in ("--conf", conf))],
+            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, cwd=REPO, env=env, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 180
+        while True:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit(f"the Spark Connect server did not start:\n{self.log.read_text()[-3000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        time.sleep(1.0)
+        self.warm_up(work / "spark-warmup")
+
+    def warm_up(self, path: Path) -> None:
+        """One unmeasured Delta write and MERGE: the JVM's first statements (class loading, JIT) are
+        not charged to whichever pipeline the interleaving happens to run first."""
+        shutil.rmtree(path, ignore_errors=True)
+        done = subprocess.run([PYTHON, "-m", "bench.spark_peer", "warmup", self.remote, str(path)],
+                              capture_output=True, text=True, cwd=REPO)  # fmt: skip
+        if done.returncode != 0 or '"warmup_rows": 1500' not in done.stdout:
+            self.stop()
+            raise SystemExit(f"the Spark Connect server's warm-up failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss_kib(self) -> int:
+        return sum(_status_kib(p, "VmRSS") for p in _tree(self.pid))
+
+    def cpu(self) -> float:
+        return sum(_server_cpu(p) for p in _tree(self.pid))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # the group this server was started in, only
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
 class Server:
     """``sharesync serve ROOT`` as a subprocess on a free port; the profile it writes."""
 
@@ -230,8 +317,15 @@ def serving_root(work: Path, name: str, tables: dict[str, Path], extra: dict[str
 
 
 def write_config(
-    directory: Path, profile: Path, tables: list[str], *, max_versions: int | None = None, mode: str = "merge"
+    directory: Path,
+    profile: Path,
+    tables: list[str],
+    *,
+    max_versions: int | None = None,
+    mode: str = "merge",
+    embedded: bool = False,
 ) -> Path:
+    """``embedded``: Sail inside the process even with ``--engine spark`` (the ``sail`` pipeline)."""
     import yaml
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -247,6 +341,8 @@ def write_config(
     }  # fmt: skip
     if max_versions is not None:
         config["defaults"] = {"max_versions_per_batch": max_versions}
+    if REMOTE is not None and not embedded:
+        config["spark"] = {"remote": REMOTE}
     path = directory / "sharesync.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -257,8 +353,10 @@ def sharesync_argv(config: Path) -> list[str]:
 
 
 def peer_argv(profile: Path, table: str, target: Path, *args: str, delta_format: bool = False) -> list[str]:
-    """``delta_format``: the table needs the delta response format (deletion vectors)."""
-    return [PYTHON, "-m", "bench.peer", "--profile", str(profile), "--table", table, "--target", str(target),
+    """``delta_format``: the table needs the delta response format (deletion vectors). With
+    ``--engine spark`` the peer is ``bench.spark_peer`` on the same Spark server."""
+    module = ["bench.peer"] if REMOTE is None else ["bench.spark_peer", "--remote", REMOTE]
+    return [PYTHON, "-m", *module, "--profile", str(profile), "--table", table, "--target", str(target),
             *(["--delta-format"] if delta_format else []), *args]  # fmt: skip
 
 
@@ -277,10 +375,12 @@ def remove(*paths: Path) -> None:
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
-def sharesync_bootstrap(base: Path, profile: Path, table: str) -> tuple[Path, Callable[[], None]]:
+def sharesync_bootstrap(
+    base: Path, profile: Path, table: str, *, embedded: bool = False
+) -> tuple[Path, Callable[[], None]]:
     """A bootstrap run directory: its config, and what makes it fresh before every run."""
-    directory = base / "ss-boot"
-    config = write_config(directory, profile, [table])
+    directory = base / ("sail-boot" if embedded else "ss-boot")
+    config = write_config(directory, profile, [table], embedded=embedded)
     return config, lambda: remove(directory / "target", directory / "staging", directory / "state.db")
 
 
@@ -293,25 +393,43 @@ class StartState:
     sharesync_seed: Path
     peer: Path
     peer_seed: Path
+    sail_config: Path | None = None  # --engine spark: sharesync on embedded Sail, its own start state
+    sail: Path | None = None
+    sail_seed: Path | None = None
 
     def restore_sharesync(self) -> None:
         restore(self.sharesync_seed, self.sharesync)
+
+    def restore_sail(self) -> None:
+        assert self.sail is not None and self.sail_seed is not None
+        restore(self.sail_seed, self.sail)
 
     def restore_peer(self) -> None:
         restore(self.peer_seed, self.peer)
 
 
 def start_state(base: Path, w: wl.Workload, profile: Path, *, peer: bool = True,
-                max_versions: int | None = None) -> StartState:  # fmt: skip
-    """Sync sharesync (and the peer) to the start version through a server that stops there."""
+                max_versions: int | None = None, sail: bool = False) -> StartState:  # fmt: skip
+    """Sync sharesync (and the peer, and sharesync on Sail) to the start version through a server
+    that stops there."""
+    sail_dirs = {}
+    if sail:
+        sail_dirs = {"sail_config": write_config(base / "sail-inc", profile, [w.full_name], max_versions=max_versions,
+                                                 embedded=True),
+                     "sail": base / "sail-inc", "sail_seed": base / "sail-inc-seed"}  # fmt: skip
+        remove(base / "sail-inc" / "target", base / "sail-inc" / "staging", base / "sail-inc" / "state.db")
     state = StartState(write_config(base / "ss-inc", profile, [w.full_name], max_versions=max_versions),
-                       base / "ss-inc", base / "ss-inc-seed", base / "peer-inc", base / "peer-inc-seed")  # fmt: skip
+                       base / "ss-inc", base / "ss-inc-seed", base / "peer-inc", base / "peer-inc-seed",
+                       **sail_dirs)  # fmt: skip
     remove(state.sharesync / "target", state.sharesync / "staging", state.sharesync / "state.db", state.peer)
     at_start = serving_root(base, "root-start", {w.name: wl.start_root(w) / wl.SHARE / wl.SCHEMA / w.name})
     server = Server(at_start, base, "start")
     try:
         run_child(sharesync_argv(state.config), log_to=base / "logs" / "setup-sharesync.log",
                   env={"SHARESYNC_PROFILE": str(server.profile)})  # fmt: skip
+        if state.sail_config is not None:
+            run_child(sharesync_argv(state.sail_config), log_to=base / "logs" / "setup-sail.log",
+                      env={"SHARESYNC_PROFILE": str(server.profile)})  # fmt: skip
         if peer:
             state.peer.mkdir(parents=True)
             run_child(peer_argv(server.profile, w.full_name, state.peer / "target", "bootstrap",
@@ -320,6 +438,8 @@ def start_state(base: Path, w: wl.Workload, profile: Path, *, peer: bool = True,
     finally:
         server.stop()
     restore(state.sharesync, state.sharesync_seed)
+    if state.sail is not None and state.sail_seed is not None:
+        restore(state.sail, state.sail_seed)
     if peer:
         restore(state.peer, state.peer_seed)
     return state
@@ -346,6 +466,30 @@ def verify(w: wl.Workload, targets: dict[str, Path | str], storage_options: dict
             raise SystemExit(f"{pipeline} target {path}: columns {differ} differ from the provider's")
 
 
+class _EngineSampler:
+    """The Spark server's ``VmRSS`` (its process tree) every 50 ms while a child runs: its peak, and
+    the server's CPU seconds over the run. A JVM keeps the heap it grew, so the peak includes what
+    earlier runs left; VmHWM cannot be reset without restarting the server."""
+
+    def __init__(self, spark: SparkServer) -> None:
+        import threading
+
+        self.spark, self.peak, self.cpu_before = spark, spark.rss_kib(), spark.cpu()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.05):
+            self.peak = max(self.peak, self.spark.rss_kib())
+
+    def stop(self) -> tuple[float, float]:
+        self.done.set()
+        self.thread.join()
+        self.peak = max(self.peak, self.spark.rss_kib())
+        return self.peak / 1024, self.spark.cpu() - self.cpu_before
+
+
 def _ratio(mine: dict | None, other: dict | None, field_: str) -> str:
     return f"{mine[field_] / other[field_]:.2f}" if mine and other and other[field_] else "–"
 
@@ -361,6 +505,7 @@ class Bench:
         self.results: dict[str, dict] = {}
         self.phases: dict[str, dict] = {}
         self.findings: list[str] = []  # what went wrong with a pipeline that is not sharesync
+        self.spark: SparkServer | None = None  # --engine spark: the run's Spark Connect server
 
     def measure(self, scenario: str, pipeline: str, argv: list[str], *, before: Callable[[], None] | None = None,
                 env: dict[str, str] | None = None, rows: int | None = None) -> None:  # fmt: skip
@@ -369,11 +514,15 @@ class Bench:
         if before is not None:
             before()
         index = len(entry["runs"]) + 1
+        sampler = _EngineSampler(self.spark) if self.spark is not None else None
         m = run_child(argv, log_to=self.work / "logs" / f"{scenario}-{pipeline}-{index}.log", env=env,
                       server_pid=self.server.pid)  # fmt: skip
+        if sampler is not None:
+            m.engine_rss_mib, m.engine_cpu = sampler.stop()
         entry["runs"].append(asdict(m))
+        engine = f"  spark {m.engine_rss_mib:6.0f} MiB cpu {m.engine_cpu:5.1f} s" if sampler is not None else ""
         log(f"  {key:<36} run {index}: {m.wall:7.2f} s  {m.maxrss_mib:8.0f} MiB  cpu {m.cpu:6.1f} s"
-            f"  server cpu {m.server_cpu:5.1f} s  load {m.load:4.1f}")  # fmt: skip
+            f"  server cpu {m.server_cpu:5.1f} s{engine}  load {m.load:4.1f}")  # fmt: skip
 
     def interleaved(self, scenario: str, jobs: dict[str, tuple]) -> None:
         """Each pipeline ``runs`` times, the order rotating per run."""
@@ -403,31 +552,48 @@ class Bench:
                 remove(peer_dir)
                 peer_dir.mkdir(parents=True)
 
-            self.interleaved(f"{label}-bootstrap", {
+            sail_config, fresh_sail = sharesync_bootstrap(base, profile, table, embedded=True)
+            jobs = {
                 "sharesync": (sharesync_argv(config), fresh_ss, w.live_rows),
+                "sail": (sharesync_argv(sail_config), fresh_sail, w.live_rows),
                 "peer": (peer_argv(profile, table, peer_dir / "target", "bootstrap", delta_format=dv), fresh_peer,
                          w.live_rows),
                 "limit": (limit_argv(profile, table, "snapshot", delta_format=dv), None, w.live_rows),
-            })  # fmt: skip
+            }  # fmt: skip
+            if not self.with_sail:
+                del jobs["sail"]
+            self.interleaved(f"{label}-bootstrap", jobs)
             self.verify(f"{label}-bootstrap", w, config.parent / "target", peer_dir / "target")
+            if self.with_sail:
+                verify(w, {"sail": sail_config.parent / "target"})
             self.breakdown(f"{label}-bootstrap", config, fresh_ss)
 
         if {"incremental", "warm", "noop"} & set(self.args.scenarios):
             log(f"{label}: incremental v{w.start_version + 1}..v{w.latest_version} "
                 f"({w.versions} versions, {w.change_file_rows:,} change rows); setting up the start state …")  # fmt: skip
             state = start_state(
-                base, w, profile, peer="peer" in self.args.pipelines, max_versions=self.args.max_versions
+                base,
+                w,
+                profile,
+                peer="peer" in self.args.pipelines,
+                max_versions=self.args.max_versions,
+                sail=self.with_sail,
             )
             if "incremental" in self.args.scenarios:
                 changes = ("changes", "--from", str(w.start_version + 1), "--to", str(w.latest_version))
-                self.interleaved(f"{label}-incremental", {
+                jobs = {
                     "sharesync": (sharesync_argv(state.config), state.restore_sharesync, w.change_file_rows),
                     "peer": (peer_argv(profile, table, state.peer / "target", "incremental", delta_format=dv),
                              state.restore_peer,
                              w.change_file_rows),
                     "limit": (limit_argv(profile, table, *changes, delta_format=dv), None, w.change_file_rows),
-                })  # fmt: skip
+                }  # fmt: skip
+                if state.sail_config is not None:
+                    jobs["sail"] = (sharesync_argv(state.sail_config), state.restore_sail, w.change_file_rows)
+                self.interleaved(f"{label}-incremental", jobs)
                 self.verify(f"{label}-incremental", w, state.sharesync / "target", state.peer / "target")
+                if state.sail is not None:
+                    verify(w, {"sail": state.sail / "target"})
                 self.breakdown(f"{label}-incremental", state.config, state.restore_sharesync)
             if "warm" in self.args.scenarios and "sharesync" in self.args.pipelines:
                 self.warm(label, w, state)
@@ -439,6 +605,11 @@ class Bench:
             from bench import history
 
             history.scenario(self, label, w)
+
+    @property
+    def with_sail(self) -> bool:
+        """``--engine spark`` with the ``sail`` pipeline: sharesync on embedded Sail in the same runs."""
+        return self.spark is not None and "sail" in self.args.pipelines
 
     def verify(self, scenario: str, w: wl.Workload, ss_target: Path, peer_target: Path) -> None:
         """sharesync's target must equal the provider (or the bench stops); a wrong peer target is
@@ -498,6 +669,16 @@ class Bench:
                             {"poll": poll_root / "poll"} if poll_root else None)  # fmt: skip
         self.server = Server(root, self.work, "main")
         log(f"sharing server pid {self.server.pid}: {json.loads(self.server.profile.read_text())['endpoint']}")
+        if self.args.engine == "spark":
+            global REMOTE
+            log("starting the Apache Spark Connect server (deploy/spark/run.sh connect) …")
+            try:
+                self.spark = SparkServer(self.work, self.args.spark_conf)
+            except BaseException:
+                self.server.stop()
+                raise
+            REMOTE = self.spark.remote
+            log(f"Spark Connect server pid {self.spark.pid}: {REMOTE}, {self.spark.rss_kib() / 1024:.0f} MiB")
         self.floor = rss_floor(self.work)
         log(f"RSS floor of the launcher (a /bin/true child): {self.floor:.1f} MiB")
         started = time.time()
@@ -508,6 +689,8 @@ class Bench:
                 self.poll()
         finally:
             self.server.stop()
+            if self.spark is not None:
+                self.spark.stop()
         self.report(workloads, time.time() - started)
 
     # -- results
@@ -516,7 +699,9 @@ class Bench:
         out = {}
         for key, entry in self.results.items():
             runs = entry["runs"]
-            med = {k: statistics.median(r[k] for r in runs) for k in ("wall", "maxrss_mib", "cpu", "server_cpu")}
+            med = {k: statistics.median(r.get(k, 0.0) for r in runs)
+                   for k in ("wall", "maxrss_mib", "cpu", "server_cpu", "engine_rss_mib", "engine_cpu")}  # fmt: skip
+            med["total_rss_mib"] = statistics.median(r["maxrss_mib"] + r.get("engine_rss_mib", 0.0) for r in runs)
             rows = entry.get("rows")
             out[key] = {**med, "n": len(runs), "rows": rows, "rows_per_s": rows / med["wall"] if rows else None}
             if entry["pipeline"] == "probe":
@@ -554,7 +739,8 @@ class Bench:
             f"{reduced}sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
             f"median of {self.runs} run(s), {round(seconds)} s; RSS floor {self.floor:.0f} MiB; "
             f"1-min load average at the end {os.getloadavg()[0]:.1f}", "",
-            *self.table(summary), "", *self.by_shape(summary, workloads), "", *self.notes(summary, workloads),
+            *self.table(summary), "", *self.by_shape(summary, workloads), "", *self.spark_table(summary),
+            *self.notes(summary, workloads),
             *self.findings, "", "Goals (issue 16):", *goals,
         ])  # fmt: skip
         print("\n" + text, flush=True)
@@ -586,6 +772,31 @@ class Bench:
                 f"{_ratio(s, peer, 'cpu')} | {_ratio(s, limit, 'wall')} |"
             )
         return lines
+
+    def spark_table(self, summary: dict) -> list[str]:
+        """--engine spark: sharesync on Spark vs the Spark peer (wall; memory = client + Spark server)
+        and vs sharesync on embedded Sail (issue 29 §5's goals: ≤ 0.5× wall, ≤ 0.7× memory)."""
+        if self.spark is None:
+            return []
+        lines = ["Apache Spark engine (memory = the client process's peak RSS + the Spark server's peak VmRSS "
+                 "sampled during the run):", "",
+                 "| scenario | sharesync on Spark s | client+Spark MiB | Spark peer s | client+Spark MiB | × peer wall "
+                 "| × peer memory | sharesync on Sail s | Sail MiB | Spark / Sail wall |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        scenarios = dict.fromkeys(key.split("/")[0] for key in summary if key.endswith("/sharesync"))
+        for scenario in scenarios:
+            ss, peer, sail = (summary.get(f"{scenario}/{p}") for p in ("sharesync", "peer", "sail"))
+
+            def cell(x: dict | None, field_: str, fmt: str = "{:.2f}") -> str:
+                return fmt.format(x[field_]) if x else "–"
+
+            lines.append(
+                f"| {scenario} | {cell(ss, 'wall')} | {cell(ss, 'total_rss_mib', '{:,.0f}')} | {cell(peer, 'wall')} | "
+                f"{cell(peer, 'total_rss_mib', '{:,.0f}')} | {_ratio(ss, peer, 'wall')} | "
+                f"{_ratio(ss, peer, 'total_rss_mib')} | {cell(sail, 'wall')} | {cell(sail, 'maxrss_mib', '{:,.0f}')} | "
+                f"{_ratio(ss, sail, 'wall')} |"
+            )
+        return [*lines, ""]
 
     @staticmethod
     def by_shape(summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
@@ -662,6 +873,15 @@ class Bench:
             return ratio(get(f"{scenario}/sharesync", field_), get(f"{scenario}/{other}", field_))
 
         ran = set(self.args.scenarios)
+        if self.spark is not None:  # issue 29 §5: against the Spark user's own pipeline, on the same engine
+            for label in labels:
+                for scenario in ("bootstrap", "incremental"):
+                    if scenario in ran:
+                        key = f"{label}-{scenario}"
+                        check(f"{key} on Spark: wall vs the Spark peer", versus(key, "peer"), 0.5)
+                        check(f"{key} on Spark: client + Spark server memory vs the Spark peer's",
+                              versus(key, "peer", "total_rss_mib"), 0.7)  # fmt: skip
+            return out
         for label in labels:
             inc, boot = f"{label}-incremental", f"{label}-bootstrap"
             if "incremental" in ran:
@@ -726,6 +946,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="scratch directory for targets, state and logs")  # fmt: skip
     parser.add_argument("--results", default=str(RESULTS), help="where the .json/.md results go")
     parser.add_argument("--rss-limit-gib", type=float, default=16.0, help="kill a child whose RSS exceeds this")
+    parser.add_argument("--engine", choices=("sail", "spark"), default="sail",
+                        help="sharesync's engine: embedded Sail, or one Apache Spark Connect server for the run "
+                             "(deploy/spark/run.sh; the peer is then bench.spark_peer, and `sail` runs "
+                             "sharesync on Sail beside it)")  # fmt: skip
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="K=V",
+                        help="with --engine spark: a setting for the Spark server (deploy/spark/run.sh --conf), "
+                             "e.g. spark.driver.memory=4g")  # fmt: skip
     args = parser.parse_args(argv)
     global RSS_LIMIT_KB
     RSS_LIMIT_KB = int(args.rss_limit_gib * 2**20)
