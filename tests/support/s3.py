@@ -138,6 +138,7 @@ def s3_store() -> Iterator[S3Store]:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
+            process.stdout.close()
 
 
 class S3Workspace(Workspace):
