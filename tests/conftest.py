@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,6 +171,14 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 # The fast lane (`pytest -m "not slow"`, README "Development") leaves out what starts the engine
 # for whole CLI passes or spawns processes: every test under these folders and files is slow.
 SLOW_PATHS = ("e2e/", "reliability/", "state/test_races.py", "state/test_cross_host_leases.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl+C is delivered, however the suite was started: a runner started in the background of a
+    non-interactive shell inherits SIGINT ignored, and so would every process a test starts (the
+    Ctrl+C tests of the CLI, ``serve`` and ``dagster dev`` then fail). A handler, unlike an ignored
+    signal, is reset to the default in a child process."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
