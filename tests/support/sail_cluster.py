@@ -23,6 +23,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from support.processes import stop_process
+
 STARTED = re.compile(r"Spark Connect server on [\d.]+:(\d+)")
 WORKER_STARTED = re.compile(r"starting worker (\d+)")
 START_TIMEOUT = 60.0
@@ -107,17 +109,8 @@ class SailServer:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._reader is not None:
-            self._reader.join(5)
+        if process is not None:
+            stop_process(process, self._reader, grace=15)
 
 
 def private_mount_prefix(hidden: Path) -> list[str] | None:

@@ -21,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from support.processes import stop_process
+
 PROJECT = Path(__file__).resolve().parents[2]
 RUN = PROJECT / "deploy" / "spark" / "run.sh"
 START_TIMEOUT = 120.0
@@ -85,19 +87,8 @@ class SparkProcess:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._reader is not None:
-            self._reader.join(10)  # the log ends with the process
-        if process.stdout is not None:
-            process.stdout.close()
+        if process is not None:
+            stop_process(process, self._reader, grace=30)
 
 
 class SparkConnect:
