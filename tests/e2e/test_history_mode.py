@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import FlakyStore, Workspace
-from support.engines import on_both_engines
+from support.engines import SAIL, SPARK, SPARK_CLUSTER, on_both_engines
 from support.history import CURRENT, VF, VF_TS, VT, VT_TS, Row, assert_history_matches, commit_times, source_history
 from support.verify import read_target_table, source_version
 
@@ -30,7 +30,9 @@ from sharesync.state import open_store
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.server.samples import sample_rows
 
-pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
+# Every test on the embedded Sail and on Apache Spark + Delta; the random rounds also on a
+# standalone Spark cluster of two workers (one strategy: the cluster's point is distribution).
+ROUND_CASES = [(SAIL, "merge"), (SAIL, "rewrite"), (SPARK, "merge"), (SPARK, "rewrite"), (SPARK_CLUSTER, "merge")]
 
 KEYS = ["id"]
 # Table "t": a projection, a filter and a tracked-column list (qty changes update in place).
@@ -85,7 +87,7 @@ def check(ws: Workspace, start: dict[str, int], gaps: dict[str, dict[int, int]] 
     assert_history_matches(ws.target("t"), expected_t, KEYS)
 
 
-@pytest.mark.parametrize("strategy", ["merge", "rewrite"])
+@pytest.mark.parametrize(("engine", "strategy"), ROUND_CASES, indirect=["engine"])
 def test_random_rounds_keep_the_change_feed_history_exactly_once(
     workspace: Workspace, cli: Callable[..., CliResult], strategy: str
 ) -> None:
@@ -140,6 +142,7 @@ def test_random_rounds_keep_the_change_feed_history_exactly_once(
     assert any(r.end_version - r.start_version == 2 for r in runs if r.start_version is not None)
 
 
+@on_both_engines
 def test_untracked_only_changes_update_the_current_row_in_place(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -172,6 +175,7 @@ def test_untracked_only_changes_update_the_current_row_in_place(
     )
 
 
+@on_both_engines
 def test_start_version_and_backfills_replay_the_change_feed(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -207,6 +211,7 @@ def test_start_version_and_backfills_replay_the_change_feed(
     assert_history_matches(ws.target("b"), source_history(path, KEYS, start=1, end=6, gaps={3: 2}), KEYS)
 
 
+@on_both_engines
 @pytest.mark.parametrize("emptied", [False, True], ids=["commits", "all-deleted"])
 def test_a_history_gap_rebootstraps_and_closes_every_open_row_with_a_warning(
     workspace: Workspace, cli: Callable[..., CliResult], emptied: bool
@@ -237,6 +242,7 @@ def test_a_history_gap_rebootstraps_and_closes_every_open_row_with_a_warning(
     assert_history_matches(ws.target("g"), expected, KEYS)
 
 
+@on_both_engines
 def test_a_table_without_change_data_feed_dates_its_history_when_sharesync_read_it(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -258,6 +264,7 @@ def test_a_table_without_change_data_feed_dates_its_history_when_sharesync_read_
     assert as_of == set(DeltaTable(str(ws.path("n")), version=0).to_pyarrow_table(columns=["id"])["id"].to_pylist())
 
 
+@on_both_engines
 def test_a_rolled_back_target_replays_from_its_own_high_water_mark(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -277,6 +284,7 @@ def test_a_rolled_back_target_replays_from_its_own_high_water_mark(
     assert_history_matches(ws.target("r"), source_history(path, KEYS, start=0, end=source_version(path)), KEYS)
 
 
+@on_both_engines
 def test_a_lost_target_is_rebuilt_and_says_its_history_is_gone(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -298,6 +306,7 @@ def test_a_lost_target_is_rebuilt_and_says_its_history_is_gone(
     assert_history_matches(ws.target("l"), source_history(ws.path("l"), KEYS, start=latest, end=latest), KEYS)
 
 
+@on_both_engines
 def test_switching_a_target_between_merge_and_history_needs_a_reset(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -321,6 +330,7 @@ def test_switching_a_target_between_merge_and_history_needs_a_reset(
     assert not {VF, VT} & set(read_target_table(ws.target("x")).column_names)
 
 
+@on_both_engines
 def test_a_tracked_column_the_shared_table_lacks_is_a_config_error(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
