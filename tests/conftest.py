@@ -181,11 +181,31 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# The suite runs on two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml). The
+# tests of each separate engine server go to one worker as a group, so each server starts once
+# in the session, not once per worker; everything else is shared out test by test.
+ENGINE_GROUPS = {
+    "apache_spark": "apache-spark",
+    "apache_spark_s3": "apache-spark",
+    "apache_spark_cluster": "spark-cluster",
+    "sail_cluster": "sail-cluster",
+}
+
+
+def _engine_group(item: pytest.Item, engine: str) -> str | None:
+    needs = {ENGINE_FIXTURE_NAMES[engine]} if engine in ENGINE_FIXTURE_NAMES else set()
+    needs |= set(getattr(item, "fixturenames", ())) & ENGINE_GROUPS.keys()
+    groups = sorted({ENGINE_GROUPS[name] for name in needs})
+    return groups[0] if groups else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests_dir = Path(__file__).parent
     for item in items:
         relative = item.path.relative_to(tests_dir).as_posix()
         callspec = getattr(item, "callspec", None)
-        on_other_engine = callspec is not None and callspec.params.get("engine", "sail") != "sail"
-        if relative.startswith(SLOW_PATHS) or on_other_engine:
+        engine = str(callspec.params.get("engine", "sail")) if callspec is not None else "sail"
+        if relative.startswith(SLOW_PATHS) or engine != "sail":
             item.add_marker(pytest.mark.slow)
+        if group := _engine_group(item, engine):
+            item.add_marker(pytest.mark.xdist_group(group))
