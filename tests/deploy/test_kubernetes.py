@@ -231,7 +231,15 @@ def test_kustomize_gives_sail_workers_the_image_set_once(tmp_path: Path) -> None
         pytest.skip("kubectl is not installed")
     driver = next(d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "spark-connect")
     server = driver["spec"]["template"]["spec"]["containers"][0]
+    images = {
+        c["image"]
+        for d in rendered
+        if d["kind"] in WORKLOADS
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if not c["image"].startswith("postgres:")
+    }
 
+    assert images == {"registry.example.com/sharesync:latest"}
     assert (
         server["image"] == env_of(server)["SAIL_KUBERNETES__IMAGE"]["value"] == "registry.example.com/sharesync:latest"
     )
