@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from support.manifests import KUBERNETES_VERSION, env_of, kustomize, mounts
 
 from sharesync.sync.core.config import parse_config
 
@@ -25,8 +27,6 @@ MANIFESTS = DEPLOY / "kubernetes"
 KUSTOMIZATION: dict[str, Any] = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
 FILES = sorted(p for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
 DOCS: list[dict[str, Any]] = [doc for path in FILES for doc in yaml.safe_load_all(path.read_text()) if doc]
-# The oldest Kubernetes minor still commonly run; the manifests use nothing newer.
-KUBERNETES_VERSION = "1.30"
 WORKLOADS = ("Deployment", "StatefulSet")
 NAMESPACED = {"ConfigMap", "Deployment", "PersistentVolumeClaim", "Role", "RoleBinding", "Service"}
 NAMESPACED |= {"ServiceAccount", "StatefulSet"}
@@ -38,10 +38,6 @@ def docs(kind: str) -> list[dict[str, Any]]:
 
 def named(kind: str) -> dict[str, dict[str, Any]]:
     return {doc["metadata"]["name"]: doc for doc in docs(kind)}
-
-
-def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {entry["name"]: entry for entry in container.get("env", [])}
 
 
 def worker_template() -> dict[str, Any]:
@@ -65,15 +61,6 @@ def user_provided() -> str:
     return readme.split("### Secrets you create", 1)[1].split("\n#", 1)[0]
 
 
-def mounts(spec: dict[str, Any], container: str) -> dict[str, str]:
-    """mount path → claim name, for the claims a container of this pod mounts."""
-    claims = {
-        v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v
-    }
-    (found,) = [c for c in spec["containers"] if c["name"] == container]
-    return {m["mountPath"]: claims[m["name"]] for m in found["volumeMounts"] if m["name"] in claims}
-
-
 def test_kustomization_lists_every_manifest_and_sets_the_image_everywhere() -> None:
     images = {
         c["image"].split(":")[0]
@@ -84,8 +71,10 @@ def test_kustomization_lists_every_manifest_and_sets_the_image_everywhere() -> N
 
     assert sorted(KUSTOMIZATION["resources"]) == sorted(p.name for p in FILES)
     assert {i["name"] for i in KUSTOMIZATION["images"]} == images == {"sharesync"}
+    # Read from sharesync's code server, which stays when the apache-spark component drops Sail.
     (replacement,) = KUSTOMIZATION["replacements"]
-    assert replacement["source"]["name"] == "spark-connect"
+    assert replacement["source"]["name"] == "sharesync-code"
+    assert replacement["targets"][0]["select"]["name"] == "spark-connect"
     assert "SAIL_KUBERNETES__IMAGE$]" in replacement["targets"][0]["fieldPaths"][0]
 
 
@@ -226,3 +215,32 @@ def test_postgres_creates_the_same_databases_as_the_compose_deployment() -> None
     sql = named("ConfigMap")["postgres-initdb"]["data"]["10-sharesync.sql"]
 
     assert sql == (DEPLOY / "initdb.sql").read_text()
+
+
+def test_kustomize_gives_sail_workers_the_image_set_once(tmp_path: Path) -> None:
+    """Rendered by kubectl's kustomize when installed: an image set in `images:` reaches the driver,
+    sharesync and SAIL_KUBERNETES__IMAGE alike."""
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(MANIFESTS, copy)
+    text = (copy / "kustomization.yaml").read_text()
+    (copy / "kustomization.yaml").write_text(
+        text.replace("newName: sharesync ", "newName: registry.example.com/sharesync ")
+    )
+    rendered = kustomize(copy)
+    if rendered is None:
+        pytest.skip("kubectl is not installed")
+    driver = next(d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "spark-connect")
+    server = driver["spec"]["template"]["spec"]["containers"][0]
+    images = {
+        c["image"]
+        for d in rendered
+        if d["kind"] in WORKLOADS
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if not c["image"].startswith("postgres:")
+    }
+
+    assert images == {"registry.example.com/sharesync:latest"}
+    assert (
+        server["image"] == env_of(server)["SAIL_KUBERNETES__IMAGE"]["value"] == "registry.example.com/sharesync:latest"
+    )
+    assert {(d["kind"], d["metadata"]["name"]) for d in rendered} == {(d["kind"], d["metadata"]["name"]) for d in DOCS}
