@@ -43,7 +43,7 @@ def judge_new_columns(table: TableConfig, source: Sequence[str], target: Sequenc
         return NewColumns(table)
     if table.on_new_column is NewColumnPolicy.FAIL:
         raise SchemaIncompatible(
-            f"tables[{table.name}]: the provider added column(s) {new} and on_new_column is 'fail', so nothing "
+            f"the provider added column(s) {new} and on_new_column is 'fail', so nothing "
             "was written. Set on_new_column to 'add' or 'ignore' for this table, or list the columns to keep "
             "in 'columns'"
         )
