@@ -163,6 +163,11 @@ class TableConfig(StrictModel):
             raise ValueError("'soft_delete' only applies to mode 'merge'")
         if self.merge_strategy is not None and self.mode not in (Mode.MERGE, Mode.HISTORY):
             raise ValueError("'merge_strategy' only applies to mode 'merge' or 'history'")
+        if self.columns is not None and self.on_new_column is not NewColumnPolicy.ADD:
+            raise ValueError(
+                f"'on_new_column: {self.on_new_column}' has no effect with 'columns' (a new provider column is "
+                "never taken then); remove one of them"
+            )
         self._history_rules()
         return self
 

@@ -41,11 +41,16 @@ def test_fail_stops_naming_the_new_columns_and_the_fix() -> None:
 
 
 @pytest.mark.parametrize("policy", ["ignore", "fail"])
-def test_nothing_to_decide_without_a_target_a_new_column_or_with_fixed_columns(policy: str) -> None:
+def test_nothing_to_decide_without_a_target_or_a_new_column(policy: str) -> None:
     assert judge_new_columns(table(on_new_column=policy), SOURCE, None).warning is None
     assert judge_new_columns(table(on_new_column=policy), ["ID", "QTY"], TARGET).warning is None
-    fixed = table(on_new_column=policy, columns=["qty"])
+
+
+def test_fixed_columns_take_no_new_column_so_a_policy_for_them_is_refused() -> None:
+    fixed = table(columns=["qty"])
     assert judge_new_columns(fixed, SOURCE, TARGET).table is fixed
+    with pytest.raises(ValueError, match="'on_new_column: ignore' has no effect with 'columns'"):
+        table(on_new_column="ignore", columns=["qty"])
 
 
 @given(
