@@ -87,11 +87,12 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
-        policy = new_columns(table, metadata.metadata.table_schema.names)
-        if policy.warning is not None:  # on_new_column: ignore, and the provider has new columns
-            self._notice(policy.warning)
+        policy = new_columns(table, metadata, self.services.client, checkpoint.version if checkpoint else None)
+        if policy.table is not table:  # on_new_column: ignore, and the provider has new columns
             self.table = table = policy.table
             context = table_context(table, metadata)
+        if policy.warning is not None:
+            self._notice(policy.warning)
         if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
             raise switch_refusal(checkpoint, table)
         check_storage_access(table.target, self.services.config.staging_dir)  # object storage: a probe write

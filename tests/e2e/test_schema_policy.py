@@ -98,7 +98,9 @@ def test_a_new_provider_column_is_added_ignored_or_fails_as_configured(
     later = DeltaTable(str(workspace.path("ignore")))  # later batches leave it out too
     later.update(updates={"note": "'later'", "qty": "qty + 1"}, predicate="id <= 5")
     DeltaTable(str(workspace.path("ignore"))).delete("id = 6")
-    assert sync(cli, workspace).code == 1  # 'fail' still stops
+    again = sync(cli, workspace)
+    assert again.code == 1  # 'fail' still stops
+    assert warning not in again.out + again.err and warning not in last_note(workspace, "ignore")  # said once
     assert "note" not in DeltaTable(workspace.target("ignore")).schema().to_arrow().names
     for policy, columns in (("add", None), ("ignore", old_names)):
         path, target = workspace.path(policy), workspace.target(policy)

@@ -33,6 +33,15 @@ def test_ignore_keeps_the_targets_columns_and_warns() -> None:
     assert decided.warning is not None and "['Note', 'extra']" in decided.warning and "ignore" in decided.warning
 
 
+def test_ignore_says_it_once_a_column_known_at_the_checkpoint_is_no_news() -> None:
+    ignoring = table(on_new_column="ignore")
+    later = judge_new_columns(ignoring, SOURCE, TARGET, known=["ID", "note", "qty"])
+    assert later.table.columns == ["qty"]  # still left out of every batch
+    assert later.warning is not None and "['extra']" in later.warning  # 'extra' is new since the checkpoint
+    quiet = judge_new_columns(ignoring, SOURCE, TARGET, known=SOURCE)
+    assert quiet.table.columns == ["qty"] and quiet.warning is None
+
+
 def test_fail_stops_naming_the_new_columns_and_the_fix() -> None:
     with pytest.raises(SchemaIncompatible) as exc:
         judge_new_columns(table(on_new_column="fail"), SOURCE, TARGET)
