@@ -40,7 +40,9 @@ def conform_target(
         return state
     dropped = {name.lower() for name in diff.dropped}
     retyped = {name.lower() for name, _, _ in diff.changed}
-    types = {field.name.lower(): field.dataType for field in batch.fields}
+    # As DDL type names: a Spark Connect cast to pyspark's StringType() makes Apache Spark 4.2 write
+    # the type as 'string collate UTF8_BINARY', which deltalake (and so every check here) cannot read.
+    types = {field.name.lower(): field.dataType.simpleString() for field in batch.fields}
     table = session.read.format("delta").load(state.path)
     out = table.select(
         *[

@@ -25,7 +25,7 @@ import pytest
 from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
-from support.engines import BOTH
+from support.engines import BOTH, SAIL
 from support.feature_tables import (
     cdf_paused,
     create_source,
@@ -119,17 +119,22 @@ def test_a_new_provider_column_is_added_ignored_or_fails_as_configured(
 # ---------------------------------------------------------------- on_breaking_change
 
 
-def _providers(ws: Workspace) -> None:
-    create_source(get_spark(), ws.path("renamed"), dvs=False, mapping=True, partitioned=False, rows=12, seed=1)
-    ws.table("dropped", rows=12, partitioned=False, seed=2)
-    ws.table("retyped", rows=12, partitioned=False, seed=3)
+def _providers(ws: Workspace, tables: dict[str, str] = BREAKING) -> None:
+    if "renamed" in tables:
+        create_source(get_spark(), ws.path("renamed"), dvs=False, mapping=True, partitioned=False, rows=12, seed=1)
+    for seed, table in enumerate(("dropped", "retyped")):
+        if table in tables:
+            ws.table(table, rows=12, partitioned=False, seed=2 + seed)
 
 
-def _break(ws: Workspace) -> None:
-    rename_column(ws.path("renamed"), "qty", "quantity")
-    _append_renamed(ws.path("renamed"), tmp=ws.root)
-    drop_column(str(ws.path("dropped")))
-    retype_column(str(ws.path("retyped")))
+def _break(ws: Workspace, tables: dict[str, str] = BREAKING) -> None:
+    if "renamed" in tables:
+        rename_column(ws.path("renamed"), "qty", "quantity")
+        _append_renamed(ws.path("renamed"), tmp=ws.root)
+    if "dropped" in tables:
+        drop_column(str(ws.path("dropped")))
+    if "retyped" in tables:
+        retype_column(str(ws.path("retyped")))
 
 
 def _append_renamed(path: Path, tmp: Path) -> None:
@@ -163,19 +168,19 @@ def test_a_breaking_change_set_to_fail_stops_the_table_and_writes_nothing(
         assert "breaking schema change" in line and f"'{column}'" in line and "on_breaking_change: rebuild" in line
 
 
-def _rebuild(ws: Workspace, mode: str, cli: Callable[..., CliResult]) -> None:
-    _providers(ws)
-    ws.config(*(spec(ws, t, mode, on_breaking_change="rebuild") for t in BREAKING))
+def _rebuild(ws: Workspace, mode: str, cli: Callable[..., CliResult], tables: dict[str, str] = BREAKING) -> None:
+    _providers(ws, tables)
+    ws.config(*(spec(ws, t, mode, on_breaking_change="rebuild") for t in tables))
     assert sync(cli, ws).code == 0
     before = checkpoints(ws)
-    rows_before = {t: DeltaTable(ws.target(t)).to_pyarrow_table().num_rows for t in BREAKING}
-    _break(ws)
+    rows_before = {t: DeltaTable(ws.target(t)).to_pyarrow_table().num_rows for t in tables}
+    _break(ws, tables)
 
     run = sync(cli, ws)
 
     assert run.code == 0, run.out + run.err
     spark = get_spark()
-    for table, column in BREAKING.items():
+    for table, column in tables.items():
         path, target = ws.path(table), ws.target(table)
         latest = latest_version(path)
         assert checkpoints(ws)[table] == latest
@@ -228,6 +233,8 @@ def test_a_breaking_change_set_to_rebuild_rebootstraps_with_the_new_schema(
 
 @pytest.mark.parametrize("engine", BOTH, indirect=True)
 def test_history_rebuild_closes_every_open_row_and_opens_the_snapshot_in_the_new_schema(
-    workspace: Workspace, cli: Callable[..., CliResult]
+    workspace: Workspace, engine: str, cli: Callable[..., CliResult]
 ) -> None:
-    _rebuild(workspace, "history", cli)
+    # On Apache Spark, the retyped table only: the one the engines write differently (its NULLed
+    # column), and each table costs tens of seconds there.
+    _rebuild(workspace, "history", cli, BREAKING if engine == SAIL else {"retyped": "small"})
