@@ -7,8 +7,9 @@ table id and CDF flag); the output is one frozen plan, applied by the engine wit
 * :class:`Bootstrap`    — copy the snapshot at a version, then (optionally) apply the changes
   after it. Used for the first sync, snapshot mode, and every case where changes cannot be
   trusted: the provider re-created the table (new ``metaData.id``), vacuumed the history we
-  need, or does not publish a change data feed; and when the config moved the table to
-  another target or mode than its checkpoint describes.
+  need, or does not publish a change data feed; when the config moved the table to
+  another target or mode than its checkpoint describes; and after a breaking schema change on a
+  table set to ``on_breaking_change: rebuild``.
 * :class:`ApplyChanges` — apply ``[checkpoint+1 … latest]`` in batches of at most
   ``max_versions_per_batch`` versions; the checkpoint advances after each batch, so a crash
   loses at most one batch of work and never skips one.
@@ -32,6 +33,7 @@ class BootstrapReason(StrEnum):
     NO_CDF = "source has no change data feed"
     SOURCE_REWOUND = "source version went backwards"
     TARGET_CHANGED = "target or mode changed in the config"
+    SCHEMA_CHANGED = "breaking schema change, on_breaking_change: rebuild"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class PlanOptions:
     until_version: int | None = None
     # Set after the provider answered HistoryUnavailable for the versions we need.
     history_gap: bool = False
+    # Set after a batch met a breaking schema change on a table set to ``on_breaking_change: rebuild``:
+    # what changed, for the warning.
+    schema_change: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,16 @@ def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: Pl
             warning=(
                 f"the provider's version {source.version} is behind our checkpoint {checkpoint.version}; "
                 f"re-bootstrapping from its snapshot at version {latest}"
+            ),
+        )
+
+    if options.schema_change is not None:
+        return Bootstrap(
+            latest,
+            BootstrapReason.SCHEMA_CHANGED,
+            warning=(
+                f"breaking schema change at the provider ({options.schema_change}); on_breaking_change is "
+                f"'rebuild': re-bootstrapping into a new target version from the snapshot at version {latest}"
             ),
         )
 

@@ -8,9 +8,9 @@
 * ``schema_matches_source`` (warns): the provider's current schema (one ``/metadata`` call)
   against the target's (its Delta log): a column the provider added that the target lacks, a
   type that differs (widened), a column only the target has. sharesync's own columns and,
-  with ``columns``, the columns left out on purpose are not differences. A new column is
-  expected briefly after the provider adds it, until the next sync adds it too; a changed
-  type warns before the sync that will stop on it.
+  with ``columns`` or ``on_new_column: ignore``, the columns left out on purpose are not
+  differences. A new column is expected briefly after the provider adds it, until the next sync
+  adds it too; a changed type warns before the sync that will stop on it (or rebuild).
 * ``target_matches_snapshot`` (only with ``verify_check: true``; warns; never in the runs the
   sensor or automation start): ``sharesync verify --full`` — the target's keys and rows against
   the provider's snapshot at the checkpoint version. It downloads that snapshot's key columns,
@@ -31,6 +31,7 @@ from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.storage import storage_options
+from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
 if TYPE_CHECKING:
     from sharesync.pipelines.run.engine import SyncEngine
@@ -106,19 +107,29 @@ def schema_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
     stats = read_target_stats(table.target)
     target = None if stats is None else [(name, type_name) for name, type_name, _ in stats.columns]
     wanted = None if table.columns is None else [*table.keys, *table.columns]
-    return schema_verdict(answer.version, provider, target, wanted)
+    return schema_verdict(
+        answer.version, provider, target, wanted, policy=(table.on_new_column, table.on_breaking_change)
+    )
 
 
 def schema_verdict(
-    source_version: int, provider: Sequence[Column], target: Sequence[Column] | None, wanted: Sequence[str] | None
+    source_version: int,
+    provider: Sequence[Column],
+    target: Sequence[Column] | None,
+    wanted: Sequence[str] | None,
+    *,
+    policy: tuple[NewColumnPolicy, BreakingChangePolicy] = (NewColumnPolicy.ADD, BreakingChangePolicy.FAIL),
 ) -> dg.AssetCheckResult:
-    """Differences between the provider's columns (those ``wanted``, all by default) and the target's data columns."""
+    """Differences between the provider's columns (those ``wanted``, all by default) and the target's data
+    columns; ``policy`` (``on_new_column``, ``on_breaking_change``) says what the next sync makes of them —
+    with ``ignore``, new provider columns are left out on purpose, like those ``columns`` leaves out."""
     if target is None:
         return dg.AssetCheckResult(check_name=SCHEMA_DRIFT, passed=True, description="skipped: no target yet")
     chosen = None if wanted is None else {w.lower() for w in wanted}
     source = {n.lower(): (n, t) for n, t in provider if chosen is None or n.lower() in chosen}
     mine = {n.lower(): (n, t) for n, t in target if not n.startswith(OWN_PREFIX) and n not in CHANGE_COLUMNS}
     missing = [f"{n} {t}" for k, (n, t) in source.items() if k not in mine]
+    ignored, missing = (missing, []) if policy[0] is NewColumnPolicy.IGNORE else ([], missing)
     changed = [f"{n} {mine[k][1]} -> {t}" for k, (n, t) in source.items() if k in mine and mine[k][1] != t]
     extra = [f"{n} {t}" for k, (n, t) in mine.items() if k not in source]
     metadata: dict[str, dg.RawMetadataValue] = {
@@ -126,6 +137,7 @@ def schema_verdict(
         "not_in_target": ", ".join(missing) or "-",
         "type_changed": ", ".join(changed) or "-",
         "only_in_target": ", ".join(extra) or "-",
+        **({"ignored": ", ".join(ignored)} if ignored else {}),
     }
     parts = [
         f"{label}: {', '.join(items)}"
@@ -146,8 +158,19 @@ def schema_verdict(
         metadata=metadata,
         description=f"schema differs from the provider's at version {source_version} — "
         + "; ".join(parts)
-        + " (the next sync adds new columns; a changed type stops it until 'sharesync reset NAME')",
+        + f" (the next sync {_NEXT_SYNC[policy[0]]}; {_BREAKING[policy[1]]})",
     )
+
+
+_NEXT_SYNC = {
+    NewColumnPolicy.ADD: "adds new columns",
+    NewColumnPolicy.IGNORE: "leaves new columns out",
+    NewColumnPolicy.FAIL: "stops on new columns (on_new_column: fail)",
+}
+_BREAKING = {
+    BreakingChangePolicy.FAIL: "a changed type stops it until 'sharesync reset NAME'",
+    BreakingChangePolicy.REBUILD: "a changed type makes it rebuild the target (on_breaking_change: rebuild)",
+}
 
 
 # ---------------------------------------------------------------- full verification (optional)

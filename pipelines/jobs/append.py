@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
+from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
@@ -42,8 +43,12 @@ def apply_append(
     after_version: int,
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
+    conform: bool = False,
 ) -> ApplyStats:
     """Append the batch's change rows above ``after_version`` (the checkpoint) to ``target``.
+
+    ``conform`` (a rebuild after a breaking schema change): the rows already there are first moved
+    into the batch's schema (:mod:`~sharesync.pipelines.jobs.conform`), so the log continues.
 
     A change row is kept when its own image satisfies ``row_filter`` (only TRUE keeps it).
     ``inserted`` counts the rows appended; rows removed from a crashed earlier attempt are not
@@ -74,6 +79,8 @@ def apply_append(
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
     require_columns(state, list(CHANGE_COLUMNS), "append")
+    if conform:
+        state = conform_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     state, _ = widen_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)

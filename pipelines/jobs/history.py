@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
+from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.history_target import read_history, table_schema
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, version_after
@@ -77,6 +78,7 @@ class _Job:
     track_history_except: Sequence[str] | None
     replay_from: int | None
     rewrite_threshold: float | None
+    conform: bool = False  # a rebuild: move the target's rows into the batch's schema first
 
 
 def apply_history(
@@ -119,6 +121,7 @@ def bootstrap_history(
     replace: bool = False,
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
+    conform: bool = False,
 ) -> HistoryStats:
     """Bootstrap from the snapshot at ``version``, committed at ``commit_timestamp``.
 
@@ -129,9 +132,11 @@ def bootstrap_history(
     rows, opened at ``version`` — any table sharesync wrote there before (any mode) is replaced.
     Otherwise (a re-bootstrap: history gap, re-created source): every open row closes at
     ``version`` and the snapshot's rows open; the history before stays. ``replay_from`` (a full
-    refresh from that version): history from it on is removed first.
+    refresh from that version): history from it on is removed first. ``conform`` (a rebuild after
+    a breaking schema change): the history is first moved into the snapshot's schema
+    (:mod:`~sharesync.pipelines.jobs.conform`).
     """
-    job = _Job(locate(staged), target, keys, columns, row_filter, None, None, replay_from, rewrite_threshold)
+    job = _Job(locate(staged), target, keys, columns, row_filter, None, None, replay_from, rewrite_threshold, conform)
     return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
 
 
@@ -199,6 +204,8 @@ def _apply(
     session = engine()
     if existing and files:
         batch = read_staged(session, job.staged, files)
+        if job.conform:
+            state = conform_target(session, batch, state, data_columns, exclude=HISTORY_COLUMNS)
         state, _ = widen_target(session, batch, state, data_columns, exclude=HISTORY_COLUMNS)
         added = evolve_history(batch, state, data_columns)
     else:

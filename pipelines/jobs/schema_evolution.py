@@ -30,7 +30,7 @@ from typing import Any
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.delta.type_widening import is_widening
 
-__all__ = ["SchemaChange", "check_schema", "fields_of"]
+__all__ = ["SchemaChange", "SchemaDiff", "check_schema", "compare_schema", "fields_of"]
 
 JsonSchema = Mapping[str, Any]  # {"type": "struct", "fields": [{"name", "type", "nullable", "metadata"}]}
 
@@ -61,30 +61,52 @@ def fields_of(schema: JsonSchema, *, exclude: Sequence[str] = ()) -> dict[str, A
     }
 
 
-def check_schema(target: Mapping[str, Any], source: Mapping[str, Any], *, where: str = "the target") -> SchemaChange:
-    """Compare ``{name: type}`` maps (see :func:`fields_of`); raise if the change is breaking."""
+@dataclass(frozen=True)
+class SchemaDiff:
+    """Every difference between target and source, breaking or not (see the module docstring)."""
+
+    added: tuple[tuple[str, Any], ...] = ()
+    widened: tuple[tuple[str, str], ...] = ()
+    dropped: tuple[str, ...] = ()  # target columns the source lacks
+    changed: tuple[tuple[str, Any, Any], ...] = ()  # (target column, old type, new type), not widenings
+
+    @property
+    def problems(self) -> list[str]:
+        """The breaking differences, one phrase each (empty: the target can follow)."""
+        found = [f"column '{name}' is missing from the new data" for name in self.dropped]
+        return found + [f"column '{name}' changed type {_show(old)} -> {_show(new)}" for name, old, new in self.changed]
+
+
+def compare_schema(target: Mapping[str, Any], source: Mapping[str, Any]) -> SchemaDiff:
+    """Compare ``{name: type}`` maps (see :func:`fields_of`), never raising."""
     target_by_lower = {name.lower(): (name, kind) for name, kind in target.items()}
     source_lower = {name.lower() for name in source}
-    dropped = [name for name in target if name.lower() not in source_lower]
     changed = [
         (target_by_lower[name.lower()][0], target_by_lower[name.lower()][1], kind)
         for name, kind in source.items()
         if name.lower() in target_by_lower and target_by_lower[name.lower()][1] != kind
     ]
-    widened = tuple((name, new) for name, old, new in changed if _widens(old, new))
-    changed = [(name, old, new) for name, old, new in changed if not _widens(old, new)]
-    if dropped or changed:
-        problems = [f"column '{name}' is missing from the new data" for name in dropped]
-        problems += [f"column '{name}' changed type {_show(old)} -> {_show(new)}" for name, old, new in changed]
-        raise SchemaIncompatible(
-            f"breaking schema change for {where}: {'; '.join(problems)}. Nothing was written. "
-            "Run 'sharesync reset' for this table to re-bootstrap the target from a fresh snapshot, "
-            "or ask the provider to restore the column (or fix 'columns' in the config)."
-        )
-    return SchemaChange(
+    return SchemaDiff(
         added=tuple((name, kind) for name, kind in source.items() if name.lower() not in target_by_lower),
-        widened=widened,
+        widened=tuple((name, new) for name, old, new in changed if _widens(old, new)),
+        dropped=tuple(name for name in target if name.lower() not in source_lower),
+        changed=tuple((name, old, new) for name, old, new in changed if not _widens(old, new)),
     )
+
+
+def check_schema(target: Mapping[str, Any], source: Mapping[str, Any], *, where: str = "the target") -> SchemaChange:
+    """Compare ``{name: type}`` maps (see :func:`fields_of`); raise if the change is breaking."""
+    diff = compare_schema(target, source)
+    if diff.problems:
+        change = "; ".join(diff.problems)
+        raise SchemaIncompatible(
+            f"breaking schema change for {where}: {change}. Nothing was written. "
+            "Run 'sharesync reset' for this table to re-bootstrap the target from a fresh snapshot, "
+            "set 'on_breaking_change: rebuild' for it, or ask the provider to restore the column "
+            "(or fix 'columns' in the config).",
+            change=change,
+        )
+    return SchemaChange(added=diff.added, widened=diff.widened)
 
 
 def _widens(old: Any, new: Any) -> bool:

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 Spark = Callable[[], "SparkSession"]
 
+# Bootstraps that make a snapshot-mode target the snapshot, schema included.
+_REPLACING = (BootstrapReason.TARGET_CHANGED, BootstrapReason.SCHEMA_CHANGED)
+# Bootstraps an append target's change log continues through (the snapshot lands as inserts).
+_KEEPS_LOG = (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF, BootstrapReason.SCHEMA_CHANGED)
+
 
 @dataclass(frozen=True)
 class Applied:
@@ -78,6 +83,7 @@ def apply_bootstrap(
             replace=checkpoint is None or reason is BootstrapReason.TARGET_CHANGED,
             replay_from=snapshot.replay_from,
             rewrite_threshold=rewrite_threshold,
+            conform=reason is BootstrapReason.SCHEMA_CHANGED,
         )
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
@@ -92,18 +98,21 @@ def apply_bootstrap(
                 row_filter=row_filter,
                 soft_delete=table.soft_delete,
             )
-        case Mode.SNAPSHOT if checkpoint is None or reason is BootstrapReason.TARGET_CHANGED:
-            # First sync, or after 'sharesync reset': the schema is replaced too, which is the
-            # documented way past a breaking schema change.
+        case Mode.SNAPSHOT if checkpoint is None or reason in _REPLACING:
+            # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
+            # replaced too.
             stats = replace_target(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
         case Mode.SNAPSHOT:
             stats = apply_snapshot(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
         case Mode.APPEND:
             # The change log continues after a gap (the snapshot lands as inserts at its version);
             # it restarts when versions restart (first sync, re-created or rewound source).
-            keeps_log = checkpoint is not None and reason in (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF)
+            # A rebuild after a breaking schema change keeps the log too, moved into the new schema.
+            keeps_log = checkpoint is not None and reason in _KEEPS_LOG
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
-            return _append(spark, table, staged, expr, row_filter, after)
+            return _append(
+                spark, table, staged, expr, row_filter, after, conform=reason is BootstrapReason.SCHEMA_CHANGED
+            )
         case _:  # pragma: no cover
             raise AssertionError(table.mode)
     return Applied(stats, _changes(table.mode, stats))
@@ -157,9 +166,18 @@ def apply_changes(
 
 
 def _append(
-    spark: Spark, table: TableConfig, staged: Location, expr: Expr | None, row_filter: Column | None, after: int
+    spark: Spark,
+    table: TableConfig,
+    staged: Location,
+    expr: Expr | None,
+    row_filter: Column | None,
+    after: int,
+    *,
+    conform: bool = False,
 ) -> Applied:
-    stats = apply_append(spark, staged, table.target, after_version=after, columns=table.columns, row_filter=row_filter)
+    stats = apply_append(
+        spark, staged, table.target, after_version=after, columns=table.columns, row_filter=row_filter, conform=conform
+    )
     appended = appended_by_type(staged, expr, after) if stats.inserted else {}
     return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))
 

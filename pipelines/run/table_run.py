@@ -5,7 +5,7 @@
 check the config against the shared schema (:mod:`~sharesync.pipelines.run.context`), plan
 (:func:`sharesync.sync.planning.plan_sync`, pure), then run each batch through the one skeleton
 of :mod:`~sharesync.pipelines.run.batch_run`. A history gap found on the way re-plans once, as a
-re-bootstrap.
+re-bootstrap; so does a breaking schema change on a table set to rebuild (:mod:`.schema_policy`).
 
 Before planning, the target is compared with the identity its checkpoint recorded
 (:mod:`~sharesync.pipelines.run.target_check`): a lost or replaced target is rebuilt from a
@@ -29,13 +29,8 @@ from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_ch
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.context import TableContext, table_context
 from sharesync.pipelines.run.failures import Attempt
-from sharesync.pipelines.run.results import (
-    BackfillRequest,
-    BatchKind,
-    BatchResult,
-    TableOutcome,
-    TableSyncResult,
-)
+from sharesync.pipelines.run.results import BackfillRequest, BatchKind, BatchResult, TableOutcome, TableSyncResult
+from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.target_check import (
     REBUILT,
@@ -53,7 +48,7 @@ from sharesync.pipelines.run.target_check import (
 )
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
-from sharesync.sync.core.errors import BadRequest, HistoryUnavailable
+from sharesync.sync.core.errors import BadRequest, HistoryUnavailable, SchemaIncompatible
 from sharesync.sync.planning import (
     ApplyChanges,
     Bootstrap,
@@ -92,6 +87,12 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
+        policy = new_columns(table, metadata, self.services.client, checkpoint.version if checkpoint else None)
+        if policy.table is not table:  # on_new_column: ignore, and the provider has new columns
+            self.table = table = policy.table
+            context = table_context(table, metadata)
+        if policy.warning is not None:
+            self._notice(policy.warning)
         if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
             raise switch_refusal(checkpoint, table)
         check_storage_access(table.target, self.services.config.staging_dir)  # object storage: a probe write
@@ -110,7 +111,7 @@ class TableRun:
         if self._refresh_from is not None and checkpoint is not None:
             checkpoint = self._rewind_for_refresh(checkpoint, self._refresh_from)
         source = SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled)
-        history_gap = False
+        history_gap, schema_change = False, None
         while True:
             rebuilding = rebuild if not self.batches else None
             view = (
@@ -118,7 +119,7 @@ class TableRun:
             )
             try:
                 options = self._options(backfill, replay_from, history_gap, first_sync=view is None)
-                plan = plan_sync(view, source, options)
+                plan = plan_sync(view, source, dataclasses.replace(options, schema_change=schema_change))
                 if rebuilding is not None and isinstance(plan, Bootstrap):
                     plan = dataclasses.replace(plan, warning=rebuild_warning(rebuilding, table.mode, plan.version))
                 checkpoint = self._execute(plan, context, checkpoint)
@@ -128,6 +129,11 @@ class TableRun:
                 log.warning("%s: %s; re-bootstrapping", table.name, exc.server_message)
                 history_gap, self.attempt.recorded = True, False
                 checkpoint = store.get_checkpoint(table.name)
+                continue
+            except SchemaIncompatible as exc:  # nothing written; on_breaking_change: rebuild re-plans once
+                if schema_change is not None or (schema_change := rebuild_change(table, exc)) is None:
+                    raise
+                self.attempt.recorded, checkpoint = False, store.get_checkpoint(table.name)
                 continue
             break
         if not self.batches:

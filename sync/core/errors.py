@@ -211,7 +211,16 @@ class SyncError(SharesyncError):
 
 
 class SchemaIncompatible(SyncError, Permanent):
-    """The source schema changed in a way the target cannot follow (dropped column, type change)."""
+    """The source schema changed in a way the target cannot follow (dropped column, type change).
+
+    ``change`` says what changed at the provider when that is the cause (None: another mismatch,
+    such as a configured column or key the data lacks); ``on_breaking_change: rebuild`` answers
+    only the former.
+    """
+
+    def __init__(self, message: str, *, change: str | None = None) -> None:
+        super().__init__(message)
+        self.change = None if change is None else printable(redact(change))
 
 
 class TargetError(SyncError, Permanent):

@@ -31,6 +31,21 @@ class Mode(StrEnum):
     HISTORY = "history"  # a slowly changing dimension (type 2): every image of every key, with its validity
 
 
+class NewColumnPolicy(StrEnum):
+    """What a column new at the provider does to the target (``on_new_column``)."""
+
+    ADD = "add"  # the target gains it; its older rows read NULL
+    IGNORE = "ignore"  # the target keeps its columns; the new one is left out of every batch
+    FAIL = "fail"  # the table stops until the config or the target changes
+
+
+class BreakingChangePolicy(StrEnum):
+    """What a dropped, renamed or retyped provider column does to the target (``on_breaking_change``)."""
+
+    FAIL = "fail"  # the table stops, nothing written, until 'sharesync reset'
+    REBUILD = "rebuild"  # re-bootstrap from the snapshot into a new target version with the new schema
+
+
 class StrictModel(BaseModel):
     """Frozen, and an unknown field is an error (a misspelt option must not be ignored)."""
 
@@ -102,6 +117,8 @@ class TableConfig(StrictModel):
     download_concurrency: int | None = Field(default=None, ge=1, le=256)
     schedule: str | None = None
     freshness_minutes: float | None = Field(default=None, gt=0)
+    on_new_column: NewColumnPolicy = NewColumnPolicy.ADD
+    on_breaking_change: BreakingChangePolicy = BreakingChangePolicy.FAIL
 
     @field_validator("name")
     @classmethod
@@ -146,6 +163,11 @@ class TableConfig(StrictModel):
             raise ValueError("'soft_delete' only applies to mode 'merge'")
         if self.merge_strategy is not None and self.mode not in (Mode.MERGE, Mode.HISTORY):
             raise ValueError("'merge_strategy' only applies to mode 'merge' or 'history'")
+        if self.columns is not None and self.on_new_column is not NewColumnPolicy.ADD:
+            raise ValueError(
+                f"'on_new_column: {self.on_new_column}' has no effect with 'columns' (a new provider column is "
+                "never taken then); remove one of them"
+            )
         self._history_rules()
         return self
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.engines import on_both_engines
+from support.schema_changes import add_column, drop_column, retype_column
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -20,19 +19,10 @@ from support.verify import (
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
-from sharesync.sync.server.samples import sample_rows
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
-
-
-def _add_column(path: str, seed: int) -> None:
-    """Append rows carrying a new ``note`` column, then update old rows to set it."""
-    rows = sample_rows(random.Random(seed), [1000 + seed, 1001 + seed])
-    rows = rows.append_column("note", pa.array(["fresh", None], pa.string()))
-    write_deltalake(path, rows, mode="append", schema_mode="merge")
-    DeltaTable(path).update(updates={"note": "'set'", "qty": "qty + 7"}, predicate="id <= 3")
 
 
 def test_an_added_column_evolves_every_mode(workspace: Workspace) -> None:
@@ -43,7 +33,7 @@ def test_an_added_column_evolves_every_mode(workspace: Workspace) -> None:
     first = {r.name: r.checkpoint_version for r in engine.sync_all()}
     for seed, table in enumerate(MODES):
         workspace.commit(table, 2, seed=seed)
-        _add_column(str(workspace.path(table)), seed)
+        add_column(str(workspace.path(table)), seed)
 
     results = engine.sync_all()
 
@@ -56,18 +46,6 @@ def test_an_added_column_evolves_every_mode(workspace: Workspace) -> None:
         a, workspace.target("a"), bootstrap_version=first[workspace.name("a")], end_version=source_version(a)
     )
     assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
-
-
-def _drop_column(path: str) -> None:
-    current = DeltaTable(path).to_pyarrow_table().drop_columns(["qty"])
-    write_deltalake(path, current, mode="overwrite", schema_mode="overwrite", partition_by=None)
-
-
-def _retype_column(path: str) -> None:
-    current = DeltaTable(path).to_pyarrow_table()
-    index = current.schema.get_field_index("small")
-    current = current.set_column(index, "small", current["small"].cast(pa.string()))
-    write_deltalake(path, current, mode="overwrite", schema_mode="overwrite", partition_by=None)
 
 
 @pytest.mark.parametrize("mode", ["merge", "append", "snapshot"])
@@ -83,8 +61,8 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     engine = workspace.engine(config)
     assert {r.outcome for r in engine.sync_all()} == {TableOutcome.SYNCED}
     before = {c.name: c.version for c in engine.store.list_checkpoints()}
-    _drop_column(str(workspace.path("dropped")))
-    _retype_column(str(workspace.path("retyped")))
+    drop_column(str(workspace.path("dropped")))
+    retype_column(str(workspace.path("retyped")))
     workspace.commit("fine", 3, seed=4)
 
     run = cli("--config", str(workspace.config_file), "sync")
@@ -125,7 +103,7 @@ def test_a_configured_column_that_older_versions_lack_stops_the_table_before_any
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
     workspace.table("t", rows=10, seed=5)
-    _add_column(str(workspace.path("t")), 5)  # 'note' exists from version 1 on
+    add_column(str(workspace.path("t")), 5)  # 'note' exists from version 1 on
     workspace.config(workspace.spec("t", columns=["qty", "note"], start={"version": 0}))
 
     run = cli("--config", str(workspace.config_file), "sync")

@@ -90,3 +90,12 @@ def test_additive_change_is_exactly_the_missing_columns(source: list[str], data:
     target = {n: "long" for n in kept}
     change = check_schema(target, {n: "long" for n in source})
     assert change.added_names == tuple(n for n in source if n not in kept)
+
+
+def test_a_breaking_change_names_what_changed_for_a_rebuild() -> None:
+    target = fields_of(struct(("id", "long"), ("gone", "string"), ("small", "short")))
+    source = fields_of(struct(("id", "long"), ("small", "string"), ("fresh", "int")))
+    with pytest.raises(SchemaIncompatible) as exc:
+        check_schema(target, source)
+    assert exc.value.change == "column 'gone' is missing from the new data; column 'small' changed type short -> string"
+    assert "on_breaking_change: rebuild" in str(exc.value)

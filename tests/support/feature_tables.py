@@ -187,8 +187,10 @@ def read_source(spark: Any, path: Path, version: int, schema: pa.Schema | None =
     return table if schema is None else table.select(schema.names).cast(schema)
 
 
-def read_target(path: str | Path) -> pa.Table:
-    table = _normalise(DeltaTable(str(path)).to_pyarrow_table())
+def read_target(path: str | Path, *, current: bool = False) -> pa.Table:
+    """The target's data columns; ``current``: a history target's open rows only."""
+    filters = [("_sharesync_is_current", "=", True)] if current else None
+    table = _normalise(DeltaTable(str(path)).to_pyarrow_table(filters=filters))
     return table.select([c for c in table.column_names if not c.startswith("_sharesync")])
 
 

@@ -57,6 +57,12 @@ def test_changes_are_batched_from_checkpoint_plus_one() -> None:
         (CheckpointView(2, "t1"), SOURCE, PlanOptions(mode=Mode.SNAPSHOT), BootstrapReason.SNAPSHOT_MODE),
         (CheckpointView(2, "t1", target_matches=False), SOURCE, MERGE, BootstrapReason.TARGET_CHANGED),
         (CheckpointView(10, "t1", target_matches=False), SOURCE, MERGE, BootstrapReason.TARGET_CHANGED),
+        (
+            CheckpointView(2, "t1"),
+            SOURCE,
+            PlanOptions(mode=Mode.HISTORY, schema_change="column 'qty' is missing from the new data"),
+            BootstrapReason.SCHEMA_CHANGED,
+        ),
     ],
 )
 def test_rebootstrap_cases(
@@ -144,3 +150,22 @@ def test_first_sync_whose_start_is_gone_bootstraps_from_latest_with_a_warning(st
     plan = plan_sync(None, SOURCE, options)
     assert isinstance(plan, Bootstrap) and (plan.version, plan.reason, plan.then) == (10, BootstrapReason.HISTORY_GAP, ())
     assert plan.warning is not None and "no longer served" in plan.warning
+
+
+@given(
+    checkpoint=st.integers(0, 300),
+    ahead=st.integers(1, 300),
+    mode=st.sampled_from(list(Mode)),
+    gap=st.booleans(),
+)
+def test_a_breaking_schema_change_to_rebuild_always_rebootstraps_at_the_latest_version_naming_it(
+    checkpoint: int, ahead: int, mode: Mode, gap: bool
+) -> None:
+    """Whatever else holds (a history gap, snapshot mode), the rebuild is one snapshot at the
+    latest version — never batches of changes the target cannot take — and says what changed."""
+    source = SourceView(checkpoint + ahead, "t1", cdf_enabled=True)
+    options = PlanOptions(mode=mode, history_gap=gap, schema_change="column 'small' changed type short -> string")
+    plan = plan_sync(CheckpointView(checkpoint, "t1"), source, options)
+    assert isinstance(plan, Bootstrap)
+    assert (plan.version, plan.reason, plan.then) == (source.version, BootstrapReason.SCHEMA_CHANGED, ())
+    assert plan.warning is not None and "'small' changed type" in plan.warning and "rebuild" in plan.warning

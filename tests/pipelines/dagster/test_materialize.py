@@ -8,6 +8,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 from support.dagster_site import (
     APPEND_TABLE,
     MERGE_TABLE,
@@ -17,6 +18,7 @@ from support.dagster_site import (
     materialize,
 )
 from support.engines import on_both_engines
+from support.schema_changes import add_column, drop_column
 from support.verify import assert_append_target_matches, assert_merge_target_matches
 
 from sharesync.pipelines.dagster.materialization import STAT_KEYS
@@ -100,6 +102,28 @@ def test_incremental_materialization_applies_only_new_versions(site: Site) -> No
     healed = materialization(materialize(defs, selection), key)
     assert "was lost; rebuilt from the provider's snapshot at version" in healed["warnings"]
     assert_merge_target_matches(site.source_path(MERGE_TABLE), site.target(MERGE_TABLE), ["id"], latest)
+
+
+def test_schema_policies_warn_in_the_materialization_metadata(site: Site) -> None:
+    site.write_config(site.merge_spec(on_new_column="ignore", on_breaking_change="rebuild"))
+    defs = site.definitions()
+    key = site.key(MERGE_TABLE)
+    selection = dg.AssetSelection.assets(key).without_checks()
+    materialize(defs, selection)
+    path, target = site.source_path(MERGE_TABLE), site.target(MERGE_TABLE)
+
+    add_column(str(path), seed=3)  # a new provider column: left out, said once
+    ignored = materialization(materialize(defs, selection), key)
+    assert "on_new_column is 'ignore': the provider's new column(s) ['note']" in ignored["warnings"]
+    drop_column(str(path))  # a breaking change: rebuilt, with the new schema
+    rebuilt = materialization(materialize(defs, selection), key)
+
+    assert "column 'qty' is missing from the new data" in rebuilt["warnings"]
+    assert "on_breaking_change is 'rebuild'" in rebuilt["warnings"]
+    assert "on_new_column" not in rebuilt["warnings"]
+    latest = site.source_version(MERGE_TABLE)
+    names = [n for n in DeltaTable(str(path)).schema().to_arrow().names if n != "note"]
+    assert_merge_target_matches(path, target, ["id"], latest, columns=names)
 
 
 def test_backfill_from_a_timestamp_replays_from_that_version(site: Site) -> None:

@@ -22,9 +22,11 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_verdict,
     schema_verdict,
 )
+from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
 ORDERS = "sharesync/dg/sales/orders"
 WARN, ERROR = dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR
+IGNORE, REBUILD = NewColumnPolicy.IGNORE, BreakingChangePolicy.REBUILD
 
 
 # ---------------------------------------------------------------- verdicts
@@ -57,6 +59,11 @@ def test_schema_verdicts() -> None:
     )  # `columns: []`, keys [id]
     assert chosen.passed, chosen.description
     assert schema_verdict(5, provider, None, None).description.startswith("skipped")  # type: ignore[union-attr]
+
+    ignoring = schema_verdict(5, provider, [("id", "long"), ("qty", "long")], None, policy=(IGNORE, REBUILD))
+    assert ignoring.passed and ignoring.metadata["ignored"].value == "note string"  # on_new_column: ignore
+    retyped = schema_verdict(5, provider, [("id", "long"), ("qty", "integer")], None, policy=(IGNORE, REBUILD))
+    assert not retyped.passed and "rebuild the target" in (retyped.description or "")
 
 
 def test_only_keyed_modes_get_the_blocking_uniqueness_check(site: Site) -> None:
