@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from support.cli_runner import CliResult, cli_runner
 from support.engines import ENGINE_FIXTURE_NAMES, engine_param
 
@@ -48,6 +49,11 @@ if TYPE_CHECKING:
     from support.spark_server import SparkCluster
 
 TEST_TOKEN = "sharesync-test-token"
+
+# Property tests find wrong answers, not slow ones: on CI's two cores shared by two test workers, a
+# per-example time limit (or a "generation too slow" check) measures the machine's load.
+settings.register_profile("sharesync", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("sharesync")
 
 
 @pytest.fixture(scope="session")
