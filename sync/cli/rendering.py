@@ -75,6 +75,11 @@ def print_statuses(rows: Sequence[TableStatus], warnings: Sequence[str]) -> None
         console.print(f"[yellow]warning:[/yellow] {esc(warning)}", highlight=False, soft_wrap=True)
 
 
+# Above this many quiet tables (up to date, no warning), a pass's table lists only the others and
+# counts the quiet ones in a line: a thousand "up to date" rows hide the three that changed.
+QUIET_ROWS_SHOWN = 20
+
+
 def print_results(results: Sequence[TableSyncResult], console: Console | None = None) -> None:
     """One narrow row per table (fits 80 columns; names never cut), then each warning in full on
     its own line, where a long message stays readable; errors go to stderr the same way."""
@@ -85,6 +90,9 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
     from sharesync.pipelines.run.results import TableOutcome
 
     console = console or Console()
+    quiet = [r for r in results if r.outcome is TableOutcome.UP_TO_DATE and not r.warnings]
+    if len(quiet) > QUIET_ROWS_SHOWN:
+        results = [r for r in results if r.outcome is not TableOutcome.UP_TO_DATE or r.warnings]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in results), default=5))
     table.add_column("result", no_wrap=True)
@@ -110,7 +118,10 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
             f"{stats.bytes_downloaded / 1e6:.1f}",
             f"{r.seconds:.1f}",
         )
-    console.print(table)
+    if results:
+        console.print(table)
+    if len(quiet) > QUIET_ROWS_SHOWN:
+        console.print(f"{len(quiet)} tables up to date ('sharesync status' lists every table)", highlight=False)
     errors = Console(stderr=True, width=console.width) if any(r.error for r in results) else None
     for r in results:
         if r.error and errors is not None:
