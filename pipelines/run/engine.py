@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from sharesync.pipelines.jobs.identity import Glance, glance
+from sharesync.pipelines.run.clients import make_client
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.resources import EngineResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from sharesync.state import StateStore
     from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -114,20 +116,30 @@ class SyncEngine:
     # ------------------------------------------------------------ passes
 
     def source_versions(
-        self, names: Iterable[str] | None = None, *, client: SharingClient | None = None
+        self, names: Iterable[str] | None = None, *, retry: RetryPolicy | None = None
     ) -> dict[str, int | SharesyncError]:
-        """The provider's current version of each table, polled concurrently (with ``client``, if given)."""
+        """The provider's current version of each table by key, polled concurrently (``retry``: with
+        clients of their own that try this long). A provider whose profile cannot be read fails its
+        own tables only."""
         tables = self._tables(names)
-        polling = client or self.client  # created before the threads use it
-
-        def poll(table: TableConfig) -> int | SharesyncError:
+        clients: dict[str, SharingClient | SharesyncError] = {}
+        for provider in {t.provider for t in tables}:  # created before the threads use them
             try:
-                return polling.table_version(table.name).version
+                own = retry is not None
+                clients[provider] = (
+                    make_client(self.config, provider, retry=retry) if own else self.client_for(provider)
+                )
             except SharesyncError as exc:
-                return exc
+                clients[provider] = exc
+        try:
+            return _poll(tables, clients)
+        finally:
+            for client in clients.values():
+                if retry is not None and not isinstance(client, SharesyncError):
+                    client.close()
 
-        with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
-            return dict(zip([t.name for t in tables], pool.map(poll, tables), strict=True))
+    def client_for(self, provider: str) -> SharingClient:
+        return self.resources.client_for(provider)
 
     def sync_all(self, names: Iterable[str] | None = None, *, parallel: int | None = None) -> list[TableSyncResult]:
         """One pass over all (or the named) tables, ``parallel`` at once (default: the config's
@@ -139,16 +151,16 @@ class SyncEngine:
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
-        versions = self.source_versions([t.name for t in tables])
+        versions = self.source_versions([t.key for t in tables])
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
-        idle = {t.name for t in tables if _up_to_date(t, versions[t.name], checkpoints.get(t.name))}
+        idle = {t.key for t in tables if _up_to_date(t, versions[t.key], checkpoints.get(t.key))}
 
         def one(table: TableConfig) -> TableSyncResult:
-            return self._pass_table(table, versions[table.name], checkpoints.get(table.name), table.name in idle)
+            return self._pass_table(table, versions[table.key], checkpoints.get(table.key), table.key in idle)
 
-        busy = [t for t in tables if t.name not in idle and not isinstance(versions[t.name], SharesyncError)]
+        busy = [t for t in tables if t.key not in idle and not isinstance(versions[t.key], SharesyncError)]
         workers = min(parallel or self.config.defaults.parallel_tables(), len(busy))
         if workers <= 1:
             return [one(table) for table in tables]
@@ -189,7 +201,7 @@ class SyncEngine:
             self._record_failure(table, polled, checkpoint, None)
             return self._failed(table, checkpoint, None, polled, started)
         try:
-            return self.sync_table(table.name, source_version=polled, checkpoint=checkpoint, up_to_date=up_to_date)
+            return self.sync_table(table.key, source_version=polled, checkpoint=checkpoint, up_to_date=up_to_date)
         except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
             return self._failed(table, self._checkpoint_after_failure(table), polled, exc, started)
 
@@ -202,7 +214,7 @@ class SyncEngine:
         checkpoint: Checkpoint | None = None,
         up_to_date: bool | None = None,
     ) -> TableSyncResult:
-        """Sync one table; raises what failed it, after putting the failure on record.
+        """Sync the table whose key is ``name``; raises what failed it, after putting the failure on record.
 
         ``up_to_date``: what the caller found for this ``source_version`` and ``checkpoint``
         (a pass looks once per table); None: look here."""
@@ -213,16 +225,16 @@ class SyncEngine:
         spark = self.resources.tracked_spark(used)
         try:
             if checkpoint is None:
-                checkpoint = self.store.get_checkpoint(table.name)
+                checkpoint = self.store.get_checkpoint(table.key)
             if source_version is None:
-                source_version = self.client.table_version(table.name).version
+                source_version = self.resources.client_for(table.provider).table_version(table.name).version
             if (
                 backfill is None
                 and checkpoint is not None
                 and (_nothing_new(table, checkpoint, source_version) if up_to_date is None else up_to_date)
             ):
                 return TableSyncResult(
-                    table.name,
+                    table.key,
                     table.mode,
                     TableOutcome.UP_TO_DATE,
                     checkpoint.version,
@@ -231,10 +243,11 @@ class SyncEngine:
                     checkpoint_timestamp=checkpoint.version_timestamp,
                 )
             self.resources.check_staging(spark)
-            watch = self._watch(table.name) if self._watch is not None else nullcontext()
-            with watch, self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+            watch = self._watch(table.key) if self._watch is not None else nullcontext()
+            with watch, self.store.hold_lease(table.key, ttl=self.lease_ttl) as keeper:
                 run = _table_run(spark_too=self._in_parallel)
-                return run(self.resources.services(spark), table, keeper, attempt).run(backfill, started)
+                services = self.resources.services(spark, table.provider)
+                return run(services, table, keeper, attempt).run(backfill, started)
         except Exception as exc:
             if session_gone(exc):
                 self.resources.drop_spark(exc, used)
@@ -244,7 +257,7 @@ class SyncEngine:
 
     def reset(self, name: str) -> Checkpoint | None:
         table = self.config.table(name)
-        return self.store.reset_checkpoint(table.name)
+        return self.store.reset_checkpoint(table.key)
 
     # ------------------------------------------------------------ helpers
 
@@ -268,7 +281,7 @@ class SyncEngine:
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:
             return list(self.config.tables)
-        wanted = {t.name: t for t in map(self.config.table, names)}  # each table once, however often named
+        wanted = {t.key: t for t in map(self.config.table, names)}  # each table once, however often named
         return list(wanted.values()) or list(self.config.tables)
 
     def _record_failure(
@@ -277,15 +290,15 @@ class SyncEngine:
         try:
             store = self.store
         except SharesyncError as error:  # the store is what failed: the result still reports the failure
-            log.warning("could not record the failure of %s: %s", table.name, error)
+            log.warning("could not record the failure of %s: %s", table.key, error)
             return
         version = checkpoint.version if checkpoint else None
-        record_failure(store, table.name, exc, checkpoint=version, source=source_version)
+        record_failure(store, table.key, exc, checkpoint=version, source=source_version)
 
     def _checkpoint_after_failure(self, table: TableConfig) -> Checkpoint | None:
         """Where the failed table stands now (batches before the failure may have advanced it)."""
         try:
-            return self.store.get_checkpoint(table.name)
+            return self.store.get_checkpoint(table.key)
         except SharesyncError:  # the store is what failed: the result still reports the failure
             return None
 
@@ -301,9 +314,9 @@ class SyncEngine:
         # library's exception keeps its traceback in the log (``-v``) for whoever debugs it.
         transient = is_transient(exc)
         kind = "transient" if transient else "permanent"
-        log.info("%s: failed (%s): %s", table.name, kind, describe(exc), exc_info=not isinstance(exc, SharesyncError))
+        log.info("%s: failed (%s): %s", table.key, kind, describe(exc), exc_info=not isinstance(exc, SharesyncError))
         return TableSyncResult(
-            table.name,
+            table.key,
             table.mode,
             TableOutcome.FAILED,
             checkpoint.version if checkpoint else None,
@@ -314,6 +327,24 @@ class SyncEngine:
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
         )
+
+
+def _poll(
+    tables: list[TableConfig], clients: dict[str, SharingClient | SharesyncError]
+) -> dict[str, int | SharesyncError]:
+    """Each table's version from its provider's client (or that provider's failure), by key."""
+
+    def poll(table: TableConfig) -> int | SharesyncError:
+        polling = clients[table.provider]
+        if isinstance(polling, SharesyncError):
+            return polling
+        try:
+            return polling.table_version(table.name).version
+        except SharesyncError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
+        return dict(zip([t.key for t in tables], pool.map(poll, tables), strict=True))
 
 
 def _table_run(*, spark_too: bool) -> type[TableRun]:

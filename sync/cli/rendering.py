@@ -39,12 +39,16 @@ def print_statuses(rows: Sequence[TableStatus], warnings: Sequence[str]) -> None
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    several = len({r.provider_name for r in rows}) > 1  # a config with several providers: which one
+    if several:
+        table.add_column("provider", no_wrap=True)
     table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in rows), default=5))
     for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
         table.add_column(name, no_wrap=True)
     for row in rows:
         source = _show(row.source_version) if row.provider_error is None else row.provider.value
         table.add_row(
+            *([esc(row.provider_name)] if several else []),
             row.name,
             row.mode.value,
             f"{_show(row.checkpoint_version)}/{source}",

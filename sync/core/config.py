@@ -19,6 +19,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.providers import DEFAULT_PROVIDER, ProviderConfig, check_provider_name
 from sharesync.sync.core.redact import register_secret
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
 from sharesync.sync.core.table_config import (
@@ -88,7 +89,8 @@ class SparkConfig(StrictModel):
 
 
 class SharesyncConfig(StrictModel):
-    profile: Path
+    profile: Path | None = Field(default=None, description="the one-provider short form: provider 'default'")
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     state_store: str = "sqlite:///.sharesync/state.db"
     staging_dir: StagingDir = Path(".sharesync/staging")  # or an object-store URI (sharesync.sync.core.storage)
     storage: StorageSection = Field(default_factory=StorageSection)
@@ -128,13 +130,21 @@ class SharesyncConfig(StrictModel):
     def _observe_cron(cls, value: str) -> str:
         return validate_cron(value) or value
 
+    @field_validator("providers")
+    @classmethod
+    def _provider_names(cls, value: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
+        for name in value:
+            check_provider_name(name)
+        return value
+
     @model_validator(mode="after")
     def _unique_tables(self) -> SharesyncConfig:
+        _check_providers(self)
         names: set[str] = set()
         for table in self.tables:
-            key = table.name.lower()
+            key = table.key.lower()
             if key in names:
-                raise ValueError(f"table '{table.name}' is listed twice; give each shared table one entry")
+                raise ValueError(f"table '{table.key}' is listed twice; give each shared table one entry")
             names.add(key)
         _check_unique_targets(self.tables)
         if self.automation == "declarative":
@@ -142,18 +152,29 @@ class SharesyncConfig(StrictModel):
         return self
 
     def table(self, name: str) -> TableConfig:
-        """The configured table called ``name`` (case-insensitive), or a ConfigError listing the names."""
+        """The configured table whose key is ``name`` (case-insensitive; ``provider/share.schema.table``
+        for a provider other than the default), or a ConfigError listing the keys."""
         for table in self.tables:
-            if table.name.lower() == name.lower():
+            if table.key.lower() == name.lower():
                 return table
-        known = ", ".join(t.name for t in self.tables) or "none"
+        known = ", ".join(t.key for t in self.tables) or "none"
         raise ConfigError(f"no table '{name}' in the config (configured: {known})")
+
+    def all_providers(self) -> dict[str, ProviderConfig]:
+        """Every provider by name: ``profile:`` is the provider named 'default'."""
+        if self.profile is None:
+            return dict(self.providers)
+        return {DEFAULT_PROVIDER: ProviderConfig(profile=self.profile), **self.providers}
+
+    def provider(self, name: str) -> ProviderConfig:
+        return self.all_providers()[name]
 
     def batch_size(self, table: TableConfig) -> int:
         return table.max_versions_per_batch or self.defaults.max_versions_per_batch
 
     def concurrency(self, table: TableConfig) -> int:
-        return table.download_concurrency or self.defaults.download_concurrency
+        own = table.download_concurrency or self.provider(table.provider).download_concurrency
+        return own or self.defaults.download_concurrency
 
     def rewrite_threshold(self, table: TableConfig) -> float | None:
         """``apply_merge``'s (and ``apply_history``'s) threshold: None = always MERGE, 0 = always rewrite."""
@@ -164,6 +185,24 @@ class SharesyncConfig(StrictModel):
 
 
 DECLARATIVE_MIN_FRESHNESS_MINUTES = 2.0
+
+
+def _check_providers(config: SharesyncConfig) -> None:
+    """``profile:`` or ``providers:`` (or both, ``profile:`` being 'default'), and every table's
+    provider among them."""
+    if config.profile is None and not config.providers:
+        raise ValueError("profile: required field is missing (or list several under 'providers:')")
+    if config.profile is not None and DEFAULT_PROVIDER in config.providers:
+        raise ValueError(
+            f"providers.{DEFAULT_PROVIDER}: 'profile:' already is the provider '{DEFAULT_PROVIDER}'; remove one of them"
+        )
+    known = config.all_providers()
+    for index, table in enumerate(config.tables):
+        if table.provider not in known:
+            raise ValueError(
+                f"tables[{index}].provider: '{table.provider}' is not a provider of this config "
+                f"(known: {', '.join(known)}); add it under 'providers:' or fix the name"
+            )
 
 
 def _check_declarative_freshness(config: SharesyncConfig) -> None:
@@ -237,7 +276,10 @@ def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
     tables = [t.model_copy(update={"target": _resolve_target(t.target, base_dir)}) for t in config.tables]
     return config.model_copy(
         update={
-            "profile": resolve(config.profile),
+            "profile": resolve(config.profile) if config.profile else None,
+            "providers": {
+                name: p.model_copy(update={"profile": resolve(p.profile)}) for name, p in config.providers.items()
+            },
             "staging_dir": resolve_place(config.staging_dir, base_dir),
             "state_store": _resolve_sqlite_url(config.state_store, base_dir),
             "ca_bundle": resolve(config.ca_bundle) if config.ca_bundle else None,
@@ -254,10 +296,10 @@ def _check_unique_targets(tables: Sequence[TableConfig]) -> None:
         target = table.target.rstrip("/") if "://" in table.target else os.path.normpath(table.target)
         if target in targets:
             raise ValueError(
-                f"tables '{targets[target]}' and '{table.name}' share the target '{table.target}'; "
+                f"tables '{targets[target]}' and '{table.key}' share the target '{table.target}'; "
                 "each table needs its own target"
             )
-        targets[target] = table.name
+        targets[target] = table.key
 
 
 def _resolve_target(target: str, base_dir: Path) -> str:

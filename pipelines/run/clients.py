@@ -1,0 +1,43 @@
+"""One sharing client per provider of a config, each with that provider's profile and limits.
+
+Apart from the engine's resources because ``status`` makes short-lived clients the same way
+(with a short retry budget), and because a provider's profile is read only when one of its
+tables needs it: a provider whose profile is missing or expired fails its own tables only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from sharesync.sync.core.config import SharesyncConfig
+
+if TYPE_CHECKING:
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.retry import RetryPolicy
+
+
+def make_client(config: SharesyncConfig, provider: str, *, retry: RetryPolicy | None = None) -> SharingClient:
+    """A client for ``provider``: its profile (token expiry checked, warned naming the provider
+    when there are several) and retry bounds (``retry``: these instead, e.g. ``status``'s)."""
+    from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.profile import check_expiry, load_profile
+    from sharesync.sync.protocol.retry import RetryPolicy as Policy
+
+    settings = config.provider(provider)
+    profile = load_profile(settings.profile)
+    check_expiry(profile, provider=provider if len(config.all_providers()) > 1 else None)
+    if retry is None:
+        defaults = Policy.from_env()
+        retry = dataclasses.replace(
+            defaults,
+            max_attempts=settings.retry_max_attempts or defaults.max_attempts,
+            total_seconds=settings.retry_total_seconds or defaults.total_seconds,
+        )
+    return SharingClient(
+        profile,
+        retry=retry,
+        ca_bundle=config.ca_bundle,
+        allow_private_file_urls=config.allow_private_file_urls,
+        file_id_hash=config.file_id_hash,
+    )
