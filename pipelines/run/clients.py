@@ -8,9 +8,13 @@ tables needs it: a provider whose profile is missing or expired fails its own ta
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from sharesync.sync.core.config import SharesyncConfig
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
+from sharesync.sync.core.errors import SharesyncError
+
+POLL_WORKERS = 32  # concurrent /version calls of a pass
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.client import SharingClient
@@ -41,3 +45,21 @@ def make_client(config: SharesyncConfig, provider: str, *, retry: RetryPolicy | 
         allow_private_file_urls=config.allow_private_file_urls,
         file_id_hash=config.file_id_hash,
     )
+
+
+def poll_versions(
+    tables: list[TableConfig], clients: dict[str, SharingClient | SharesyncError]
+) -> dict[str, int | SharesyncError]:
+    """Each table's version from its provider's client (or that provider's failure), by key."""
+
+    def poll(table: TableConfig) -> int | SharesyncError:
+        polling = clients[table.provider]
+        if isinstance(polling, SharesyncError):
+            return polling
+        try:
+            return polling.table_version(table.name).version
+        except SharesyncError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
+        return dict(zip([t.key for t in tables], pool.map(poll, tables), strict=True))

@@ -35,7 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from sharesync.pipelines.jobs.identity import Glance, glance
-from sharesync.pipelines.run.clients import make_client
+from sharesync.pipelines.run.clients import make_client, poll_versions
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.resources import EngineResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
@@ -51,13 +51,13 @@ if TYPE_CHECKING:
 
     from sharesync.pipelines.run.table_run import TableRun
     from sharesync.state import StateStore
+    from sharesync.sync.core.selection import Selection
     from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
-POLL_WORKERS = 32
 _IMPORTS = threading.Lock()
 
 # (table name) → what the caller holds while that table syncs under its lease: a display of running tables.
@@ -80,7 +80,9 @@ class SyncEngine:
     ) -> None:
         # Targets and staging in object storage: this process's settings (storage.use_storage).
         use_storage(config.storage, embedded_engine=config.spark.remote is None)
+        self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
+        self.selection: Selection | None = None
         self.resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress)
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
@@ -132,7 +134,7 @@ class SyncEngine:
             except SharesyncError as exc:
                 clients[provider] = exc
         try:
-            return _poll(tables, clients)
+            return poll_versions(tables, clients)
         finally:
             for client in clients.values():
                 if retry is not None and not isinstance(client, SharesyncError):
@@ -145,9 +147,33 @@ class SyncEngine:
         """One pass over all (or the named) tables, ``parallel`` at once (default: the config's
         ``max_parallel_tables``); a failing table never stops the others; results in config order."""
         try:
-            return self._pass(names, parallel)
+            unsynced = self._follow_selection(every=names is None) if self.declared.include else []
+            return [*self._pass(names, parallel), *unsynced]
         finally:
             _give_ctrl_c_back()
+
+    def select(self) -> Selection:
+        """The tables of this pass: the explicit ones and those the ``include:`` patterns match now
+        (each selected share listed once); ``config`` holds them from here on."""
+        from sharesync.pipelines.run.selection import select
+
+        modes = {c.name: c.mode for c in self._stored_checkpoints()}
+        self.selection = select(self.declared, self.client_for, modes)
+        self.config = self.declared.model_copy(update={"tables": list(self.selection.tables)})
+        return self.selection
+
+    def table(self, name: str) -> TableConfig:
+        """The table whose key is ``name``, a pattern's too (listing the shares if not done yet)."""
+        if self.selection is None and self.declared.include:
+            self.select()
+        return self.config.table(name)
+
+    def _follow_selection(self, *, every: bool) -> list[TableSyncResult]:
+        """Select; a whole pass also reports the matched tables it does not sync."""
+        from sharesync.pipelines.run.selection import unsynced_results
+
+        selection = self.select()
+        return unsynced_results(self.store, selection, self.lease_ttl) if every else []
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
@@ -176,7 +202,7 @@ class SyncEngine:
 
     def backfill(self, name: str, request: BackfillRequest) -> TableSyncResult:
         """Replay one table from a moment; its failure is its result, as in a pass."""
-        table = self.config.table(name)
+        table = self.table(name)
         started = time.monotonic()
         try:
             return self.sync_table(name, backfill=request)
@@ -218,7 +244,7 @@ class SyncEngine:
 
         ``up_to_date``: what the caller found for this ``source_version`` and ``checkpoint``
         (a pass looks once per table); None: look here."""
-        table = self.config.table(name)
+        table = self.table(name)
         started = time.monotonic()
         attempt = Attempt()
         used: list[SparkSession] = []
@@ -256,7 +282,7 @@ class SyncEngine:
             raise
 
     def reset(self, name: str) -> Checkpoint | None:
-        table = self.config.table(name)
+        table = self.table(name)
         return self.store.reset_checkpoint(table.key)
 
     # ------------------------------------------------------------ helpers
@@ -281,7 +307,7 @@ class SyncEngine:
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:
             return list(self.config.tables)
-        wanted = {t.key: t for t in map(self.config.table, names)}  # each table once, however often named
+        wanted = {t.key: t for t in map(self.table, names)}  # each table once, however often named
         return list(wanted.values()) or list(self.config.tables)
 
     def _record_failure(
@@ -327,24 +353,6 @@ class SyncEngine:
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
         )
-
-
-def _poll(
-    tables: list[TableConfig], clients: dict[str, SharingClient | SharesyncError]
-) -> dict[str, int | SharesyncError]:
-    """Each table's version from its provider's client (or that provider's failure), by key."""
-
-    def poll(table: TableConfig) -> int | SharesyncError:
-        polling = clients[table.provider]
-        if isinstance(polling, SharesyncError):
-            return polling
-        try:
-            return polling.table_version(table.name).version
-        except SharesyncError as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
-        return dict(zip([t.key for t in tables], pool.map(poll, tables), strict=True))
 
 
 def _table_run(*, spark_too: bool) -> type[TableRun]:

@@ -18,6 +18,7 @@ from sharesync.state import RunStatus
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import SharesyncError, TransportError
 from sharesync.sync.core.providers import DEFAULT_PROVIDER
+from sharesync.sync.core.selection import Selection, needs_keys_message
 from sharesync.sync.protocol.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ class ProviderState(StrEnum):
     OK = "ok"  # it answered with the table's version
     UNREACHABLE = "unreachable"  # no answer at all: refused, reset or timed out
     ERROR = "error"  # it answered with an error (credentials, a table it no longer shares, …)
+    # An include: pattern's table: gone from its share's listing (target and checkpoint kept) …
+    REMOVED = "removed at provider"
+    NEEDS_KEYS = "needs keys"  # … or without the pattern's key columns (and no fallback_mode)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ class TableStatus:
 
 def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
     """One row per configured table and any warnings."""
+    selection = engine.select() if engine.declared.include else None
     config = engine.config
     names = [t.key for t in config.tables]
     checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
@@ -108,7 +113,39 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
                 provider_error=provider_error,
             )
         )
+    if selection is not None:
+        rows += unsynced_rows(engine, selection)
     return rows, token_warnings(engine)
+
+
+def unsynced_rows(engine: SyncEngine, selection: Selection) -> list[TableStatus]:
+    """Rows of the matched tables a pass does not sync: removed at provider, or needing keys."""
+    from sharesync.pipelines.run.selection import removed_note
+
+    unsynced = [(t, ProviderState.REMOVED, removed_note(t)) for t in selection.removed]
+    unsynced += [(t, ProviderState.NEEDS_KEYS, needs_keys_message(t, m)) for t, m in selection.needs_keys]
+    runs = engine.store.latest_runs([t.key for t, _, _ in unsynced])
+    rows = []
+    for table, state, why in unsynced:
+        checkpoint, run = engine.store.get_checkpoint(table.key), runs.get(table.key)
+        rows.append(
+            TableStatus(
+                name=table.key,
+                target=table.target,
+                mode=table.mode,
+                checkpoint_version=checkpoint.version if checkpoint else None,
+                source_version=None,
+                lag_versions=None,
+                last_sync_at=checkpoint.updated_at if checkpoint else None,
+                last_status=run.status if run else None,
+                last_error=run.error if run is not None else None,
+                last_warning=None,
+                provider=state,
+                provider_error=why,
+                provider_name=table.provider,
+            )
+        )
+    return rows
 
 
 def token_warnings(engine: SyncEngine) -> list[str]:

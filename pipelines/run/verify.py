@@ -92,7 +92,7 @@ class Verification:
 
 def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verification:
     """Check ``name``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
-    table = engine.config.table(name)
+    table = engine.table(name)
     checkpoint = engine.store.get_checkpoint(table.key)
 
     def found(

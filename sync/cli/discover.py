@@ -97,8 +97,13 @@ def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, .
     "--workers", type=click.IntRange(1, 64), default=8, show_default=True, help="Concurrent metadata requests."
 )
 @click.option("--provider", "only", default=None, help="Only this provider of the config (default: all of them).")
+@click.option(
+    "--config", "as_config", is_flag=True, help="Print sharesync.yaml entries (tables: and include:), ready to paste."
+)
 @click.pass_context
-def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int, only: str | None) -> None:
+def discover(
+    ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int, only: str | None, as_config: bool
+) -> None:
     """List the shared tables (all, or the ones named): version, CDF, partition columns, reader features."""
     # A failure before any table is described is a SharesyncError: the sharesync group
     # (sharesync.sync.cli.main) prints it, exit 2. A failing table exits 1 after the listing.
@@ -115,6 +120,10 @@ def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers
             unreachable.append(f"provider '{provider}': {exc}")  # the other providers are still listed
     if as_json:
         click.echo(json.dumps({"tables": [asdict(t) for t in found]}, indent=2))
+    elif as_config:
+        from sharesync.sync.cli.discover_config import config_entries
+
+        click.echo(config_entries(found), nl=False)
     else:
         _print_table(found, several=len(providers) > 1)
     failed = [t for t in found if t.error is not None]

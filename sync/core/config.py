@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.providers import DEFAULT_PROVIDER, ProviderConfig, check_provider_name
 from sharesync.sync.core.redact import register_secret
+from sharesync.sync.core.selection import IncludeConfig
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
 from sharesync.sync.core.table_config import (
     DEFAULT_REWRITE_THRESHOLD,
@@ -97,6 +98,7 @@ class SharesyncConfig(StrictModel):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     defaults: TableDefaults = Field(default_factory=TableDefaults)
     tables: list[TableConfig] = Field(default_factory=list)
+    include: list[IncludeConfig] = Field(default_factory=list, description="tables selected by pattern")
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
     allow_private_file_urls: bool = False  # file URLs at private addresses (docs/guarantees.md, "Which file URLs…")
     file_id_hash: Literal["parquet", "delta"] | None = Field(
@@ -197,12 +199,17 @@ def _check_providers(config: SharesyncConfig) -> None:
             f"providers.{DEFAULT_PROVIDER}: 'profile:' already is the provider '{DEFAULT_PROVIDER}'; remove one of them"
         )
     known = config.all_providers()
-    for index, table in enumerate(config.tables):
-        if table.provider not in known:
-            raise ValueError(
-                f"tables[{index}].provider: '{table.provider}' is not a provider of this config "
-                f"(known: {', '.join(known)}); add it under 'providers:' or fix the name"
-            )
+    named: list[tuple[str, Sequence[TableConfig | IncludeConfig]]] = [
+        ("tables", config.tables),
+        ("include", config.include),
+    ]
+    for field, entries in named:
+        for index, entry in enumerate(entries):
+            if entry.provider not in known:
+                raise ValueError(
+                    f"{field}[{index}].provider: '{entry.provider}' is not a provider of this config "
+                    f"(known: {', '.join(known)}); add it under 'providers:' or fix the name"
+                )
 
 
 def _check_declarative_freshness(config: SharesyncConfig) -> None:
@@ -274,6 +281,7 @@ def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
         return p if p.is_absolute() else (base_dir / p)
 
     tables = [t.model_copy(update={"target": _resolve_target(t.target, base_dir)}) for t in config.tables]
+    include = [i.model_copy(update={"target": _resolve_target(i.target, base_dir)}) for i in config.include]
     return config.model_copy(
         update={
             "profile": resolve(config.profile) if config.profile else None,
@@ -284,6 +292,7 @@ def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
             "state_store": _resolve_sqlite_url(config.state_store, base_dir),
             "ca_bundle": resolve(config.ca_bundle) if config.ca_bundle else None,
             "tables": tables,
+            "include": include,
         }
     )
 
