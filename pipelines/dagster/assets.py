@@ -157,7 +157,7 @@ def sync_table_asset(
     try:
         backfill = run_config.backfill()
         with sharesync.engine() as engine:
-            table = engine.config.table(name)
+            table = engine.table(name)
             if backfill is not None:
                 context.log.info(f"{name}: backfill from {backfill.starting_timestamp.isoformat()}")
             result = engine.sync_table(table.key, backfill=backfill)

@@ -132,7 +132,7 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
                 if check_name not in selected:
                     continue
                 try:
-                    yield gather(engine, engine.config.table(name))
+                    yield gather(engine, engine.table(name))
                 except Exception as exc:  # noqa: BLE001 - report, redacted, as a failed check
                     context.log.warning(f"{name}: {check_name} could not run: {describe(exc)}")
                     yield dg.AssetCheckResult(

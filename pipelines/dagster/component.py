@@ -30,6 +30,7 @@ from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY
 from sharesync.pipelines.dagster.location import build_definitions
 from sharesync.pipelines.dagster.naming import ASSET_PREFIX, SOURCE_PREFIX, Names
 from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.selection import with_selection
 from sharesync.sync.core.config import SharesyncConfig, load_config
 
 
@@ -66,7 +67,7 @@ class SharesyncComponent(dg.Component, dg.Resolvable, dg.Model):
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         path = self.resolved_config_path(context.path)
         return build_definitions(
-            self.selected(load_config(path)),
+            self.selected(with_selection(load_config(path))),
             SharesyncResource(config_path=str(path)),
             names=self.names(),
             retry_policy=self.retry.policy() if self.retry else DEFAULT_RETRY_POLICY,

@@ -42,12 +42,14 @@ from sharesync.pipelines.dagster.checks import routine_check_keys
 from sharesync.pipelines.dagster.failures import describe
 from sharesync.pipelines.dagster.freshness import confirmation_due, freshness_bound
 from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.selection import selection_news
 from sharesync.pipelines.dagster.sources import observation
 from sharesync.pipelines.run.target_check import written_for
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 
 if TYPE_CHECKING:
+    from sharesync.pipelines.run.engine import SyncEngine
     from sharesync.state import Checkpoint
 
 SENSOR_NAME = "sharesync_source_versions"
@@ -199,7 +201,8 @@ def build_source_sensor(
         cursor = SensorCursor.parse(context.cursor)
         with sharesync.engine() as engine:
             try:
-                versions = engine.source_versions([t.key for t in tables])
+                live = _follow_selection(context, engine, tables)
+                versions = engine.source_versions([t.key for t in live])
                 checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
             except SharesyncError as exc:  # profile or state store: nothing can be decided this tick
                 raise dg.Failure(description=describe(exc)) from None
@@ -208,7 +211,7 @@ def build_source_sensor(
         materialized = _materialized_at(context, bounded, names)
         tick = plan_tick(
             config,
-            tables,
+            live,
             versions,
             checkpoints,
             cursor,
@@ -227,6 +230,21 @@ def build_source_sensor(
         return dg.SensorResult(skip_reason=skip, asset_events=list(tick.observations), cursor=tick.cursor.dumps())
 
     return sharesync_source_versions
+
+
+def _follow_selection(
+    context: dg.SensorEvaluationContext, engine: SyncEngine, tables: list[TableConfig]
+) -> list[TableConfig]:
+    """The loaded tables to poll; with ``include:`` patterns, the shares are listed and the tick's
+    log says which tables are new at the provider (a reload adds them) or removed there."""
+    if not engine.declared.include:
+        return tables
+    selection = engine.select()
+    news = selection_news(tables, list(selection.tables), list(selection.removed))
+    for line in news.lines():
+        context.log.info(line)
+    gone = {t.key for t in news.removed}
+    return [t for t in tables if t.key not in gone]
 
 
 def _materialized_at(
