@@ -8,6 +8,7 @@ tables needs it: a provider whose profile is missing or expired fails its own ta
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -63,3 +64,25 @@ def poll_versions(
 
     with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
         return dict(zip([t.key for t in tables], pool.map(poll, tables), strict=True))
+
+
+def clients_by_provider(
+    providers: Iterable[str], make: Callable[[str], SharingClient], *, contain: bool
+) -> dict[str, SharingClient | SharesyncError]:
+    """Each provider's client, or why it cannot be made (``contain``: that provider's tables fail
+    alone; else it is raised — with one provider, a broken profile means the command cannot run)."""
+    clients: dict[str, SharingClient | SharesyncError] = {}
+    for provider in providers:
+        try:
+            clients[provider] = make(provider)
+        except SharesyncError as exc:
+            if not contain:
+                raise
+            clients[provider] = exc
+    return clients
+
+
+def close_clients(clients: dict[str, SharingClient | SharesyncError]) -> None:
+    for client in clients.values():
+        if not isinstance(client, SharesyncError):
+            client.close()

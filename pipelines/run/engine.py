@@ -35,7 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from sharesync.pipelines.jobs.identity import Glance, glance
-from sharesync.pipelines.run.clients import make_client, poll_versions
+from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.resources import EngineResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
@@ -124,21 +124,15 @@ class SyncEngine:
         clients of their own that try this long). A provider whose profile cannot be read fails its
         own tables only."""
         tables = self._tables(names)
-        clients: dict[str, SharingClient | SharesyncError] = {}
-        for provider in {t.provider for t in tables}:  # created before the threads use them
-            try:
-                own = retry is not None
-                clients[provider] = (
-                    make_client(self.config, provider, retry=retry) if own else self.client_for(provider)
-                )
-            except SharesyncError as exc:
-                clients[provider] = exc
+        own = retry is not None
+        make = (lambda provider: make_client(self.config, provider, retry=retry)) if own else self.client_for
+        several = len(self.config.all_providers()) > 1  # one provider's broken profile stops the command
+        clients = clients_by_provider({t.provider for t in tables}, make, contain=several)  # before the threads
         try:
             return poll_versions(tables, clients)
         finally:
-            for client in clients.values():
-                if retry is not None and not isinstance(client, SharesyncError):
-                    client.close()
+            if own:
+                close_clients(clients)
 
     def client_for(self, provider: str) -> SharingClient:
         return self.resources.client_for(provider)
@@ -173,7 +167,9 @@ class SyncEngine:
         from sharesync.pipelines.run.selection import unsynced_results
 
         selection = self.select()
-        return unsynced_results(self.store, selection, self.lease_ttl) if every else []
+        if not every or not (selection.removed or selection.needs_keys):
+            return []  # the state store is opened only when there is something to report
+        return unsynced_results(self.store, selection, self.lease_ttl)
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)

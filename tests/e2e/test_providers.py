@@ -91,3 +91,14 @@ def test_two_providers_share_one_store_and_fail_apart(
     down = cli(*config, "sync")
     assert down.code == 1 and "error: partner/e2e.s.extra:" in down.err
     assert json.loads(cli(*config, "status", "--json").out)["tables"][0]["lag_versions"] == 0
+
+    # The partner's profile is missing: with several providers, that too fails its tables only
+    # (exit 2, as for any table whose config is wrong; the default provider's table still synced).
+    providers["partner"]["profile"] = str(workspace.root / "no-such.share")
+    config = write(workspace, workspace.raw_config(orders, *theirs, providers=providers))
+    workspace.commit("orders", 1, seed=5)
+    missing = cli(*config, "sync")
+    assert missing.code == 2 and "error: partner/e2e.s.orders: profile file" in missing.err, missing.err
+    statuses = {row["name"]: row for row in json.loads(cli(*config, "status", "--json").out)["tables"]}
+    assert statuses["e2e.s.orders"]["lag_versions"] == 0
+    assert "warning: provider 'partner': profile file" in cli(*config, "status").out
