@@ -117,3 +117,29 @@ def _outcomes(output: str) -> dict[str, list[str]]:
 
 def _rows(workspace: Workspace, target: str) -> int:
     return DeltaTable(str(workspace.root / target)).to_pyarrow_table().num_rows
+
+
+def test_a_pass_lists_each_selected_share_once_and_asks_metadata_only_of_new_keyed_tables(
+    workspace: Workspace,
+) -> None:
+    from sharesync.pipelines.run.selection import select
+
+    for name in ("a", "b", "c"):
+        workspace.table(name, rows=2)
+    config = workspace.config(
+        include=[
+            {"pattern": "e2e.s.a", "target": "warehouse/x/{table}", "keys": ["id"]},
+            {"pattern": "e2e.*.*", "target": "warehouse/y/{table}", "mode": "append"},
+        ]
+    )
+    client, transport = workspace.counting_client(config)
+    selection = select(config, lambda provider: client, {})
+    assert [(t.key, t.mode.value) for t in selection.tables] == [
+        ("e2e.s.a", "merge"),
+        ("e2e.s.b", "append"),
+        ("e2e.s.c", "append"),
+    ]
+    assert transport.endpoints == ["all-tables", "metadata"]  # one listing; the new keyed table's columns
+    transport.requests.clear()
+    select(config, lambda provider: client, {"e2e.s.a": "merge"})  # synced before: no metadata call
+    assert transport.endpoints == ["all-tables"]
