@@ -76,3 +76,49 @@ def test_mistakes_name_the_field_and_the_fix(raw: dict[str, Any], message: str, 
     with pytest.raises(ConfigError) as caught:
         parse_config(raw, base_dir=tmp_path)
     assert message in str(caught.value)
+
+
+def test_token_expiry_warnings_name_each_provider(tmp_path: Path) -> None:
+    """``status``'s warnings (one per provider whose token expires within a week or whose profile
+    is unreadable); the one-provider wording is unchanged."""
+    import json
+    from datetime import UTC, datetime, timedelta
+    from types import SimpleNamespace
+
+    from sharesync.pipelines.run.status import token_warnings
+
+    def profile(name: str, days: float) -> str:
+        expires = (datetime.now(UTC) + timedelta(days=days)).isoformat()
+        body = {"shareCredentialsVersion": 1, "endpoint": "https://x.example/ds", "bearerToken": "t0k3n-value"}
+        (tmp_path / name).write_text(json.dumps({**body, "expirationTime": expires}), encoding="utf-8")
+        return name
+
+    raw = {
+        "profile": profile("v.share", 3),
+        "providers": {"p": {"profile": profile("p.share", 30)}, "gone": {"profile": "missing.share"}},
+    }
+    warnings = token_warnings(SimpleNamespace(config=parse_config(raw, base_dir=tmp_path)))  # type: ignore[arg-type]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("provider 'default': the profile's token expires at ")
+    assert warnings[1].startswith("provider 'gone': profile file ")
+    alone = parse_config({"profile": profile("v.share", 3)}, base_dir=tmp_path)
+    [only] = token_warnings(SimpleNamespace(config=alone))  # type: ignore[arg-type]
+    assert only.startswith("the profile's token expires at ") and "t0k3n" not in only
+
+
+def test_each_providers_client_has_its_own_retry_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from sharesync.pipelines.run.clients import make_client
+
+    monkeypatch.delenv("SHARESYNC_RETRY_MAX_ATTEMPTS", raising=False)
+    body = {"shareCredentialsVersion": 1, "endpoint": "https://x.example/ds", "bearerToken": "t0k3n-value"}
+    (tmp_path / "a.share").write_text(json.dumps(body), encoding="utf-8")
+    raw = {
+        "profile": "a.share",
+        "providers": {"gentle": {"profile": "a.share", "retry_max_attempts": 2, "retry_total_seconds": 9}},
+    }
+    config = parse_config(raw, base_dir=tmp_path)
+    with make_client(config, "gentle") as gentle, make_client(config, "default") as default:
+        assert (gentle.retry.max_attempts, gentle.retry.total_seconds) == (2, 9)
+        assert (default.retry.max_attempts, default.retry.total_seconds) == (8, 120)
