@@ -55,7 +55,10 @@ class SharesyncComponent(dg.Component, dg.Resolvable, dg.Model):
     """Delta Sharing tables kept in sync with Delta targets: one asset per table, its checks and automation."""
 
     config_path: str = Field(description="the sharesync config file; relative paths start at this defs.yaml's folder")
-    tables: list[str] | None = Field(default=None, description="share.schema.table names to include (default: all)")
+    tables: list[str] | None = Field(
+        default=None,
+        description="table keys to include: share.schema.table, provider/share.schema.table (default: all)",
+    )
     asset_key_prefix: list[str] = Field(default=[ASSET_PREFIX], min_length=1, description="prefix of the tables' keys")
     source_key_prefix: list[str] = Field(
         default=[SOURCE_PREFIX], min_length=1, description="prefix of the provider tables' (observable sources') keys"

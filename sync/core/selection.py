@@ -92,7 +92,10 @@ class IncludeConfig(BaseModel):
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in error["loc"])
-            raise ValueError(f"{where + ': ' if where else ''}{error['msg'].removeprefix('Value error, ')}") from None
+            message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden":
+                message = "unknown field; check the spelling (see docs/configuration.md)"
+            raise ValueError(f"{where + ': ' if where else ''}{message}") from None
 
     def matches(self, name: str) -> bool:
         return _match(self.pattern, name) and not any(_match(e, name) for e in self.exclude)

@@ -143,3 +143,9 @@ def test_a_pass_lists_each_selected_share_once_and_asks_metadata_only_of_new_key
     transport.requests.clear()
     select(config, lambda provider: client, {"e2e.s.a": "merge"})  # synced before: no metadata call
     assert transport.endpoints == ["all-tables"]
+    transport.requests.clear()
+    every_share = config.model_copy(
+        update={"include": [config.include[1].model_copy(update={"pattern": "*.s.*"})]}
+    )  # a wildcard share: the provider's shares are listed first
+    assert [t.key for t in select(every_share, lambda provider: client, {}).tables] == ["e2e.s.a", "e2e.s.b", "e2e.s.c"]
+    assert transport.endpoints == ["shares", "all-tables"]

@@ -79,6 +79,7 @@ def test_two_tables_with_one_target_refuse_the_pass() -> None:
         (pattern("s.d.*", fallback_mode="merge"), "include[0].fallback_mode: Input should be 'append' or 'snapshot'"),
         (pattern("s.d.*", provider="nope"), "include[0].provider: 'nope' is not a provider of this config"),
         (pattern("s.d.*", name="s.d.t"), "'name' belongs to 'tables:' entries"),
+        (pattern("s.d.*", kyes=["id"]), "include[0]: kyes: unknown field; check the spelling"),
     ],
 )
 def test_pattern_mistakes_name_the_field_and_the_fix(entry: dict[str, Any], message: str) -> None:
