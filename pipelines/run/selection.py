@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.run.failures import describe
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
 from sharesync.state import RunStats, RunStatus
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
@@ -40,8 +39,6 @@ class Listings:
     """What each provider's selected shares list, fetched once and kept for the pass."""
 
     tables: dict[str, list[str] | None] = field(default_factory=dict)  # provider → names (None: failed)
-    errors: dict[str, str] = field(default_factory=dict)  # provider → why it could not be listed
-    shares_listed: int = 0
 
     def fetch(self, config: SharesyncConfig, client_for: ClientFor) -> Listings:
         for provider in dict.fromkeys(e.provider for e in config.include):
@@ -51,7 +48,6 @@ class Listings:
                 self.tables[provider] = self._provider(config, provider, client_for(provider))
             except SharesyncError as exc:
                 self.tables[provider] = None
-                self.errors[provider] = describe(exc)
                 log.warning("provider '%s': cannot list its shares (%s); its known tables are kept", provider, exc)
         return self
 
@@ -63,7 +59,6 @@ class Listings:
             shares |= {s for s in offered if any(fnmatch.fnmatchcase(s.lower(), p.lower()) for p in patterns)}
         names: list[str] = []
         for share in sorted(shares):
-            self.shares_listed += 1
             try:
                 names += [t.full_name for t in client.list_all_tables(share)]
             except NotFound:  # the share is no longer shared with us: none of its tables are
