@@ -129,7 +129,7 @@ def build_table_assets(
 
 
 def _table_asset(table: TableConfig, spec: dg.AssetSpec, policy: dg.RetryPolicy, pool: str) -> dg.AssetsDefinition:
-    name = table.name
+    name = table.key
 
     @dg.multi_asset(
         specs=[spec],
@@ -157,11 +157,11 @@ def sync_table_asset(
     try:
         backfill = run_config.backfill()
         with sharesync.engine() as engine:
-            table = engine.config.table(name)
+            table = engine.table(name)
             if backfill is not None:
                 context.log.info(f"{name}: backfill from {backfill.starting_timestamp.isoformat()}")
-            result = engine.sync_table(table.name, backfill=backfill)
-            commit_from, commit_to = _commit_range(engine, result)
+            result = engine.sync_table(table.key, backfill=backfill)
+            commit_from, commit_to = _commit_range(engine, table, result)
             stats = _target_stats(context, table)
     except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
         context.log.error(f"{name}: sync failed: {describe(exc)}")
@@ -178,19 +178,22 @@ def sync_table_asset(
     )
 
 
-def _commit_range(engine: "SyncEngine", result: "TableSyncResult") -> tuple[datetime | None, datetime | None]:
+def _commit_range(
+    engine: "SyncEngine", table: TableConfig, result: "TableSyncResult"
+) -> tuple[datetime | None, datetime | None]:
     """Commit timestamps of the first and last version applied; asked of the provider when a
     bootstrap could not learn them from the files it read."""
+    client = engine.client_for(table.provider)
     end_version = result.batches[-1].end_version if result.batches else result.checkpoint_version
     commit_to = result.batches[-1].end_commit_timestamp if result.batches else result.checkpoint_timestamp
     if commit_to is None and end_version is not None:
-        commit_to = commit_timestamp(engine.client, result.name, end_version)
+        commit_to = commit_timestamp(client, table.name, end_version)
     if not result.batches:
         return commit_to, commit_to
     first = result.batches[0]
     if first.start_version == end_version:
         return commit_to, commit_to
-    commit_from = first.start_commit_timestamp or commit_timestamp(engine.client, result.name, first.start_version)
+    commit_from = first.start_commit_timestamp or commit_timestamp(client, table.name, first.start_version)
     return commit_from, commit_to
 
 
@@ -198,7 +201,7 @@ def _target_stats(context: dg.AssetExecutionContext, table: TableConfig) -> Targ
     try:
         return read_target_stats(table.target, soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
-        context.log.warning(f"{table.name}: cannot read the target's row count and schema: {describe(exc)}")
+        context.log.warning(f"{table.key}: cannot read the target's row count and schema: {describe(exc)}")
         return None
 
 

@@ -109,7 +109,7 @@ def build_table_checks(
 
 
 def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Names) -> dg.AssetChecksDefinition:
-    name = table.name
+    name = table.key
 
     @dg.multi_asset_check(
         specs=build_check_specs(config, table, names),
@@ -132,7 +132,7 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
                 if check_name not in selected:
                     continue
                 try:
-                    yield gather(engine, engine.config.table(name))
+                    yield gather(engine, engine.table(name))
                 except Exception as exc:  # noqa: BLE001 - report, redacted, as a failed check
                     context.log.warning(f"{name}: {check_name} could not run: {describe(exc)}")
                     yield dg.AssetCheckResult(
@@ -153,15 +153,14 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
         return skipped(ROW_COUNT, "append mode keeps a change log, not a copy of the source's rows")
     if table.where:
         return skipped(ROW_COUNT, "a 'where' filter keeps only some of the source's rows")
-    checkpoint = engine.store.get_checkpoint(table.name)
+    checkpoint = engine.store.get_checkpoint(table.key)
     if checkpoint is None:
         return dg.AssetCheckResult(check_name=ROW_COUNT, passed=False, severity=WARN, description="never synced")
     target_rows = _copy_rows(table)
-    latest = engine.client.table_version(table.name).version
+    client = engine.client_for(table.provider)
+    latest = client.table_version(table.name).version
     try:
-        source_rows = snapshot_num_records(
-            engine.client, table.name, checkpoint.version, latest=latest == checkpoint.version
-        )
+        source_rows = snapshot_num_records(client, table.name, checkpoint.version, latest=latest == checkpoint.version)
     except SharesyncError as exc:  # e.g. the provider shares no history to query the checkpoint's version
         return skipped(ROW_COUNT, f"the provider cannot list version {checkpoint.version} (unknown): {describe(exc)}")
     return row_count_verdict(checkpoint.version, target_rows, source_rows)
@@ -183,7 +182,7 @@ def _copy_rows(table: TableConfig) -> int | None:
 def token_expiry_check(engine: "SyncEngine", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
     from sharesync.sync.protocol.profile import load_profile
 
-    profile = load_profile(engine.config.profile, allow_expired=True)
+    profile = load_profile(engine.config.provider(table.provider).profile, allow_expired=True)
     return token_expiry_verdict(profile.expiration_time, now or datetime.now(UTC))
 
 

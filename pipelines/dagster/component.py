@@ -30,6 +30,7 @@ from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY
 from sharesync.pipelines.dagster.location import build_definitions
 from sharesync.pipelines.dagster.naming import ASSET_PREFIX, SOURCE_PREFIX, Names
 from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.selection import with_selection
 from sharesync.sync.core.config import SharesyncConfig, load_config
 
 
@@ -54,7 +55,10 @@ class SharesyncComponent(dg.Component, dg.Resolvable, dg.Model):
     """Delta Sharing tables kept in sync with Delta targets: one asset per table, its checks and automation."""
 
     config_path: str = Field(description="the sharesync config file; relative paths start at this defs.yaml's folder")
-    tables: list[str] | None = Field(default=None, description="share.schema.table names to include (default: all)")
+    tables: list[str] | None = Field(
+        default=None,
+        description="table keys to include: share.schema.table, provider/share.schema.table (default: all)",
+    )
     asset_key_prefix: list[str] = Field(default=[ASSET_PREFIX], min_length=1, description="prefix of the tables' keys")
     source_key_prefix: list[str] = Field(
         default=[SOURCE_PREFIX], min_length=1, description="prefix of the provider tables' (observable sources') keys"
@@ -66,7 +70,7 @@ class SharesyncComponent(dg.Component, dg.Resolvable, dg.Model):
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         path = self.resolved_config_path(context.path)
         return build_definitions(
-            self.selected(load_config(path)),
+            self.selected(with_selection(load_config(path))),
             SharesyncResource(config_path=str(path)),
             names=self.names(),
             retry_policy=self.retry.policy() if self.retry else DEFAULT_RETRY_POLICY,

@@ -67,11 +67,12 @@ def confirmation_due(
 def freshness_check(engine: SyncEngine, table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
     bound = freshness_bound(engine.config, table)
     assert bound is not None, "the freshness check exists only with a bound"
-    checkpoint = engine.store.get_checkpoint(table.name)
-    source = engine.client.table_version(table.name).version
+    checkpoint = engine.store.get_checkpoint(table.key)
+    client = engine.client_for(table.provider)
+    source = client.table_version(table.name).version
     oldest = None
     if checkpoint is not None and checkpoint.version < source:
-        oldest = commit_timestamp(engine.client, table.name, checkpoint.version + 1)
+        oldest = commit_timestamp(client, table.name, checkpoint.version + 1)
     return freshness_verdict(bound, checkpoint, source, oldest, now or datetime.now(UTC))
 
 

@@ -2,7 +2,8 @@
 
 Building reads and validates the config only — no profile, no state store, no network —
 so a bad config fails at load with the field path and a fix, and a provider that is down
-never stops the UI from loading. Tests call :func:`build_definitions` directly.
+never stops the UI from loading; a config with ``include:`` patterns lists the selected shares
+at load (:mod:`~sharesync.pipelines.dagster.selection`). Tests call :func:`build_definitions` directly.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sharesync.pipelines.dagster.automation import build_automation_sensor
 from sharesync.pipelines.dagster.checks import build_table_checks
 from sharesync.pipelines.dagster.naming import DEFAULT_NAMES, Names
 from sharesync.pipelines.dagster.resources import RESOURCE_KEY, SharesyncResource
+from sharesync.pipelines.dagster.selection import with_selection
 from sharesync.pipelines.dagster.sensors import build_schedules, build_source_sensor
 from sharesync.pipelines.dagster.sources import build_source_observer
 from sharesync.sync.core.config import SharesyncConfig, config_path, load_config
@@ -57,5 +59,5 @@ def _sensors(config: SharesyncConfig, names: Names, status: dg.DefaultSensorStat
 def load_definitions(path: str | Path | None = None) -> dg.Definitions:
     """Definitions for the config at ``path`` (else ``SHARESYNC_CONFIG``, else ``./sharesync.yaml``)."""
     file = config_path(path).resolve()
-    config = load_config(file)
+    config = with_selection(load_config(file))
     return build_definitions(config, SharesyncResource(config_path=str(file)))

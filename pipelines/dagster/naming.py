@@ -1,7 +1,9 @@
 """Names the Dagster layer derives from a table's config: asset keys, op names, pools, tags.
 
 Pure and stable: the same config always gives the same names, so run history, run keys and
-pool limits survive restarts. Dagster restricts op and group names to ``[A-Za-z0-9_]``;
+pool limits survive restarts. A table of a provider other than the default one (``profile:``)
+has its provider's name in front: ``["sharesync", provider, share, schema, table]``, so two
+providers' tables never collide, while a one-provider config keeps the keys it always had. Dagster restricts op and group names to ``[A-Za-z0-9_]``;
 shared-table names are free text, so a name that had to be changed gets a short hash of
 the original appended and two different tables can never collide.
 """
@@ -17,6 +19,7 @@ from datetime import datetime
 import dagster as dg
 
 from sharesync.sync.core.config import TableConfig
+from sharesync.sync.core.providers import DEFAULT_PROVIDER
 
 ASSET_PREFIX = "sharesync"
 SOURCE_PREFIX = "delta_sharing"
@@ -70,7 +73,16 @@ def _key_parts(table: TableConfig) -> list[str]:
     after its key with only ``-`` (and ``.``) turned into ``_``: any other character outside
     ``[A-Za-z0-9_]`` would stop the whole code location from loading, so such a part is renamed
     (with a hash: stable and unique); the names that worked before keep their keys."""
-    return [dagster_name(part, _KEY_PART) for part in (table.share, table.schema_name, table.table)]
+    return [dagster_name(part, _KEY_PART) for part in (*_provider(table), table.share, table.schema_name, table.table)]
+
+
+def _provider(table: TableConfig) -> tuple[str, ...]:
+    """The provider's part of a name: none for the default provider (names from before ``providers:``)."""
+    return () if table.provider == DEFAULT_PROVIDER else (table.provider,)
+
+
+def _stem(table: TableConfig) -> str:
+    return "__".join((*_provider(table), table.share, table.schema_name, table.table))
 
 
 def dagster_name(text: str, invalid: re.Pattern[str] = _INVALID) -> str:
@@ -83,24 +95,24 @@ def dagster_name(text: str, invalid: re.Pattern[str] = _INVALID) -> str:
 
 def op_name(table: TableConfig) -> str:
     """The sync op's name, also the key of its run config (``ops: {<name>: {config: …}}``)."""
-    return dagster_name(f"sync_{table.share}__{table.schema_name}__{table.table}")
+    return dagster_name(f"sync_{_stem(table)}")
 
 
 def checks_op_name(table: TableConfig) -> str:
-    return dagster_name(f"check_{table.share}__{table.schema_name}__{table.table}")
+    return dagster_name(f"check_{_stem(table)}")
 
 
 def group_name(table: TableConfig) -> str:
-    return dagster_name(table.share)
+    return dagster_name("__".join((*_provider(table), table.share)))
 
 
 def pool(table: TableConfig) -> str:
     """One concurrency pool per table: with a limit of 1, at most one sync of it at a time."""
-    return f"{POOL_PREFIX}{table.name}".replace(" ", "_")
+    return f"{POOL_PREFIX}{table.key}".replace(" ", "_")
 
 
 def schedule_name(table: TableConfig) -> str:
-    return dagster_name(f"sync_{table.share}__{table.schema_name}__{table.table}_schedule")
+    return dagster_name(f"sync_{_stem(table)}_schedule")
 
 
 def code_version(table: TableConfig) -> str:
@@ -111,8 +123,8 @@ def code_version(table: TableConfig) -> str:
 
 
 def run_key(table: TableConfig, version: int) -> str:
-    """``name@version``: a sensor requests each source version of a table once."""
-    return f"{table.name}@{version}"
+    """``key@version``: a sensor requests each source version of a table once."""
+    return f"{table.key}@{version}"
 
 
 def rebuild_run_key(table: TableConfig, version: int, checkpoint_written: datetime | None) -> str:

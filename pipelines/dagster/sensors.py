@@ -42,12 +42,14 @@ from sharesync.pipelines.dagster.checks import routine_check_keys
 from sharesync.pipelines.dagster.failures import describe
 from sharesync.pipelines.dagster.freshness import confirmation_due, freshness_bound
 from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.selection import selection_news
 from sharesync.pipelines.dagster.sources import observation
 from sharesync.pipelines.run.target_check import written_for
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 
 if TYPE_CHECKING:
+    from sharesync.pipelines.run.engine import SyncEngine
     from sharesync.state import Checkpoint
 
 SENSOR_NAME = "sharesync_source_versions"
@@ -125,37 +127,37 @@ def plan_tick(
     observations: list[dg.AssetObservation] = []
     errors: list[str] = []
     for table in tables:
-        polled = versions.get(table.name)
+        polled = versions.get(table.key)
         if polled is None:
             continue
         if isinstance(polled, SharesyncError):
-            errors.append(f"{table.name}: cannot read the provider's version: {describe(polled)}")
+            errors.append(f"{table.key}: cannot read the provider's version: {describe(polled)}")
             continue
-        if new.observed.get(table.name) != polled:
+        if new.observed.get(table.key) != polled:
             observations.append(observation(table, polled, names))
-            new.observed[table.name] = polled
-        checkpoint = checkpoints.get(table.name)
+            new.observed[table.key] = polled
+        checkpoint = checkpoints.get(table.key)
         # Behind, or not synced yet. A version *below* the checkpoint means the provider
         # re-created the table: the engine re-bootstraps, so that is a request too.
         if checkpoint is not None and checkpoint.version == polled:
-            now_table = (configured or {}).get(table.name, table)
+            now_table = (configured or {}).get(table.key, table)
             if not written_for(checkpoint, now_table):
                 key = naming.rebuild_run_key(now_table, polled, checkpoint.updated_at)
-                if new.rebuilt.get(table.name) != key:
+                if new.rebuilt.get(table.key) != key:
                     requests.append(run_request(config, table, key, names))
-                    new.rebuilt[table.name] = key
+                    new.rebuilt[table.key] = key
                 continue  # a confirming run would only attempt the same rebuild
             bound = freshness_bound(config, table)
-            last = (materialized_at or {}).get(table.name)
-            if bound is not None and confirmation_due(bound, last, new.confirmed.get(table.name), now):
+            last = (materialized_at or {}).get(table.key)
+            if bound is not None and confirmation_due(bound, last, new.confirmed.get(table.key), now):
                 key = f"{naming.run_key(table, polled)}/confirm@{int(now)}"
                 requests.append(run_request(config, table, key, names))
-                new.confirmed[table.name] = now
+                new.confirmed[table.key] = now
             continue
-        if new.requested.get(table.name) == polled:
+        if new.requested.get(table.key) == polled:
             continue
         requests.append(run_request(config, table, naming.run_key(table, polled), names))
-        new.requested[table.name] = polled
+        new.requested[table.key] = polled
     return Tick(requests, observations, new, errors)
 
 
@@ -170,7 +172,7 @@ def run_request(
         run_key=run_key,
         asset_selection=[names.asset_key(table)],
         asset_check_keys=routine_check_keys(config, table, names),
-        tags={naming.TABLE_TAG: table.name},
+        tags={naming.TABLE_TAG: table.key},
     )
 
 
@@ -199,16 +201,17 @@ def build_source_sensor(
         cursor = SensorCursor.parse(context.cursor)
         with sharesync.engine() as engine:
             try:
-                versions = engine.source_versions([t.name for t in tables])
+                live = _follow_selection(context, engine, tables)
+                versions = engine.source_versions([t.key for t in live])
                 checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
             except SharesyncError as exc:  # profile or state store: nothing can be decided this tick
                 raise dg.Failure(description=describe(exc)) from None
             # What a run will sync: the config file now, which may have moved a table since load.
-            configured = {t.name: t for t in engine.config.tables}
+            configured = {t.key: t for t in engine.config.tables}
         materialized = _materialized_at(context, bounded, names)
         tick = plan_tick(
             config,
-            tables,
+            live,
             versions,
             checkpoints,
             cursor,
@@ -229,11 +232,26 @@ def build_source_sensor(
     return sharesync_source_versions
 
 
+def _follow_selection(
+    context: dg.SensorEvaluationContext, engine: SyncEngine, tables: list[TableConfig]
+) -> list[TableConfig]:
+    """The loaded tables to poll; with ``include:`` patterns, the shares are listed and the tick's
+    log says which tables are new at the provider (a reload adds them) or removed there."""
+    if not engine.declared.include:
+        return tables
+    selection = engine.select()
+    news = selection_news(tables, list(selection.tables), list(selection.removed))
+    for line in news.lines():
+        context.log.info(line)
+    gone = {t.key for t in news.removed}
+    return [t for t in tables if t.key not in gone]
+
+
 def _materialized_at(
     context: dg.SensorEvaluationContext, tables: Sequence[TableConfig], names: naming.Names
 ) -> dict[str, float]:
     """When each table with a freshness bound last materialized (one event-log query each)."""
-    found = {t.name: context.instance.get_latest_materialization_event(names.asset_key(t)) for t in tables}
+    found = {t.key: context.instance.get_latest_materialization_event(names.asset_key(t)) for t in tables}
     return {name: event.timestamp for name, event in found.items() if event is not None}
 
 
@@ -255,9 +273,9 @@ def build_schedules(
                 cron_schedule=cron,
                 execution_timezone="UTC",
                 target=dg.AssetSelection.assets(names.asset_key(table)),
-                tags={naming.TABLE_TAG: table.name},
+                tags={naming.TABLE_TAG: table.key},
                 default_status=default_status,
-                description=f"Sync {table.name} on '{cron}' (UTC).",
+                description=f"Sync {table.key} on '{cron}' (UTC).",
             )
         )
     return schedules

@@ -94,16 +94,15 @@ def build_source_observer(
     """
     if not config.tables:
         return None
-    tables = {names.source_key(t): t.name for t in config.tables}
+    tables = {names.source_key(t): t for t in config.tables}
 
     def observe(context: dg.AssetExecutionContext, sharesync: SharesyncResource) -> Iterator[dg.ObserveResult]:
         keys = [k for k in tables if k in context.selected_asset_keys]
         with sharesync.engine() as engine:
-            client = engine.client
 
             def ask(key: dg.AssetKey) -> "TableMetadata | SharesyncError":
-                try:
-                    return client.metadata(tables[key])
+                try:  # a provider whose profile cannot be read fails its own tables' observations only
+                    return engine.client_for(tables[key].provider).metadata(tables[key].name)
                 except SharesyncError as exc:
                     return exc
 
@@ -112,7 +111,7 @@ def build_source_observer(
         failed = []
         for key, answer in zip(keys, answers, strict=True):
             if isinstance(answer, SharesyncError):
-                failed.append(f"{tables[key]}: {describe(answer)}")
+                failed.append(f"{tables[key].key}: {describe(answer)}")
                 continue
             yield dg.ObserveResult(
                 asset_key=key,

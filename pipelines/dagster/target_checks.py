@@ -102,7 +102,7 @@ def keys_unique_verdict(keys: Sequence[str], found: tuple[int, list[str]] | None
 
 
 def schema_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
-    answer = engine.client.metadata(table.name)
+    answer = engine.client_for(table.provider).metadata(table.name)
     provider = [(f.name, f.type_name) for f in answer.metadata.table_schema.fields]
     stats = read_target_stats(table.target)
     target = None if stats is None else [(name, type_name) for name, type_name, _ in stats.columns]
@@ -180,7 +180,7 @@ def full_verify_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckRe
     """``sharesync verify NAME --full``: identity, then keys and rows against the checkpoint's snapshot."""
     from sharesync.pipelines.run.verify import verify_table
 
-    found = verify_table(engine, table.name, full=True)
+    found = verify_table(engine, table.key, full=True)
     metadata: dict[str, dg.RawMetadataValue] = {"identity": found.identity}
     if found.checkpoint_version is not None:
         metadata["checkpoint_version"] = found.checkpoint_version

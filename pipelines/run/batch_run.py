@@ -102,7 +102,7 @@ def fetch_snapshot(
         version=None if latest else version,
         predicate_hints=context.hints.predicate_hints,
         json_predicate_hints=context.hints.json_predicate_hints,
-        submissions=submissions_for(services.config, services.store),
+        submissions=submissions_for(services.config, services.store, context.table.provider),
     )
     read_at = datetime.now(UTC)
     listed = batches.snapshot_change_files(result)
@@ -177,10 +177,10 @@ class BatchRunner:
     def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
         table, store = self.context.table, self.services.store
         run_id = store.start_run(
-            table.name, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
+            table.key, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
         )
         began = time.monotonic()
-        directory = batches.batch_dir(self.services.config.staging_dir, table.name, step.directory)
+        directory = batches.batch_dir(self.services.config.staging_dir, table.key, step.directory)
         try:
             fetched = step.fetch()
             check_columns(table, fetched.metadata.table_schema, version=fetched.end)
@@ -278,7 +278,7 @@ class BatchRunner:
         table = self.context.table
         target = read_identity(table.target)  # the state this checkpoint now describes
         new = Checkpoint(
-            name=table.name,
+            name=table.key,
             version=fetched.end,
             table_id=fetched.metadata.id,
             schema_fingerprint=hashlib.sha256(fetched.metadata.schema_string.encode()).hexdigest()[:16],

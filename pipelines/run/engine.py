@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from sharesync.pipelines.jobs.identity import Glance, glance
+from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.resources import EngineResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
@@ -50,12 +51,13 @@ if TYPE_CHECKING:
 
     from sharesync.pipelines.run.table_run import TableRun
     from sharesync.state import StateStore
+    from sharesync.sync.core.selection import Selection
     from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
+    from sharesync.sync.protocol.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
-POLL_WORKERS = 32
 _IMPORTS = threading.Lock()
 
 # (table name) → what the caller holds while that table syncs under its lease: a display of running tables.
@@ -78,7 +80,9 @@ class SyncEngine:
     ) -> None:
         # Targets and staging in object storage: this process's settings (storage.use_storage).
         use_storage(config.storage, embedded_engine=config.spark.remote is None)
+        self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
+        self.selection: Selection | None = None
         self.resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress)
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
@@ -114,41 +118,71 @@ class SyncEngine:
     # ------------------------------------------------------------ passes
 
     def source_versions(
-        self, names: Iterable[str] | None = None, *, client: SharingClient | None = None
+        self, names: Iterable[str] | None = None, *, retry: RetryPolicy | None = None
     ) -> dict[str, int | SharesyncError]:
-        """The provider's current version of each table, polled concurrently (with ``client``, if given)."""
+        """The provider's current version of each table by key, polled concurrently (``retry``: with
+        clients of their own that try this long). A provider whose profile cannot be read fails its
+        own tables only."""
         tables = self._tables(names)
-        polling = client or self.client  # created before the threads use it
+        own = retry is not None
+        make = (lambda provider: make_client(self.config, provider, retry=retry)) if own else self.client_for
+        several = len(self.config.all_providers()) > 1  # one provider's broken profile stops the command
+        clients = clients_by_provider({t.provider for t in tables}, make, contain=several)  # before the threads
+        try:
+            return poll_versions(tables, clients)
+        finally:
+            if own:
+                close_clients(clients)
 
-        def poll(table: TableConfig) -> int | SharesyncError:
-            try:
-                return polling.table_version(table.name).version
-            except SharesyncError as exc:
-                return exc
-
-        with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
-            return dict(zip([t.name for t in tables], pool.map(poll, tables), strict=True))
+    def client_for(self, provider: str) -> SharingClient:
+        return self.resources.client_for(provider)
 
     def sync_all(self, names: Iterable[str] | None = None, *, parallel: int | None = None) -> list[TableSyncResult]:
         """One pass over all (or the named) tables, ``parallel`` at once (default: the config's
         ``max_parallel_tables``); a failing table never stops the others; results in config order."""
         try:
-            return self._pass(names, parallel)
+            unsynced = self._follow_selection(every=names is None) if self.declared.include else []
+            return [*self._pass(names, parallel), *unsynced]
         finally:
             _give_ctrl_c_back()
 
+    def select(self) -> Selection:
+        """The tables of this pass: the explicit ones and those the ``include:`` patterns match now
+        (each selected share listed once); ``config`` holds them from here on."""
+        from sharesync.pipelines.run.selection import select
+
+        modes = {c.name: c.mode for c in self._stored_checkpoints()}
+        self.selection = select(self.declared, self.client_for, modes)
+        self.config = self.declared.model_copy(update={"tables": list(self.selection.tables)})
+        return self.selection
+
+    def table(self, name: str) -> TableConfig:
+        """The table whose key is ``name``, a pattern's too (listing the shares if not done yet)."""
+        if self.selection is None and self.declared.include:
+            self.select()
+        return self.config.table(name)
+
+    def _follow_selection(self, *, every: bool) -> list[TableSyncResult]:
+        """Select; a whole pass also reports the matched tables it does not sync."""
+        from sharesync.pipelines.run.selection import unsynced_results
+
+        selection = self.select()
+        if not every or not (selection.removed or selection.needs_keys):
+            return []  # the state store is opened only when there is something to report
+        return unsynced_results(self.store, selection, self.lease_ttl)
+
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
-        versions = self.source_versions([t.name for t in tables])
+        versions = self.source_versions([t.key for t in tables])
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
-        idle = {t.name for t in tables if _up_to_date(t, versions[t.name], checkpoints.get(t.name))}
+        idle = {t.key for t in tables if _up_to_date(t, versions[t.key], checkpoints.get(t.key))}
 
         def one(table: TableConfig) -> TableSyncResult:
-            return self._pass_table(table, versions[table.name], checkpoints.get(table.name), table.name in idle)
+            return self._pass_table(table, versions[table.key], checkpoints.get(table.key), table.key in idle)
 
-        busy = [t for t in tables if t.name not in idle and not isinstance(versions[t.name], SharesyncError)]
+        busy = [t for t in tables if t.key not in idle and not isinstance(versions[t.key], SharesyncError)]
         workers = min(parallel or self.config.defaults.parallel_tables(), len(busy))
         if workers <= 1:
             return [one(table) for table in tables]
@@ -164,7 +198,7 @@ class SyncEngine:
 
     def backfill(self, name: str, request: BackfillRequest) -> TableSyncResult:
         """Replay one table from a moment; its failure is its result, as in a pass."""
-        table = self.config.table(name)
+        table = self.table(name)
         started = time.monotonic()
         try:
             return self.sync_table(name, backfill=request)
@@ -189,7 +223,7 @@ class SyncEngine:
             self._record_failure(table, polled, checkpoint, None)
             return self._failed(table, checkpoint, None, polled, started)
         try:
-            return self.sync_table(table.name, source_version=polled, checkpoint=checkpoint, up_to_date=up_to_date)
+            return self.sync_table(table.key, source_version=polled, checkpoint=checkpoint, up_to_date=up_to_date)
         except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
             return self._failed(table, self._checkpoint_after_failure(table), polled, exc, started)
 
@@ -202,27 +236,27 @@ class SyncEngine:
         checkpoint: Checkpoint | None = None,
         up_to_date: bool | None = None,
     ) -> TableSyncResult:
-        """Sync one table; raises what failed it, after putting the failure on record.
+        """Sync the table whose key is ``name``; raises what failed it, after putting the failure on record.
 
         ``up_to_date``: what the caller found for this ``source_version`` and ``checkpoint``
         (a pass looks once per table); None: look here."""
-        table = self.config.table(name)
+        table = self.table(name)
         started = time.monotonic()
         attempt = Attempt()
         used: list[SparkSession] = []
         spark = self.resources.tracked_spark(used)
         try:
             if checkpoint is None:
-                checkpoint = self.store.get_checkpoint(table.name)
+                checkpoint = self.store.get_checkpoint(table.key)
             if source_version is None:
-                source_version = self.client.table_version(table.name).version
+                source_version = self.resources.client_for(table.provider).table_version(table.name).version
             if (
                 backfill is None
                 and checkpoint is not None
                 and (_nothing_new(table, checkpoint, source_version) if up_to_date is None else up_to_date)
             ):
                 return TableSyncResult(
-                    table.name,
+                    table.key,
                     table.mode,
                     TableOutcome.UP_TO_DATE,
                     checkpoint.version,
@@ -231,10 +265,11 @@ class SyncEngine:
                     checkpoint_timestamp=checkpoint.version_timestamp,
                 )
             self.resources.check_staging(spark)
-            watch = self._watch(table.name) if self._watch is not None else nullcontext()
-            with watch, self.store.hold_lease(table.name, ttl=self.lease_ttl) as keeper:
+            watch = self._watch(table.key) if self._watch is not None else nullcontext()
+            with watch, self.store.hold_lease(table.key, ttl=self.lease_ttl) as keeper:
                 run = _table_run(spark_too=self._in_parallel)
-                return run(self.resources.services(spark), table, keeper, attempt).run(backfill, started)
+                services = self.resources.services(spark, table.provider)
+                return run(services, table, keeper, attempt).run(backfill, started)
         except Exception as exc:
             if session_gone(exc):
                 self.resources.drop_spark(exc, used)
@@ -243,8 +278,8 @@ class SyncEngine:
             raise
 
     def reset(self, name: str) -> Checkpoint | None:
-        table = self.config.table(name)
-        return self.store.reset_checkpoint(table.name)
+        table = self.table(name)
+        return self.store.reset_checkpoint(table.key)
 
     # ------------------------------------------------------------ helpers
 
@@ -268,7 +303,7 @@ class SyncEngine:
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:
             return list(self.config.tables)
-        wanted = {t.name: t for t in map(self.config.table, names)}  # each table once, however often named
+        wanted = {t.key: t for t in map(self.table, names)}  # each table once, however often named
         return list(wanted.values()) or list(self.config.tables)
 
     def _record_failure(
@@ -277,15 +312,15 @@ class SyncEngine:
         try:
             store = self.store
         except SharesyncError as error:  # the store is what failed: the result still reports the failure
-            log.warning("could not record the failure of %s: %s", table.name, error)
+            log.warning("could not record the failure of %s: %s", table.key, error)
             return
         version = checkpoint.version if checkpoint else None
-        record_failure(store, table.name, exc, checkpoint=version, source=source_version)
+        record_failure(store, table.key, exc, checkpoint=version, source=source_version)
 
     def _checkpoint_after_failure(self, table: TableConfig) -> Checkpoint | None:
         """Where the failed table stands now (batches before the failure may have advanced it)."""
         try:
-            return self.store.get_checkpoint(table.name)
+            return self.store.get_checkpoint(table.key)
         except SharesyncError:  # the store is what failed: the result still reports the failure
             return None
 
@@ -301,9 +336,9 @@ class SyncEngine:
         # library's exception keeps its traceback in the log (``-v``) for whoever debugs it.
         transient = is_transient(exc)
         kind = "transient" if transient else "permanent"
-        log.info("%s: failed (%s): %s", table.name, kind, describe(exc), exc_info=not isinstance(exc, SharesyncError))
+        log.info("%s: failed (%s): %s", table.key, kind, describe(exc), exc_info=not isinstance(exc, SharesyncError))
         return TableSyncResult(
-            table.name,
+            table.key,
             table.mode,
             TableOutcome.FAILED,
             checkpoint.version if checkpoint else None,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.run.clients import make_client
 from sharesync.pipelines.run.failures import describe
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
 from sharesync.sync.core.config import SharesyncConfig
@@ -41,7 +42,11 @@ class EngineResources:
         progress: ProgressFactory | None = None,
     ) -> None:
         self.config = config
-        self._client = client
+        # A given client serves the first provider (tests, tools with a client of their own).
+        self._clients: dict[str, SharingClient] = {}
+        if client is not None:
+            self._clients[next(iter(config.all_providers()))] = client
+        self._given = client
         self._store = store
         self._spark_factory = spark
         self._progress = progress
@@ -53,20 +58,16 @@ class EngineResources:
 
     @property
     def client(self) -> SharingClient:
-        with self._lock:
-            if self._client is None:
-                from sharesync.sync.protocol.client import SharingClient
-                from sharesync.sync.protocol.profile import check_expiry, load_profile
+        """The client of the config's first provider (the one of a one-provider config)."""
+        return self.client_for(next(iter(self.config.all_providers())))
 
-                profile = load_profile(self.config.profile)
-                check_expiry(profile)
-                self._client = SharingClient(
-                    profile,
-                    ca_bundle=self.config.ca_bundle,
-                    allow_private_file_urls=self.config.allow_private_file_urls,
-                    file_id_hash=self.config.file_id_hash,
-                )
-            return self._client
+    def client_for(self, provider: str) -> SharingClient:
+        """That provider's client, made on first use: its profile is read (and its token's expiry
+        checked) only when one of its tables needs it, so a broken provider fails its tables only."""
+        with self._lock:
+            if provider not in self._clients:
+                self._clients[provider] = make_client(self.config, provider)
+            return self._clients[provider]
 
     @property
     def store_opened(self) -> bool:
@@ -101,8 +102,9 @@ class EngineResources:
 
         return get_spark(self.config.spark)
 
-    def services(self, spark: Callable[[], SparkSession]) -> RunServices:
-        return RunServices(self.config, self.store, self.client, spark, self._progress, self.budget)
+    def services(self, spark: Callable[[], SparkSession], provider: str) -> RunServices:
+        client = self.client_for(provider)
+        return RunServices(self.config, self.store, client, spark, self._progress, self.budget)
 
     def tracked_spark(self, used: list[SparkSession]) -> Callable[[], SparkSession]:
         """:meth:`spark`, remembering the session handed out (to stop that one only if it dies)."""
@@ -139,5 +141,6 @@ class EngineResources:
             raise ConfigError(self._staging_problem)
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        for client in self._clients.values():
+            if client is not self._given:
+                client.close()

@@ -18,6 +18,9 @@ class TableOutcome(StrEnum):
     UP_TO_DATE = "up_to_date"
     SYNCED = "synced"
     FAILED = "failed"
+    # Tables an include: pattern selects that the pass does not sync; neither fails the pass.
+    REMOVED = "removed_at_provider"  # gone from the provider's listing: target and checkpoint kept
+    NEEDS_KEYS = "needs_keys"  # lacks the pattern's key columns and the pattern has no fallback_mode
 
 
 class BatchKind(StrEnum):

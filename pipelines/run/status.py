@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from sharesync.state import RunStatus
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import SharesyncError, TransportError
+from sharesync.sync.core.providers import DEFAULT_PROVIDER
+from sharesync.sync.core.selection import Selection, needs_keys_message
 from sharesync.sync.protocol.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -32,6 +34,9 @@ class ProviderState(StrEnum):
     OK = "ok"  # it answered with the table's version
     UNREACHABLE = "unreachable"  # no answer at all: refused, reset or timed out
     ERROR = "error"  # it answered with an error (credentials, a table it no longer shares, …)
+    # An include: pattern's table: gone from its share's listing (target and checkpoint kept) …
+    REMOVED = "removed at provider"
+    NEEDS_KEYS = "needs keys"  # … or without the pattern's key columns (and no fallback_mode)
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class TableStatus:
     last_warning: str | None
     provider: ProviderState = ProviderState.OK
     provider_error: str | None = None  # why the provider's version is unknown
+    provider_name: str = DEFAULT_PROVIDER  # which provider of the config shares it
 
     def to_json(self) -> dict[str, JsonValue]:
         """The ``status --json`` shape: enums as their values, times in ISO 8601."""
@@ -67,26 +73,23 @@ class TableStatus:
             "last_warning": self.last_warning,
             "provider": self.provider.value,
             "provider_error": self.provider_error,
+            "provider_name": self.provider_name,
         }
 
 
 def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
     """One row per configured table and any warnings."""
+    selection = engine.select() if engine.declared.include else None
     config = engine.config
-    names = [t.name for t in config.tables]
+    names = [t.key for t in config.tables]
     checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
     runs = engine.store.latest_runs(names)
-    from sharesync.sync.protocol.client import SharingClient
-    from sharesync.sync.protocol.profile import load_profile
-
-    profile = load_profile(config.profile)
-    with SharingClient(profile, ca_bundle=config.ca_bundle, retry=STATUS_RETRY) as client:
-        versions = engine.source_versions(names, client=client)
+    versions = engine.source_versions(names, retry=STATUS_RETRY)
     rows = []
     for table in config.tables:
-        checkpoint = checkpoints.get(table.name)
-        run = runs.get(table.name)
-        polled = versions.get(table.name)
+        checkpoint = checkpoints.get(table.key)
+        run = runs.get(table.key)
+        polled = versions.get(table.key)
         source = polled if isinstance(polled, int) else None
         lag = source - checkpoint.version if source is not None and checkpoint is not None else None
         provider, provider_error = ProviderState.OK, None
@@ -95,8 +98,9 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
             provider_error = f"cannot read the provider's version: {polled}"
         rows.append(
             TableStatus(
-                name=table.name,
+                name=table.key,
                 target=table.target,
+                provider_name=table.provider,
                 mode=table.mode,
                 checkpoint_version=checkpoint.version if checkpoint else None,
                 source_version=source,
@@ -109,19 +113,66 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
                 provider_error=provider_error,
             )
         )
+    if selection is not None:
+        rows += unsynced_rows(engine, selection)
     return rows, token_warnings(engine)
 
 
+def unsynced_rows(engine: SyncEngine, selection: Selection) -> list[TableStatus]:
+    """Rows of the matched tables a pass does not sync: removed at provider, or needing keys."""
+    from sharesync.pipelines.run.selection import removed_note
+
+    unsynced = [(t, ProviderState.REMOVED, removed_note(t)) for t in selection.removed]
+    unsynced += [(t, ProviderState.NEEDS_KEYS, needs_keys_message(t, m)) for t, m in selection.needs_keys]
+    runs = engine.store.latest_runs([t.key for t, _, _ in unsynced])
+    rows = []
+    for table, state, why in unsynced:
+        checkpoint, run = engine.store.get_checkpoint(table.key), runs.get(table.key)
+        rows.append(
+            TableStatus(
+                name=table.key,
+                target=table.target,
+                mode=table.mode,
+                checkpoint_version=checkpoint.version if checkpoint else None,
+                source_version=None,
+                lag_versions=None,
+                last_sync_at=checkpoint.updated_at if checkpoint else None,
+                last_status=run.status if run else None,
+                last_error=run.error if run is not None else None,
+                last_warning=None,
+                provider=state,
+                provider_error=why,
+                provider_name=table.provider,
+            )
+        )
+    return rows
+
+
 def token_warnings(engine: SyncEngine) -> list[str]:
-    """A warning when the profile's token expires within a week (or has expired)."""
+    """A warning per provider whose profile's token expires within a week (or has expired); with
+    several providers, one whose profile cannot be read is a warning too (its rows say the same)."""
     from sharesync.sync.protocol.profile import load_profile
 
-    profile = load_profile(engine.config.profile)
-    expires = profile.expiration_time
-    if expires is None:
-        return []
-    if profile.is_expired():
-        return [f"the profile's token expired at {expires.isoformat()}; ask the provider for a new profile"]
-    if profile.expires_within(TOKEN_WARNING_DAYS):
-        return [f"the profile's token expires at {expires.isoformat()} (within {TOKEN_WARNING_DAYS} days)"]
-    return []
+    providers = engine.config.all_providers()
+    warnings = []
+    for name, settings in providers.items():
+        whose = f"provider '{name}': " if len(providers) > 1 else ""
+        try:
+            profile = load_profile(settings.profile)
+        except SharesyncError as exc:
+            if len(providers) == 1:
+                raise
+            warnings.append(f"{whose}{exc}")
+            continue
+        expires = profile.expiration_time
+        if expires is None:
+            continue
+        if profile.is_expired():
+            warnings.append(
+                f"{whose}the profile's token expired at {expires.isoformat()}; ask the provider for a new profile"
+            )
+        elif profile.expires_within(TOKEN_WARNING_DAYS):
+            warnings.append(
+                f"{whose}the profile's token expires at {expires.isoformat()} (within {TOKEN_WARNING_DAYS} days)"
+            )
+    return warnings

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.state import PendingQuery
 from sharesync.sync.core.config import SharesyncConfig
+from sharesync.sync.core.providers import DEFAULT_PROVIDER, table_key
 from sharesync.sync.protocol.asyncquery import Submission, SubmissionLog
 
 if TYPE_CHECKING:
@@ -18,17 +19,19 @@ if TYPE_CHECKING:
 
 
 class StoreSubmissions:
-    """A :class:`SubmissionLog` kept in the state store's ``sharesync_pending_queries``."""
+    """A :class:`SubmissionLog` kept in the state store's ``sharesync_pending_queries``, under the
+    table's key (the client knows the shared name only; the provider makes it one table of many)."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, provider: str = DEFAULT_PROVIDER) -> None:
         self._store = store
+        self._provider = provider
 
     def load(self, table: str, request_key: str) -> Submission | None:
-        found = self._store.pending_query(table, request_key)
+        found = self._store.pending_query(table_key(self._provider, table), request_key)
         if found is None:
             return None
         return Submission(
-            found.table,
+            table,
             found.request_key,
             found.idempotency_key,
             found.query_id,
@@ -39,7 +42,7 @@ class StoreSubmissions:
     def save(self, submission: Submission) -> None:
         self._store.record_pending_query(
             PendingQuery(
-                submission.table,
+                table_key(self._provider, submission.table),
                 submission.request_key,
                 submission.idempotency_key,
                 submission.query_id,
@@ -49,9 +52,11 @@ class StoreSubmissions:
         )
 
     def clear(self, table: str, request_key: str) -> None:
-        self._store.clear_pending_query(table, request_key)
+        self._store.clear_pending_query(table_key(self._provider, table), request_key)
 
 
-def submissions_for(config: SharesyncConfig, store: StateStore) -> SubmissionLog | None:
+def submissions_for(
+    config: SharesyncConfig, store: StateStore, provider: str = DEFAULT_PROVIDER
+) -> SubmissionLog | None:
     """Where snapshot queries keep their submissions; None (synchronous queries) with ``async_queries: never``."""
-    return None if config.async_queries == "never" else StoreSubmissions(store)
+    return None if config.async_queries == "never" else StoreSubmissions(store, provider)

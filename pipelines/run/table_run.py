@@ -84,7 +84,7 @@ class TableRun:
 
     def run(self, backfill: BackfillRequest | None, started: float) -> TableSyncResult:
         table, store = self.table, self.services.store
-        checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
+        checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         policy = new_columns(table, metadata, self.services.client, checkpoint.version if checkpoint else None)
@@ -128,7 +128,7 @@ class TableRun:
                     raise
                 log.warning("%s: %s; re-bootstrapping", table.name, exc.server_message)
                 history_gap, self.attempt.recorded = True, False
-                checkpoint = store.get_checkpoint(table.name)
+                checkpoint = store.get_checkpoint(table.key)
                 continue
             except SchemaIncompatible as exc:  # nothing written; on_breaking_change: rebuild re-plans once
                 if schema_change is not None or (schema_change := rebuild_change(table, exc)) is None:
@@ -139,7 +139,7 @@ class TableRun:
         if not self.batches:
             checkpoint = self._settle(checkpoint, check)
         return TableSyncResult(
-            table.name,
+            table.key,
             table.mode,
             TableOutcome.SYNCED if self.batches else TableOutcome.UP_TO_DATE,
             checkpoint.version if checkpoint else None,
@@ -207,7 +207,7 @@ class TableRun:
         if self._notes:  # e.g. a lease taken over, with nothing left to sync
             store, version = self.services.store, checkpoint.version if checkpoint else None
             run_id = store.start_run(
-                self.table.name, start_version=version, end_version=version, lease=self.keeper.lease
+                self.table.key, start_version=version, end_version=version, lease=self.keeper.lease
             )
             store.finish_run(run_id, RunStatus.SUCCEEDED, RunStats(), note="; ".join(self._notes))
             self._notes.clear()

@@ -160,7 +160,7 @@ def switch_refusal(checkpoint: Checkpoint, table: TableConfig) -> TargetError:
     kept = "its history would be lost" if checkpoint.mode == Mode.HISTORY.value else "it holds no history to continue"
     return TargetError(
         f"target {table.target} was synced in '{checkpoint.mode}' mode and the config now says "
-        f"'{table.mode.value}'; sharesync will not convert it ({kept}). Run 'sharesync reset {table.name}' "
+        f"'{table.mode.value}'; sharesync will not convert it ({kept}). Run 'sharesync reset {table.key}' "
         "to rebuild it from the provider's snapshot in the new mode, or point 'target' at a new path"
     )
 

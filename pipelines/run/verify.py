@@ -92,17 +92,17 @@ class Verification:
 
 def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verification:
     """Check ``name``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
-    table = engine.config.table(name)
-    checkpoint = engine.store.get_checkpoint(table.name)
+    table = engine.table(name)
+    checkpoint = engine.store.get_checkpoint(table.key)
 
     def found(
         intact: bool, identity: str, comparison: SnapshotComparison | None = None, note: str | None = None
     ) -> Verification:
         version = checkpoint.version if checkpoint else None
-        return Verification(table.name, table.target, table.mode, version, intact, identity, comparison, note)
+        return Verification(table.key, table.target, table.mode, version, intact, identity, comparison, note)
 
     if checkpoint is None:
-        return found(False, f"{table.name} has no checkpoint: nothing synced to verify yet (run 'sharesync sync')")
+        return found(False, f"{table.key} has no checkpoint: nothing synced to verify yet (run 'sharesync sync')")
     if not written_for(checkpoint, table):
         then = (
             str(switch_refusal(checkpoint, table))
@@ -138,7 +138,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
 
 def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
     """Keys and rows of the target against the provider's snapshot at the checkpoint version."""
-    context = table_context(table, engine.client.metadata(table.name))
+    context = table_context(table, engine.client_for(table.provider).metadata(table.name))
     keys = list(table.keys) if table.mode in (Mode.MERGE, Mode.HISTORY) else []
     source = _snapshot_keys(engine, context, checkpoint.version, keys)
     target = _target_keys(table, keys)
@@ -162,17 +162,17 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
     from sharesync.sync.staging import batch as batches
     from sharesync.sync.staging.files import StageLayout
 
-    config, name, expr = engine.config, context.table.name, context.expr
+    config, expr = engine.config, context.expr
     result = _query(engine, context, version)
     schema = result.metadata.table_schema
     files, _ = batches.prune(batches.snapshot_change_files(result), expr, schema)
     layout = StageLayout.build(
         schema, result.metadata.partition_columns, [*keys, *(columns_referenced(expr) if expr else ())]
     )
-    directory = batches.batch_dir(config.staging_dir, name, f"verify-{version}")
+    directory = batches.batch_dir(config.staging_dir, context.table.key, f"verify-{version}")
     try:
         staged = batches.stage(
-            engine.client,
+            engine.client_for(context.table.provider),
             result,
             files,
             layout,
@@ -192,13 +192,14 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
 def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResult:
     """The snapshot at ``version``: the latest one when that is still the provider's version."""
     name, hints = context.table.name, context.hints
+    client = engine.client_for(context.table.provider)
     if version >= context.metadata.version:
-        result = engine.client.query(
+        result = client.query(
             name, predicate_hints=hints.predicate_hints, json_predicate_hints=hints.json_predicate_hints
         )
         if result.version == version:
             return result
-    return engine.client.query(
+    return client.query(
         name, version=version, predicate_hints=hints.predicate_hints, json_predicate_hints=hints.json_predicate_hints
     )
 

@@ -19,13 +19,14 @@ import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import click
 
 from sharesync.sync.cli.main import EXIT_TABLE_FAILED
-from sharesync.sync.core.config import load_config
+from sharesync.sync.core.config import SharesyncConfig, load_config
 from sharesync.sync.core.errors import SharesyncError, printable
+from sharesync.sync.core.providers import DEFAULT_PROVIDER
 from sharesync.sync.core.redact import redact
 from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
@@ -42,6 +43,7 @@ class DiscoveredTable:
     partition_columns: list[str] = field(default_factory=list)
     reader_features: list[str] = field(default_factory=list)  # empty for a plain (parquet-answered) table
     error: str | None = None
+    provider: str = DEFAULT_PROVIDER  # the config's provider that shares it
 
     @classmethod
     def of(cls, meta: TableMetadata) -> DiscoveredTable:
@@ -94,27 +96,63 @@ def _table_names(ctx: click.Context, param: click.Parameter, value: tuple[str, .
 @click.option(
     "--workers", type=click.IntRange(1, 64), default=8, show_default=True, help="Concurrent metadata requests."
 )
+@click.option("--provider", "only", default=None, help="Only this provider of the config (default: all of them).")
+@click.option(
+    "--config", "as_config", is_flag=True, help="Print sharesync.yaml entries (tables: and include:), ready to paste."
+)
 @click.pass_context
-def discover(ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int) -> None:
+def discover(
+    ctx: click.Context, tables: tuple[str, ...], as_json: bool, workers: int, only: str | None, as_config: bool
+) -> None:
     """List the shared tables (all, or the ones named): version, CDF, partition columns, reader features."""
     # A failure before any table is described is a SharesyncError: the sharesync group
     # (sharesync.sync.cli.main) prints it, exit 2. A failing table exits 1 after the listing.
     config = load_config((ctx.obj or {}).get("config_file"))
-    profile = load_profile(config.profile)
-    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
-        found = discover_tables(client, tables, workers=workers)
+    providers = _providers(config, only)
+    found: list[DiscoveredTable] = []
+    unreachable: list[str] = []
+    for provider in providers:
+        try:
+            found += discover_provider(config, provider, tables, workers=workers)
+        except SharesyncError as exc:
+            if len(providers) == 1:
+                raise
+            unreachable.append(f"provider '{provider}': {exc}")  # the other providers are still listed
     if as_json:
         click.echo(json.dumps({"tables": [asdict(t) for t in found]}, indent=2))
+    elif as_config:
+        from sharesync.sync.cli.discover_config import config_entries
+
+        click.echo(config_entries(found), nl=False)
     else:
-        _print_table(found)
+        _print_table(found, several=len(providers) > 1)
     failed = [t for t in found if t.error is not None]
     for t in failed:
         click.echo(f"error: {printable(t.name)}: {t.error}", err=True)
-    if failed:
+    for line in unreachable:
+        click.echo(f"error: {printable(line)}", err=True)
+    if failed or unreachable:
         sys.exit(EXIT_TABLE_FAILED)
 
 
-def _print_table(found: list[DiscoveredTable]) -> None:
+def _providers(config: SharesyncConfig, only: str | None) -> list[str]:
+    known = list(config.all_providers())
+    if only is not None and only not in known:
+        raise click.BadParameter(f"'{only}' is not a provider of the config (known: {', '.join(known)})")
+    return [only] if only is not None else known
+
+
+def discover_provider(
+    config: SharesyncConfig, provider: str, names: Sequence[str] = (), *, workers: int = 8
+) -> list[DiscoveredTable]:
+    """:func:`discover_tables` of one provider of the config, each row naming it."""
+    profile = load_profile(config.provider(provider).profile)
+    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+        found = discover_tables(client, names, workers=workers)
+    return [replace(t, provider=provider) for t in found]
+
+
+def _print_table(found: list[DiscoveredTable], *, several: bool = False) -> None:
     from rich import box
     from rich.console import Console
     from rich.markup import escape
@@ -127,16 +165,19 @@ def _print_table(found: list[DiscoveredTable]) -> None:
     failed = sum(t.error is not None for t in found)
     title = f"{len(found)} shared table{'s' if len(found) != 1 else ''}" + (f", {failed} failed" if failed else "")
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    if several:
+        table.add_column("provider", no_wrap=True)
     table.add_column("table", no_wrap=True)
     table.add_column("version", justify="right", no_wrap=True)
     table.add_column("CDF", no_wrap=True)
     table.add_column("partition columns")
     table.add_column("reader features")
     for t in found:
+        which = [escape(t.provider)] if several else []
         if t.error is not None:  # the error itself follows on stderr, in full
-            table.add_row(escape(printable(t.name)), "[red]failed[/red]", "—", "—", "—")
+            table.add_row(*which, escape(printable(t.name)), "[red]failed[/red]", "—", "—", "—")
             continue
         cdf = "yes" if t.cdf_enabled else "no"
         partitions, features = ", ".join(t.partition_columns) or "—", ", ".join(t.reader_features) or "—"
-        table.add_row(escape(printable(t.name)), str(t.version), cdf, escape(printable(partitions)), features)
+        table.add_row(*which, escape(printable(t.name)), str(t.version), cdf, escape(printable(partitions)), features)
     console.print(table)

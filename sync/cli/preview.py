@@ -23,22 +23,27 @@ _PREDICATES = TypeAdapter(list[Predicate])
 )
 @click.option("--version", default=None, type=click.IntRange(min=0), help="Time-travel to this table version.")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON lines.")
+@click.option("--provider", default=None, help="The config's provider that shares it (default: the first).")
 @click.pass_context
 def preview(
-    ctx: click.Context, name: str, limit: int, where_json: str | None, version: int | None, as_json: bool
+    ctx: click.Context,
+    name: str,
+    limit: int,
+    where_json: str | None,
+    version: int | None,
+    as_json: bool,
+    provider: str | None,
 ) -> None:
     """Show the first matching rows of a shared table (no sync, no state)."""
-    from sharesync.sync.protocol.client import SharingClient
-    from sharesync.sync.protocol.profile import check_expiry, load_profile
+    from sharesync.pipelines.run.clients import make_client
     from sharesync.sync.staging.preview import preview as run_preview
 
     config = load_config(ctx.obj["config_file"])
     where = _parse_where(where_json) if where_json else None
-    profile = load_profile(config.profile)
-    check_expiry(profile)
-    with SharingClient(
-        profile, ca_bundle=config.ca_bundle, allow_private_file_urls=config.allow_private_file_urls
-    ) as client:
+    known = list(config.all_providers())
+    if provider is not None and provider not in known:
+        raise click.BadParameter(f"'{provider}' is not a provider of the config (known: {', '.join(known)})")
+    with make_client(config, provider or known[0]) as client:
         result = run_preview(client, name, limit=limit, where=where, version=version, ca_bundle=config.ca_bundle)
     rows = result.table.to_pylist()
     if as_json:

@@ -22,7 +22,13 @@ def print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) 
     """One line per pass (a log that shows the loop is alive), then the tables that did something."""
     from sharesync.pipelines.run.results import TableOutcome
 
-    order = (TableOutcome.SYNCED, TableOutcome.FAILED, TableOutcome.UP_TO_DATE)
+    order = (
+        TableOutcome.SYNCED,
+        TableOutcome.FAILED,
+        TableOutcome.UP_TO_DATE,
+        TableOutcome.REMOVED,
+        TableOutcome.NEEDS_KEYS,
+    )
     counts = {outcome: sum(r.outcome is outcome for r in results) for outcome in order}
     summary = ", ".join(f"{n} {outcome.value.replace('_', ' ')}" for outcome, n in counts.items() if n) or "no tables"
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -39,12 +45,16 @@ def print_statuses(rows: Sequence[TableStatus], warnings: Sequence[str]) -> None
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    several = len({r.provider_name for r in rows}) > 1  # a config with several providers: which one
+    if several:
+        table.add_column("provider", no_wrap=True)
     table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in rows), default=5))
     for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
         table.add_column(name, no_wrap=True)
     for row in rows:
         source = _show(row.source_version) if row.provider_error is None else row.provider.value
         table.add_row(
+            *([esc(row.provider_name)] if several else []),
             row.name,
             row.mode.value,
             f"{_show(row.checkpoint_version)}/{source}",
@@ -56,8 +66,9 @@ def print_statuses(rows: Sequence[TableStatus], warnings: Sequence[str]) -> None
     console.print(table)
     for row in rows:
         if row.provider_error:  # the provider's state, not the table's: its checkpoint is as shown
+            said = "note" if row.provider_error.startswith(row.provider.value) else f"provider {row.provider.value}"
             console.print(
-                f"[yellow]provider {row.provider.value}:[/yellow] {esc(row.name)}: {esc(row.provider_error)}",
+                f"[yellow]{said}:[/yellow] {esc(row.name)}: {esc(row.provider_error)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -105,6 +116,8 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
         TableOutcome.UP_TO_DATE: "up to date",
         TableOutcome.SYNCED: "synced",
         TableOutcome.FAILED: "[red]FAILED[/red]",
+        TableOutcome.REMOVED: "[yellow]removed at provider[/yellow]",
+        TableOutcome.NEEDS_KEYS: "[yellow]needs keys[/yellow]",
     }
     for r in results:
         stats = r.stats

@@ -19,7 +19,9 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.providers import DEFAULT_PROVIDER, ProviderConfig, check_provider_name
 from sharesync.sync.core.redact import register_secret
+from sharesync.sync.core.selection import IncludeConfig
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
 from sharesync.sync.core.table_config import (
     DEFAULT_REWRITE_THRESHOLD,
@@ -88,13 +90,15 @@ class SparkConfig(StrictModel):
 
 
 class SharesyncConfig(StrictModel):
-    profile: Path
+    profile: Path | None = Field(default=None, description="the one-provider short form: provider 'default'")
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     state_store: str = "sqlite:///.sharesync/state.db"
     staging_dir: StagingDir = Path(".sharesync/staging")  # or an object-store URI (sharesync.sync.core.storage)
     storage: StorageSection = Field(default_factory=StorageSection)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     defaults: TableDefaults = Field(default_factory=TableDefaults)
     tables: list[TableConfig] = Field(default_factory=list)
+    include: list[IncludeConfig] = Field(default_factory=list, description="tables selected by pattern")
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
     allow_private_file_urls: bool = False  # file URLs at private addresses (docs/guarantees.md, "Which file URLs…")
     file_id_hash: Literal["parquet", "delta"] | None = Field(
@@ -128,13 +132,21 @@ class SharesyncConfig(StrictModel):
     def _observe_cron(cls, value: str) -> str:
         return validate_cron(value) or value
 
+    @field_validator("providers")
+    @classmethod
+    def _provider_names(cls, value: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
+        for name in value:
+            check_provider_name(name)
+        return value
+
     @model_validator(mode="after")
     def _unique_tables(self) -> SharesyncConfig:
+        _check_providers(self)
         names: set[str] = set()
         for table in self.tables:
-            key = table.name.lower()
+            key = table.key.lower()
             if key in names:
-                raise ValueError(f"table '{table.name}' is listed twice; give each shared table one entry")
+                raise ValueError(f"table '{table.key}' is listed twice; give each shared table one entry")
             names.add(key)
         _check_unique_targets(self.tables)
         if self.automation == "declarative":
@@ -142,18 +154,29 @@ class SharesyncConfig(StrictModel):
         return self
 
     def table(self, name: str) -> TableConfig:
-        """The configured table called ``name`` (case-insensitive), or a ConfigError listing the names."""
+        """The configured table whose key is ``name`` (case-insensitive; ``provider/share.schema.table``
+        for a provider other than the default), or a ConfigError listing the keys."""
         for table in self.tables:
-            if table.name.lower() == name.lower():
+            if table.key.lower() == name.lower():
                 return table
-        known = ", ".join(t.name for t in self.tables) or "none"
+        known = ", ".join(t.key for t in self.tables) or "none"
         raise ConfigError(f"no table '{name}' in the config (configured: {known})")
+
+    def all_providers(self) -> dict[str, ProviderConfig]:
+        """Every provider by name: ``profile:`` is the provider named 'default'."""
+        if self.profile is None:
+            return dict(self.providers)
+        return {DEFAULT_PROVIDER: ProviderConfig(profile=self.profile), **self.providers}
+
+    def provider(self, name: str) -> ProviderConfig:
+        return self.all_providers()[name]
 
     def batch_size(self, table: TableConfig) -> int:
         return table.max_versions_per_batch or self.defaults.max_versions_per_batch
 
     def concurrency(self, table: TableConfig) -> int:
-        return table.download_concurrency or self.defaults.download_concurrency
+        own = table.download_concurrency or self.provider(table.provider).download_concurrency
+        return own or self.defaults.download_concurrency
 
     def rewrite_threshold(self, table: TableConfig) -> float | None:
         """``apply_merge``'s (and ``apply_history``'s) threshold: None = always MERGE, 0 = always rewrite."""
@@ -164,6 +187,29 @@ class SharesyncConfig(StrictModel):
 
 
 DECLARATIVE_MIN_FRESHNESS_MINUTES = 2.0
+
+
+def _check_providers(config: SharesyncConfig) -> None:
+    """``profile:`` or ``providers:`` (or both, ``profile:`` being 'default'), and every table's
+    provider among them."""
+    if config.profile is None and not config.providers:
+        raise ValueError("profile: required field is missing (or list several under 'providers:')")
+    if config.profile is not None and DEFAULT_PROVIDER in config.providers:
+        raise ValueError(
+            f"providers.{DEFAULT_PROVIDER}: 'profile:' already is the provider '{DEFAULT_PROVIDER}'; remove one of them"
+        )
+    known = config.all_providers()
+    named: list[tuple[str, Sequence[TableConfig | IncludeConfig]]] = [
+        ("tables", config.tables),
+        ("include", config.include),
+    ]
+    for field, entries in named:
+        for index, entry in enumerate(entries):
+            if entry.provider not in known:
+                raise ValueError(
+                    f"{field}[{index}].provider: '{entry.provider}' is not a provider of this config "
+                    f"(known: {', '.join(known)}); add it under 'providers:' or fix the name"
+                )
 
 
 def _check_declarative_freshness(config: SharesyncConfig) -> None:
@@ -240,13 +286,18 @@ def _resolve_paths(config: SharesyncConfig, base_dir: Path) -> SharesyncConfig:
         return p if p.is_absolute() else (base_dir / p)
 
     tables = [t.model_copy(update={"target": _resolve_target(t.target, base_dir)}) for t in config.tables]
+    include = [i.model_copy(update={"target": _resolve_target(i.target, base_dir)}) for i in config.include]
     return config.model_copy(
         update={
-            "profile": resolve(config.profile),
+            "profile": resolve(config.profile) if config.profile else None,
+            "providers": {
+                name: p.model_copy(update={"profile": resolve(p.profile)}) for name, p in config.providers.items()
+            },
             "staging_dir": resolve_place(config.staging_dir, base_dir),
             "state_store": _resolve_sqlite_url(config.state_store, base_dir),
             "ca_bundle": resolve(config.ca_bundle) if config.ca_bundle else None,
             "tables": tables,
+            "include": include,
         }
     )
 
@@ -259,10 +310,10 @@ def _check_unique_targets(tables: Sequence[TableConfig]) -> None:
         target = table.target.rstrip("/") if "://" in table.target else os.path.normpath(table.target)
         if target in targets:
             raise ValueError(
-                f"tables '{targets[target]}' and '{table.name}' share the target '{table.target}'; "
+                f"tables '{targets[target]}' and '{table.key}' share the target '{table.target}'; "
                 "each table needs its own target"
             )
-        targets[target] = table.name
+        targets[target] = table.key
 
 
 def _resolve_target(target: str, base_dir: Path) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.filters import Predicate
 from sharesync.sync.core.limits import PassLimits
+from sharesync.sync.core.providers import DEFAULT_PROVIDER, table_key
 from sharesync.sync.core.timestamps import parse_timestamp
 
 # Merge mode rewrites the target when a batch's net changes reach this share of its rows: changed
@@ -119,6 +120,7 @@ class TableConfig(StrictModel):
     freshness_minutes: float | None = Field(default=None, gt=0)
     on_new_column: NewColumnPolicy = NewColumnPolicy.ADD
     on_breaking_change: BreakingChangePolicy = BreakingChangePolicy.FAIL
+    provider: str = Field(default=DEFAULT_PROVIDER, description="a name from 'providers:' ('default': 'profile:')")
 
     @field_validator("name")
     @classmethod
@@ -192,6 +194,11 @@ class TableConfig(StrictModel):
     def track_lists(self) -> tuple[tuple[str, list[str] | None], ...]:
         """History mode's two column lists by option name (at most one is set)."""
         return ("track_history", self.track_history), ("track_history_except", self.track_history_except)
+
+    @property
+    def key(self) -> str:
+        """The table's identity in the state store, results and commands (providers.table_key)."""
+        return table_key(self.provider, self.name)
 
     @property
     def share(self) -> str:

@@ -253,18 +253,22 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def check_expiry(profile: Profile, *, allow_expired: bool = False, now: datetime | None = None) -> None:
-    """Refuse an expired bearer token; warn when it expires within a week."""
+def check_expiry(
+    profile: Profile, *, allow_expired: bool = False, now: datetime | None = None, provider: str | None = None
+) -> None:
+    """Refuse an expired bearer token; warn when it expires within a week (naming the
+    ``provider`` of a config with several, whose tables alone it concerns)."""
     expiry = profile.expiration_time
     if expiry is None:
         return
+    whose = f"provider '{provider}' ({profile.source})" if provider else str(profile.source)
     if profile.is_expired(now=now) and not allow_expired:
         raise ConfigError(
-            f"{profile.source}: the profile's bearerToken expired at {expiry.isoformat()}; ask the provider for a new profile"
+            f"{whose}: the profile's bearerToken expired at {expiry.isoformat()}; ask the provider for a new profile"
         )
     if profile.expires_within(EXPIRY_WARNING_DAYS, now=now):
         logger.warning(
             "%s: the profile's bearerToken expires at %s; ask the provider for a new profile soon",
-            profile.source,
+            whose,
             expiry.isoformat(),
         )

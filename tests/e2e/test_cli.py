@@ -35,6 +35,7 @@ STATUS_KEYS = {
     "last_warning",
     "provider",
     "provider_error",
+    "provider_name",  # which provider of the config shares it (issue 33)
 }
 
 

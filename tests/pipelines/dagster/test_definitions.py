@@ -123,3 +123,25 @@ def test_a_bad_config_fails_at_load_naming_the_field(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"tables\[0\].*keys"):
         load_definitions(path)
+
+
+def test_another_providers_tables_have_their_own_keys_and_names_while_the_default_keeps_its_own() -> None:
+    """Issue 33 §1: the same shared table from two providers is two assets; the default provider's
+    (``profile:``) asset keys, op names and pools are those of a one-provider config."""
+    entry = {"name": "acme.sales.orders", "keys": ["id"]}
+    config = parse_config(
+        {
+            "profile": "p.share",
+            "providers": {"partner": {"profile": "q.share"}},
+            "tables": [{**entry, "target": "/data/orders"}, {**entry, "target": "/data/p", "provider": "partner"}],
+        }
+    )
+    ours, theirs = config.tables
+    alone = _config().tables[0]
+    for name in (naming.asset_key, naming.source_key, naming.op_name, naming.pool, naming.group_name):
+        assert name(ours) == name(alone) != name(theirs)
+    assert naming.asset_key(theirs) == dg.AssetKey(["sharesync", "partner", "acme", "sales", "orders"])
+    assert naming.op_name(theirs) == "sync_partner__acme__sales__orders"
+    assert naming.run_key(theirs, 3) == "partner/acme.sales.orders@3"
+    specs = build_sync_asset_specs(config)
+    assert len({s.key for s in specs}) == 2

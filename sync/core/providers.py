@@ -1,0 +1,47 @@
+"""The ``providers:`` section: which Delta Sharing servers a config reads, each by its profile.
+
+A recipient usually receives shares from several providers; one config (one state store, one
+Dagster code location) syncs them all. ``profile:`` stays the one-provider short form: it is
+the provider named :data:`DEFAULT_PROVIDER`, whose tables keep their bare ``share.schema.table``
+identity in the state store, the CLI and Dagster — so configs and stores written before
+``providers:`` existed keep working unchanged. A table of any other provider is identified as
+``provider/share.schema.table`` (:func:`table_key`): the same shared name from two providers is
+two tables.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_PROVIDER = "default"
+_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class ProviderConfig(BaseModel):
+    """One provider: its profile, and gentler limits where a provider needs them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: Path = Field(description="the Delta Sharing profile (.share file) this provider gave you")
+    retry_max_attempts: int | None = Field(
+        default=None, ge=1, description="attempts of a failing call to this provider (default: SHARESYNC_RETRY_…)"
+    )
+    retry_total_seconds: float | None = Field(default=None, gt=0, description="time bound of one call's retries")
+    download_concurrency: int | None = Field(
+        default=None, ge=1, le=256, description="per-table downloads in flight for this provider's tables"
+    )
+
+
+def check_provider_name(name: str) -> str:
+    """``name`` when it can appear in table keys, asset keys and paths (letters, digits, ``_``, ``-``)."""
+    if not _PROVIDER_NAME.match(name):
+        raise ValueError(f"provider name '{name}' may use only letters, digits, '_' and '-'; rename it")
+    return name
+
+
+def table_key(provider: str, name: str) -> str:
+    """A table's identity across providers: the bare name for the default provider."""
+    return name if provider == DEFAULT_PROVIDER else f"{provider}/{name}"
