@@ -173,7 +173,7 @@ class SyncEngine:
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
-        versions = self.source_versions([t.key for t in tables])
+        versions = self.source_versions(None if names is None else [t.key for t in tables])  # None: no lookups
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
@@ -223,7 +223,7 @@ class SyncEngine:
             self._record_failure(table, polled, checkpoint, None)
             return self._failed(table, checkpoint, None, polled, started)
         try:
-            return self.sync_table(table.key, source_version=polled, checkpoint=checkpoint, up_to_date=up_to_date)
+            return self._sync(table, None, polled, checkpoint, up_to_date)
         except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
             return self._failed(table, self._checkpoint_after_failure(table), polled, exc, started)
 
@@ -240,7 +240,12 @@ class SyncEngine:
 
         ``up_to_date``: what the caller found for this ``source_version`` and ``checkpoint``
         (a pass looks once per table); None: look here."""
-        table = self.table(name)
+        return self._sync(self.table(name), backfill, source_version, checkpoint, up_to_date)
+
+    # fmt: off
+    def _sync(self, table: TableConfig, backfill: BackfillRequest | None, source_version: int | None,
+              checkpoint: Checkpoint | None, up_to_date: bool | None) -> TableSyncResult:
+        # fmt: on
         started = time.monotonic()
         attempt = Attempt()
         used: list[SparkSession] = []
