@@ -20,9 +20,9 @@ from sharesync.pipelines.dagster.automation import table_condition
 from sharesync.pipelines.dagster.failures import describe, raise_for
 from sharesync.pipelines.dagster.freshness import freshness_bound, freshness_policy
 from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri
-from sharesync.pipelines.dagster.provider_facts import commit_timestamp
 from sharesync.pipelines.dagster.resources import SharesyncResource
 from sharesync.pipelines.jobs.target_stats import TargetStats, read_target_stats
+from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
@@ -184,13 +184,13 @@ def _commit_range(engine: "SyncEngine", result: "TableSyncResult") -> tuple[date
     end_version = result.batches[-1].end_version if result.batches else result.checkpoint_version
     commit_to = result.batches[-1].end_commit_timestamp if result.batches else result.checkpoint_timestamp
     if commit_to is None and end_version is not None:
-        commit_to = commit_timestamp(engine.client, result.name, end_version)
+        commit_to = version_commit_time(engine.client, result.name, end_version)
     if not result.batches:
         return commit_to, commit_to
     first = result.batches[0]
     if first.start_version == end_version:
         return commit_to, commit_to
-    commit_from = first.start_commit_timestamp or commit_timestamp(engine.client, result.name, first.start_version)
+    commit_from = first.start_commit_timestamp or version_commit_time(engine.client, result.name, first.start_version)
     return commit_from, commit_to
 
 
