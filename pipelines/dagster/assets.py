@@ -162,7 +162,7 @@ def sync_table_asset(
                 context.log.info(f"{name}: backfill from {backfill.starting_timestamp.isoformat()}")
             result = engine.sync_table(table.name, backfill=backfill)
             commit_from, commit_to = _commit_range(engine, result)
-            stats = _target_stats(context, table)
+            stats = _target_stats(context, engine, table)
     except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
         context.log.error(f"{name}: sync failed: {describe(exc)}")
         raise_for(exc, name, policy)
@@ -194,9 +194,9 @@ def _commit_range(engine: "SyncEngine", result: "TableSyncResult") -> tuple[date
     return commit_from, commit_to
 
 
-def _target_stats(context: dg.AssetExecutionContext, table: TableConfig) -> TargetStats | None:
+def _target_stats(context: dg.AssetExecutionContext, engine: "SyncEngine", table: TableConfig) -> TargetStats | None:
     try:
-        return read_target_stats(table.target, soft_delete=table.soft_delete)
+        return read_target_stats(engine.runtime.locate(table.target), soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
         context.log.warning(f"{table.name}: cannot read the target's row count and schema: {describe(exc)}")
         return None

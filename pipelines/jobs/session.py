@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sharesync.sync.core.config import SparkConfig
 from sharesync.sync.core.errors import ConfigError
-from sharesync.sync.core.storage import current_storage
+from sharesync.sync.core.storage import StorageSection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,10 +65,14 @@ _sessions: dict[tuple[str | None, tuple[tuple[str, str], ...]], SparkSession] = 
 _engine_environment: dict[str, str] = {}  # storage settings given to the embedded engine, ever
 
 
-def get_spark(config: SparkConfig | None = None) -> SparkSession:
-    """The cached session for ``config``; starts the embedded Sail engine on first use."""
+def get_spark(config: SparkConfig | None = None, storage: StorageSection | None = None) -> SparkSession:
+    """The cached session for ``config``; starts the embedded Sail engine on first use.
+
+    ``storage``: the object-store settings the engine needs (the config's ``storage:``) — the
+    embedded engine's environment, or a remote Spark's per-bucket S3A conf.
+    """
     config = config or SparkConfig()
-    storage = current_storage()
+    storage = storage or StorageSection()
     conf = {**(storage.remote_spark_conf() if config.remote else {}), **config.conf}
     key = (config.remote, tuple(sorted(conf.items())))
     with _lock:

@@ -52,6 +52,7 @@ class BootstrapAt:
 def apply_bootstrap(
     spark: Spark,
     table: TableConfig,
+    target: Location,
     staged: Location,
     expr: Expr | None,
     *,
@@ -66,7 +67,7 @@ def apply_bootstrap(
         history = bootstrap_history(
             spark,
             staged,
-            table.target,
+            target,
             keys=table.keys,
             columns=table.columns,
             row_filter=expr,
@@ -86,7 +87,7 @@ def apply_bootstrap(
             stats = replace_target(
                 spark,
                 staged,
-                table.target,
+                target,
                 columns=table.columns,
                 keys=table.keys,
                 row_filter=row_filter,
@@ -95,15 +96,15 @@ def apply_bootstrap(
         case Mode.SNAPSHOT if checkpoint is None or reason is BootstrapReason.TARGET_CHANGED:
             # First sync, or after 'sharesync reset': the schema is replaced too, which is the
             # documented way past a breaking schema change.
-            stats = replace_target(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
+            stats = replace_target(spark, staged, target, columns=table.columns, row_filter=row_filter)
         case Mode.SNAPSHOT:
-            stats = apply_snapshot(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
+            stats = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter)
         case Mode.APPEND:
             # The change log continues after a gap (the snapshot lands as inserts at its version);
             # it restarts when versions restart (first sync, re-created or rewound source).
             keeps_log = checkpoint is not None and reason in (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF)
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
-            return _append(spark, table, staged, expr, row_filter, after)
+            return _append(spark, table, target, staged, expr, row_filter, after)
         case _:  # pragma: no cover
             raise AssertionError(table.mode)
     return Applied(stats, _changes(table.mode, stats))
@@ -112,6 +113,7 @@ def apply_bootstrap(
 def apply_changes(
     spark: Spark,
     table: TableConfig,
+    target: Location,
     staged: Location,
     expr: Expr | None,
     *,
@@ -125,7 +127,7 @@ def apply_changes(
         history = apply_history(
             spark,
             staged,
-            table.target,
+            target,
             keys=table.keys,
             columns=table.columns,
             row_filter=expr,
@@ -139,13 +141,13 @@ def apply_changes(
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
     if table.mode is Mode.APPEND:
-        return _append(spark, table, staged, expr, row_filter, batch.start - 1)
+        return _append(spark, table, target, staged, expr, row_filter, batch.start - 1)
     if table.mode is not Mode.MERGE:  # pragma: no cover - snapshot mode never plans changes
         raise AssertionError(table.mode)
     stats = apply_merge(
         spark,
         staged,
-        table.target,
+        target,
         keys=table.keys,
         columns=table.columns,
         row_filter=row_filter,
@@ -157,9 +159,15 @@ def apply_changes(
 
 
 def _append(
-    spark: Spark, table: TableConfig, staged: Location, expr: Expr | None, row_filter: Column | None, after: int
+    spark: Spark,
+    table: TableConfig,
+    target: Location,
+    staged: Location,
+    expr: Expr | None,
+    row_filter: Column | None,
+    after: int,
 ) -> Applied:
-    stats = apply_append(spark, staged, table.target, after_version=after, columns=table.columns, row_filter=row_filter)
+    stats = apply_append(spark, staged, target, after_version=after, columns=table.columns, row_filter=row_filter)
     appended = appended_by_type(staged, expr, after) if stats.inserted else {}
     return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))
 

@@ -169,7 +169,8 @@ class BatchRunner:
             table.name, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
         )
         began = time.monotonic()
-        directory = batches.batch_dir(self.services.config.staging_dir, table.name, step.directory)
+        staging = self.services.runtime.locate(self.services.config.staging_dir)
+        directory = batches.batch_dir(staging, table.name, step.directory)
         try:
             fetched = step.fetch()
             check_columns(table, fetched.metadata.table_schema, version=fetched.end)
@@ -265,7 +266,7 @@ class BatchRunner:
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
-        target = read_identity(table.target)  # the state this checkpoint now describes
+        target = read_identity(self.services.runtime.locate(table.target))  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.name,
             version=fetched.end,

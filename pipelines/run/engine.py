@@ -43,11 +43,12 @@ from sharesync.pipelines.run.target_check import written_for
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
-from sharesync.sync.core.storage import use_storage
+from sharesync.sync.core.storage import StorageSection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sharesync.pipelines.jobs.runtime import Runtime
     from sharesync.pipelines.run.table_run import TableRun
     from sharesync.state import StateStore
     from sharesync.sync.protocol.budget import TransferBudget
@@ -76,8 +77,6 @@ class SyncEngine:
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
     ) -> None:
-        # Targets and staging in object storage: this process's settings (storage.use_storage).
-        use_storage(config.storage, embedded_engine=config.spark.remote is None)
         self.config = config
         self.resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress)
         self._watch = watch
@@ -98,6 +97,11 @@ class SyncEngine:
     def budget(self) -> TransferBudget:
         """The downloads and in-memory bytes every table this engine syncs shares (``defaults``)."""
         return self.resources.budget
+
+    @property
+    def runtime(self) -> Runtime:
+        """The engine, storage settings and target access of this config (targets are read through it)."""
+        return self.resources.runtime
 
     def spark(self) -> SparkSession:
         return self.resources.spark()
@@ -143,7 +147,8 @@ class SyncEngine:
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
-        idle = {t.name for t in tables if _up_to_date(t, versions[t.name], checkpoints.get(t.name))}
+        storage = self.config.storage
+        idle = {t.name for t in tables if _up_to_date(t, versions[t.name], checkpoints.get(t.name), storage)}
 
         def one(table: TableConfig) -> TableSyncResult:
             return self._pass_table(table, versions[table.name], checkpoints.get(table.name), table.name in idle)
@@ -219,7 +224,11 @@ class SyncEngine:
             if (
                 backfill is None
                 and checkpoint is not None
-                and (_nothing_new(table, checkpoint, source_version) if up_to_date is None else up_to_date)
+                and (
+                    _nothing_new(table, checkpoint, source_version, self.config.storage)
+                    if up_to_date is None
+                    else up_to_date
+                )
             ):
                 return TableSyncResult(
                     table.name,
@@ -339,12 +348,18 @@ def _give_ctrl_c_back() -> None:
         keep_ctrl_c()
 
 
-def _up_to_date(table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None) -> bool:
+def _up_to_date(
+    table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None, storage: StorageSection
+) -> bool:
     """Whether the table has nothing to do this pass (a failed poll is not up to date: it fails)."""
-    return not isinstance(polled, SharesyncError) and checkpoint is not None and _nothing_new(table, checkpoint, polled)
+    return (
+        not isinstance(polled, SharesyncError)
+        and checkpoint is not None
+        and _nothing_new(table, checkpoint, polled, storage)
+    )
 
 
-def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int) -> bool:
+def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int, storage: StorageSection) -> bool:
     """The checkpoint is at the provider's version, for this target, and the target still ends
     with the commit it recorded (a checkpoint written before sharesync recorded its target is
     not looked at, until its next batch)."""
@@ -352,7 +367,7 @@ def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int
         return False
     if checkpoint.target_version is None:
         return True
-    return glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME
+    return glance(table.target, checkpoint.target_version, checkpoint.updated_at, storage) is Glance.SAME
 
 
 __all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]

@@ -78,6 +78,7 @@ class TableRun:
     ) -> None:
         self.services = services
         self.table = table
+        self.target = services.runtime.locate(table.target)  # read and written with the config's storage settings
         self.keeper = keeper
         self.attempt = attempt or Attempt()
         self.batches: list[BatchResult] = []
@@ -92,9 +93,10 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
-        if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
+        if checkpoint is not None and switches_history(checkpoint, table) and read_identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
-        check_storage_access(table.target, self.services.config.staging_dir)  # object storage: a probe write
+        staging = self.services.runtime.locate(self.services.config.staging_dir)
+        check_storage_access(self.target, staging)  # object storage: a probe write
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
@@ -151,9 +153,10 @@ class TableRun:
         table = self.table
         if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
-        if glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME:
+        written = checkpoint.updated_at
+        if glance(table.target, checkpoint.target_version, written, self.services.runtime.storage) is Glance.SAME:
             return None
-        check = judge(checkpoint, read_identity(table.target, since=checkpoint.target_version))
+        check = judge(checkpoint, read_identity(self.target, since=checkpoint.target_version))
         if check.finding is Finding.FOREIGN:
             raise refusal(check, table.name)
         log.info("%s: %s", table.name, check.describe())
@@ -168,7 +171,7 @@ class TableRun:
         mode = self.table.mode
         if check.finding in REBUILT or mode is Mode.SNAPSHOT:
             return checkpoint, check
-        high = high_water_mark(self.table.target, *high_water_columns(mode))
+        high = high_water_mark(self.target, *high_water_columns(mode))
         if high is None:
             return checkpoint, check  # no rows to replay from: rebuild
         after = replay_checkpoint(mode, high, checkpoint.version)
@@ -261,7 +264,7 @@ class TableRun:
         if backfill.full_refresh or replay_from == 0:
             return replay_from
         if self.table.mode is Mode.HISTORY:
-            start = history_start(self.table.target)
+            start = history_start(self.target)
             if start is not None and replay_from <= start:
                 return replay_from
         return None
@@ -356,6 +359,7 @@ class TableRun:
             apply=lambda staged, fetched: apply_bootstrap(
                 spark,
                 table,
+                self.target,
                 staged,
                 context.expr,
                 reason=reason,
@@ -377,7 +381,14 @@ class TableRun:
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
             apply=lambda staged, _: apply_changes(
-                spark, table, staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold
+                spark,
+                table,
+                self.target,
+                staged,
+                context.expr,
+                batch=batch,
+                replay_from=replay_from,
+                rewrite_threshold=threshold,
             ),
             net_keys=table.keys if table.mode is Mode.MERGE else None,
         )

@@ -33,7 +33,8 @@ from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
 from sharesync.pipelines.jobs.identity import Glance, glance
 from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.sync.core.storage import StorageSection, use_storage
+from sharesync.sync.core.location import Location, locate
+from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.server.samples import sample_rows
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
@@ -87,8 +88,9 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     checkpoint = engine.store.get_checkpoint(ws.name("m"))
     assert checkpoint is not None and checkpoint.target_version is not None
     version, written = checkpoint.target_version, checkpoint.updated_at
+    storage = engine.config.storage
 
-    assert glance(ws.target("m"), version, written) is Glance.SAME
+    assert glance(ws.target("m"), version, written, storage) is Glance.SAME
     before = len(ws.store.requests(ws.base))
     assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
     no_op = ws.store.requests(ws.base)[before:]
@@ -96,11 +98,12 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
         f"/{ws.target('m').removeprefix('s3://')}/_delta_log/{v:020d}.json" for v in (version, version + 1)
     )
     assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # docs: two HEAD requests
-    assert glance(ws.target("m"), version, datetime(2000, 1, 1, tzinfo=UTC)) is Glance.CHANGED  # re-created since
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)
+    assert glance(ws.target("m"), version, long_ago, storage) is Glance.CHANGED  # re-created since
     write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
                     mode="append", storage_options=options)  # fmt: skip
-    assert glance(ws.target("m"), version, written) is Glance.CHANGED  # another commit after it
-    assert glance(f"{ws.base}/nothing-here", 0, written) is Glance.CHANGED
+    assert glance(ws.target("m"), version, written, storage) is Glance.CHANGED  # another commit after it
+    assert glance(f"{ws.base}/nothing-here", 0, written, storage) is Glance.CHANGED
 
 
 def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3_workspace: S3Workspace) -> None:
@@ -140,33 +143,28 @@ CHANGES = [
 ]
 
 
-def _upload(local: Path, to: str) -> str:
+def _upload(local: Path, to: Location) -> Location:
     """A staged batch written locally, copied under ``to`` in the bucket (as the stager leaves it)."""
-    from sharesync.sync.core.location import locate
-
-    where = locate(to).make_empty()
+    where = to.make_empty()
     for file in sorted(local.glob("*.parquet")):
         pafs.copy_files(str(file), where.join(file.name).path, destination_filesystem=where.filesystem)
-    return to
+    return where
 
 
 def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server: S3Store, tmp_path: Path) -> None:
-    use_storage(StorageSection.model_validate(s3_server.storage()), embedded_engine=True)
-    spark, base = get_spark(), s3_server.prefix()
+    storage = StorageSection.model_validate(s3_server.storage())
+    spark, base = get_spark(storage=storage), s3_server.prefix()
     local = str(tmp_path / "history")
     remote = f"{base}/history"
     batches = [write_batch(tmp_path / "b1", SNAPSHOT), write_batch(tmp_path / "b2", CHANGES, files=2)]
-    staged = [_upload(b, f"{base}/staging/{b.name}/data") for b in batches]
-    try:
-        for target, (snapshot, changes) in ((local, batches), (remote, staged)):
-            bootstrap_history(spark, snapshot, target, keys=["id"], version=1, replace=True)
-            apply_history(spark, changes, target, keys=["id"])
-        remote_rows = DeltaTable(remote, storage_options=s3_server.options()).to_pyarrow_table().to_pylist()
-        local_rows = DeltaTable(local).to_pyarrow_table().to_pylist()
-        assert sort_history(remote_rows, ["id"]) == sort_history(local_rows, ["id"])
-        assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
-    finally:
-        use_storage(StorageSection())
+    staged = [_upload(b, locate(f"{base}/staging/{b.name}/data", storage)) for b in batches]
+    for target, (snapshot, changes) in ((local, batches), (locate(remote, storage), staged)):
+        bootstrap_history(spark, snapshot, target, keys=["id"], version=1, replace=True)
+        apply_history(spark, changes, target, keys=["id"])
+    remote_rows = DeltaTable(remote, storage_options=s3_server.options()).to_pyarrow_table().to_pylist()
+    local_rows = DeltaTable(local).to_pyarrow_table().to_pylist()
+    assert sort_history(remote_rows, ["id"]) == sort_history(local_rows, ["id"])
+    assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
 
 
 @pytest.fixture(scope="module")

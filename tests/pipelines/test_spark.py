@@ -131,7 +131,7 @@ def test_the_embedded_engine_refuses_other_storage_settings_than_it_started_with
     be silently ignored (targets written with the old credentials or endpoint), so they fail."""
     from sharesync.pipelines.jobs import session
     from sharesync.sync.core.errors import ConfigError
-    from sharesync.sync.core.storage import StorageSection, use_storage
+    from sharesync.sync.core.storage import StorageSection
 
     monkeypatch.setattr(session, "_engine_environment", {})  # as in a fresh process
     for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP"):
@@ -142,13 +142,8 @@ def test_the_embedded_engine_refuses_other_storage_settings_than_it_started_with
             {"s3://lake/": {"endpoint": "http://127.0.0.1:9", "allow_http": True, "region": region}}
         )
 
-    try:
-        use_storage(settings("eu-west-1"), embedded_engine=True)
-        assert get_spark() is spark
-        use_storage(settings("eu-west-1"), embedded_engine=True)
-        assert get_spark() is spark  # the same settings again: fine
-        use_storage(settings("us-east-1"), embedded_engine=True)
-        with pytest.raises(ConfigError, match=r"already works with other settings \(AWS_REGION\).*spark\.remote"):
-            get_spark()
-    finally:
-        use_storage(StorageSection())
+    assert get_spark(storage=settings("eu-west-1")) is spark
+    assert get_spark(storage=settings("eu-west-1")) is spark  # the same settings again: fine
+    assert get_spark() is spark  # no object-store settings at all: fine too
+    with pytest.raises(ConfigError, match=r"already works with other settings \(AWS_REGION\).*spark\.remote"):
+        get_spark(storage=settings("us-east-1"))
