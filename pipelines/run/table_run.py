@@ -95,8 +95,7 @@ class TableRun:
         context = table_context(table, metadata)  # before any other call: a config error stops here
         if checkpoint is not None and switches_history(checkpoint, table) and read_identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
-        staging = self.services.runtime.locate(self.services.config.staging_dir)
-        check_storage_access(self.target, staging)  # object storage: a probe write
+        check_storage_access(self.target, self.services.runtime.locate(self.services.config.staging_dir))
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
@@ -376,19 +375,13 @@ class TableRun:
         assert checkpoint is not None, "changes are only applied on top of a checkpoint"
         spark, table = self.services.spark, self.table
         threshold = self.services.config.rewrite_threshold(table)
+        apply = partial(apply_changes, spark, table, self.target)
         return BatchStep(
             BatchKind.CHANGES,
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
-            apply=lambda staged, _: apply_changes(
-                spark,
-                table,
-                self.target,
-                staged,
-                context.expr,
-                batch=batch,
-                replay_from=replay_from,
-                rewrite_threshold=threshold,
+            apply=lambda staged, _: apply(
+                staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold
             ),
             net_keys=table.keys if table.mode is Mode.MERGE else None,
         )
