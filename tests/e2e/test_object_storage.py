@@ -167,6 +167,30 @@ def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server
     assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
 
 
+def test_configs_with_different_storage_settings_read_their_own_stores_in_one_process(s3_server: S3Store) -> None:
+    """Issue 30: storage settings belong to a config's runtime, not to the process. Two stores (two
+    moto servers) hold different tables at the same URI; each config's runtime reaches its own."""
+    from support.s3 import s3_store
+
+    from sharesync.pipelines.jobs.identity import read_identity
+    from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.sync.core.config import SparkConfig
+
+    uri = f"{s3_server.prefix()}/t"
+    remote = SparkConfig(remote="sc://127.0.0.1:9")  # never started: only deltalake and pyarrow are asked
+    with s3_store() as other:
+        write_deltalake(uri, pa.table({"id": [1, 2, 3]}), storage_options=s3_server.options())
+        write_deltalake(uri, pa.table({"id": [1, 2, 3, 4, 5]}), storage_options=other.options())
+        write_deltalake(uri, pa.table({"id": [6]}), mode="append", storage_options=other.options())
+        first, second = (Runtime(remote, StorageSection.model_validate(s.storage())) for s in (s3_server, other))
+
+        assert first.open_target(uri).to_pyarrow_table().num_rows == 3
+        assert second.open_target(uri).to_pyarrow_table().num_rows == 6
+        assert [read_identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
+        assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
+        assert first.open_target(uri).to_pyarrow_table().num_rows == 3  # the second changed nothing of the first's
+
+
 @pytest.fixture(scope="module")
 def azurite() -> Iterator[AzuriteStore]:
     with azurite_store() as store:
