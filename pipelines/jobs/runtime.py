@@ -7,7 +7,7 @@ end. Every target read (:func:`~sharesync.pipelines.jobs.delta_target.open_targe
 and probe is located through :meth:`Runtime.locate`, with this config's ``storage:`` settings, so
 several configs with different settings work side by side in one process.
 
-The one limit left is the embedded engine's: Sail reads object-store settings from the process
+The Spark session lives as long as the runtime. The one limit left is the embedded engine's: Sail reads object-store settings from the process
 environment (:mod:`sharesync.pipelines.jobs.session` says how, and refuses a second, different set).
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.jobs.session import SparkEngine
 from sharesync.sync.core.config import SparkConfig
 from sharesync.sync.core.location import Location, Place, locate
 from sharesync.sync.core.storage import StorageSection
@@ -45,6 +46,7 @@ class Runtime:
         if self.spark_config.remote is None and session is None:
             self.storage.engine_environment()  # one set for the embedded engine: a config that cannot work fails now
         self._session = session
+        self.engine = SparkEngine(self.spark_config, self.storage)
 
     def locate(self, place: Place) -> Location:
         """``place`` (a target, the staging directory) as every client reaches it with these settings."""
@@ -57,11 +59,7 @@ class Runtime:
 
     def spark(self) -> SparkSession:
         """The engine's session, started on first use."""
-        if self._session is not None:
-            return self._session()
-        from sharesync.pipelines.jobs.session import get_spark
-
-        return get_spark(self.spark_config, self.storage)
+        return self._session() if self._session is not None else self.engine.session()
 
     def drop_spark(self, dead: SparkSession | None) -> None:
         """Stop the session that died (and the embedded engine): the next job starts new ones.
@@ -69,6 +67,8 @@ class Runtime:
         Only while ``dead`` is still the current session: tables running in parallel all see it
         die, and the first to stop it must not have a later one stop the one another table started.
         """
-        from sharesync.pipelines.jobs.session import stop_spark
+        self.engine.drop(dead)
 
-        stop_spark(only=dead)
+    def close(self) -> None:
+        """End the engine's session (the embedded server stays for the process: see session.py)."""
+        self.engine.close()

@@ -76,9 +76,11 @@ class SyncEngine:
         progress: ProgressFactory | None = None,
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         self.config = config
-        self.resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress)
+        resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress, runtime=runtime)
+        self.resources = resources
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
         self._in_parallel = False  # tables of a pass are syncing in threads right now

@@ -41,9 +41,12 @@ class EngineResources:
         store: StateStore | None = None,
         spark: Callable[[], SparkSession] | None = None,
         progress: ProgressFactory | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         self.config = config
-        self.runtime = Runtime(config.spark, config.storage, session=spark)
+        # A runtime given (a ``sync --every`` process's, across its passes) is its giver's to close.
+        self._owns_runtime = runtime is None
+        self.runtime = runtime or Runtime(config.spark, config.storage, session=spark)
         self._client = client
         self._store = store
         self._progress = progress
@@ -138,3 +141,5 @@ class EngineResources:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+        if self._owns_runtime:
+            self.runtime.close()

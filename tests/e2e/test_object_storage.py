@@ -22,6 +22,7 @@ from support.engines import on_both_engines
 from support.history import sort_history
 from support.jobs import ins, post, pre, write_batch
 from support.s3 import S3Store, S3Workspace
+from support.spark import get_spark
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -31,7 +32,6 @@ from support.verify import (
 
 from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
 from sharesync.pipelines.jobs.identity import Glance, glance
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection
