@@ -64,7 +64,11 @@ TableWatch = Callable[[str], AbstractContextManager[object]]
 
 
 class SyncEngine:
-    """Runs sync passes for one config. Clients, store and Spark are created on first use."""
+    """Runs sync passes for one config. Clients, store and Spark are created on first use.
+
+    ``runtime``: one that outlives this engine (a ``sync --every`` process's, across its passes);
+    by default the engine makes its own and closes it with itself.
+    """
 
     def __init__(
         self,
