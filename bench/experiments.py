@@ -100,7 +100,7 @@ def sail(size: str, variant: str) -> dict:
 
     import sharesync.pipelines.jobs.merge as merge
     import sharesync.pipelines.jobs.rewrite as rewrite
-    from sharesync.pipelines.jobs.session import get_spark
+    from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.sync.staging.netting import write_netted
 
     counting = {"count_s": 0.0}  # the rewrite's first pass (what applies), apart from its write
@@ -121,7 +121,7 @@ def sail(size: str, variant: str) -> dict:
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     write_netted(pq.read_table(p["net"] / "net.parquet"), ["id"], staged)  # as the stager leaves it
-    spark = get_spark()
+    spark = SparkEngine().session()
     began = time.monotonic()
     threshold = None if variant == "sail-merge" else 0.0
     stats = merge.apply_merge(spark, staged, target, keys=["id"], rewrite_threshold=threshold)

@@ -21,7 +21,7 @@ wrapping the engine's steps (module attributes, so nothing in the repo changes):
   in worker threads while other downloads continue); ``download`` is the downloader's call,
   ``stage_file``/``load_file`` the per-file work summed over the worker threads (wall, can
   exceed the batch's wall) and its thread CPU time; ``write_netted`` the in-memory netting;
-* ``get_spark``          — first call: embedded Sail start + Connect session;
+* ``SparkEngine.session`` — first call: embedded Sail start + Connect session;
 * ``apply_merge.*`` / ``replace.*`` — the Spark job's steps (merge mode / bootstrap);
 * ``interpreter start + exit`` — the child's wall outside this module's ``main``.
 
@@ -98,7 +98,7 @@ def instrument() -> None:
     wrap(batch, "load_file", "load_file (wall, summed over threads)", cpu=True)
     wrap(batch, "write_netted", "write_netted (net in memory + write)", cpu=True)
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
-    wrap(spark, "get_spark", "get_spark (engine start on 1st call)")
+    wrap(spark.SparkEngine, "session", "SparkEngine.session (engine start on 1st call)")
     wrap(merge, "apply_merge", "apply_merge (wall)")
     wrap(snapshot, "replace_target", "replace_target (wall)")
     for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",

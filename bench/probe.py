@@ -55,7 +55,7 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
         "tables": len(results),
         "pysail_imported": "pysail" in sys.modules,
         "pyspark_imported": "pyspark" in sys.modules,
-        "engine_started": spark_module._server is not None or bool(spark_module._sessions),
+        "engine_started": spark_module._EMBEDDED._server is not None,
         "heavy_imported": heavy_imported,
     }
 

@@ -13,24 +13,12 @@ from __future__ import annotations
 from sqlalchemy import Connection, delete, select, update
 
 from sharesync.state.base import AnyRow, StoreBase
-from sharesync.state.domain import Checkpoint, Lease
+from sharesync.state.domain import CHECKPOINT_COLUMNS, Checkpoint, Lease
 from sharesync.state.leases import require_lease
 from sharesync.state.models import CheckpointRow
 from sharesync.sync.core.errors import CheckpointConflict
 
-_CHECKPOINT_COLUMNS = (
-    CheckpointRow.name,
-    CheckpointRow.version,
-    CheckpointRow.table_id,
-    CheckpointRow.schema_fingerprint,
-    CheckpointRow.target,
-    CheckpointRow.mode,
-    CheckpointRow.version_timestamp,
-    CheckpointRow.updated_at,
-    CheckpointRow.target_table_id,
-    CheckpointRow.target_version,
-    CheckpointRow.target_mode,
-)
+_CHECKPOINT_COLUMNS = tuple(CheckpointRow.__table__.c[name] for name in CHECKPOINT_COLUMNS)
 
 
 class Checkpoints(StoreBase):
@@ -143,16 +131,4 @@ class Checkpoints(StoreBase):
 
 
 def _to_checkpoint(row: AnyRow) -> Checkpoint:
-    return Checkpoint(
-        name=row.name,
-        version=row.version,
-        table_id=row.table_id,
-        schema_fingerprint=row.schema_fingerprint,
-        target=row.target,
-        mode=row.mode,
-        version_timestamp=row.version_timestamp,
-        updated_at=row.updated_at,
-        target_table_id=row.target_table_id,
-        target_version=row.target_version,
-        target_mode=row.target_mode,
-    )
+    return Checkpoint(**row._mapping)

@@ -65,6 +65,11 @@ class Checkpoint:
         object.__setattr__(self, "updated_at", _utc(self.updated_at))
 
 
+# A checkpoint row's columns are the fields of Checkpoint, by the same names: the store's select
+# (state/checkpoints.py) and the no-op path's stdlib read (state/sqlite.py) both take this list.
+CHECKPOINT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Checkpoint))
+
+
 class RunStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"

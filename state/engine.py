@@ -225,7 +225,10 @@ _engines_lock = threading.Lock()
 def database_for(url: URL) -> Database:
     """The process-wide :class:`Database` for ``url`` (engines are pooled; create one per URL).
 
-    Keyed by pid too: a forked child must never reuse its parent's pooled connections.
+    Process-wide on purpose: every store of one process on one SQLite file must queue its writers
+    on the same in-process lock (two stores each with its own would meet as SQLITE_BUSY), and a
+    ``sync --every`` process or a Dagster code location keeps its connections across passes and
+    runs. Keyed by pid too: a forked child must never reuse its parent's pooled connections.
     """
     key = (os.getpid(), url.render_as_string(hide_password=False))
     with _engines_lock:

@@ -29,11 +29,13 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args, get_type_hints
 
-from sharesync.state.domain import Checkpoint
+from sharesync.state.domain import CHECKPOINT_COLUMNS, Checkpoint
 from sharesync.state.revisions import VERSION_TABLE, head_revision
 
 log = logging.getLogger("sharesync.state")
@@ -43,11 +45,7 @@ SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 _SCHEMES = ("sqlite", "sqlite+pysqlite")
 
-# The columns of sharesync.state.models.CheckpointRow, in the order _checkpoint reads them.
-_SELECT_CHECKPOINTS = (
-    "SELECT name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at, "
-    "target_table_id, target_version, target_mode FROM sharesync_checkpoints ORDER BY name"
-)
+_SELECT_CHECKPOINTS = f"SELECT {', '.join(CHECKPOINT_COLUMNS)} FROM sharesync_checkpoints ORDER BY name"
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -111,21 +109,8 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
 
 
 def _checkpoint(row: tuple[object, ...]) -> Checkpoint:
-    (name, version, table_id, schema_fingerprint, target, mode, version_timestamp, updated_at, *identity) = row
-    target_table_id, target_version, target_mode = identity
-    return Checkpoint(
-        name=_text(name),
-        version=_integer(version),
-        table_id=_text(table_id),
-        schema_fingerprint=_text(schema_fingerprint),
-        target=_text(target),
-        mode=_text(mode),
-        version_timestamp=_utc(version_timestamp),
-        updated_at=_utc(updated_at),
-        target_table_id=None if target_table_id is None else _text(target_table_id),
-        target_version=None if target_version is None else _integer(target_version),
-        target_mode=None if target_mode is None else _text(target_mode),
-    )
+    values = {name: _READERS[name](value) for name, value in zip(CHECKPOINT_COLUMNS, row, strict=True)}
+    return Checkpoint(**values)  # type: ignore[arg-type]  # each value's type checked by its column's reader
 
 
 def _text(value: object) -> str:
@@ -146,3 +131,16 @@ def _utc(value: object) -> datetime | None:
         return None
     parsed = datetime.fromisoformat(_text(value))
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _reader(kind: object) -> Callable[[object], object]:
+    """How a column whose Checkpoint field has type ``kind`` is read from SQLite's raw value."""
+    read: dict[object, Callable[[object], object]] = {str: _text, int: _integer, datetime: _utc}
+    if type(None) not in get_args(kind):
+        return read[kind]
+    (base,) = (arg for arg in get_args(kind) if arg is not type(None))
+    return lambda value: None if value is None else read[base](value)
+
+
+# Per column, its reader: a column added to Checkpoint (and so to CHECKPOINT_COLUMNS) is read here too.
+_READERS = {name: _reader(kind) for name, kind in get_type_hints(Checkpoint).items()}

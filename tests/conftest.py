@@ -148,7 +148,7 @@ def sail_cluster() -> Iterator[SailServer]:
 
 
 def _close_sessions() -> None:
-    from sharesync.pipelines.jobs.session import stop_spark
+    from support.spark import stop_spark
 
     stop_spark()
 

@@ -20,9 +20,9 @@ from sharesync.pipelines.dagster.automation import table_condition
 from sharesync.pipelines.dagster.failures import describe, raise_for
 from sharesync.pipelines.dagster.freshness import freshness_bound, freshness_policy
 from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri
-from sharesync.pipelines.dagster.provider_facts import commit_timestamp
 from sharesync.pipelines.dagster.resources import SharesyncResource
 from sharesync.pipelines.jobs.target_stats import TargetStats, read_target_stats
+from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
@@ -162,7 +162,7 @@ def sync_table_asset(
                 context.log.info(f"{name}: backfill from {backfill.starting_timestamp.isoformat()}")
             result = engine.sync_table(table.key, backfill=backfill)
             commit_from, commit_to = _commit_range(engine, table, result)
-            stats = _target_stats(context, table)
+            stats = _target_stats(context, engine, table)
     except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
         context.log.error(f"{name}: sync failed: {describe(exc)}")
         raise_for(exc, name, policy)
@@ -187,19 +187,19 @@ def _commit_range(
     end_version = result.batches[-1].end_version if result.batches else result.checkpoint_version
     commit_to = result.batches[-1].end_commit_timestamp if result.batches else result.checkpoint_timestamp
     if commit_to is None and end_version is not None:
-        commit_to = commit_timestamp(client, table.name, end_version)
+        commit_to = version_commit_time(client, table.name, end_version)
     if not result.batches:
         return commit_to, commit_to
     first = result.batches[0]
     if first.start_version == end_version:
         return commit_to, commit_to
-    commit_from = first.start_commit_timestamp or commit_timestamp(client, table.name, first.start_version)
+    commit_from = first.start_commit_timestamp or version_commit_time(client, table.name, first.start_version)
     return commit_from, commit_to
 
 
-def _target_stats(context: dg.AssetExecutionContext, table: TableConfig) -> TargetStats | None:
+def _target_stats(context: dg.AssetExecutionContext, engine: "SyncEngine", table: TableConfig) -> TargetStats | None:
     try:
-        return read_target_stats(table.target, soft_delete=table.soft_delete)
+        return read_target_stats(engine.runtime.locate(table.target), soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
         context.log.warning(f"{table.key}: cannot read the target's row count and schema: {describe(exc)}")
         return None

@@ -44,6 +44,7 @@ from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
     from sharesync.pipelines.run.engine import SyncEngine
@@ -156,7 +157,7 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     checkpoint = engine.store.get_checkpoint(table.key)
     if checkpoint is None:
         return dg.AssetCheckResult(check_name=ROW_COUNT, passed=False, severity=WARN, description="never synced")
-    target_rows = _copy_rows(table)
+    target_rows = _copy_rows(engine.runtime.locate(table.target), table)
     client = engine.client_for(table.provider)
     latest = client.table_version(table.name).version
     try:
@@ -166,17 +167,17 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     return row_count_verdict(checkpoint.version, target_rows, source_rows)
 
 
-def _copy_rows(table: TableConfig) -> int | None:
+def _copy_rows(target: Location, table: TableConfig) -> int | None:
     """The target's rows that stand for source rows: a history target's current rows only."""
     if table.mode is Mode.HISTORY:
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            return current_rows(table.target)
+            return current_rows(target)
         except TableNotFoundError:
             return None
-    target = read_target_stats(table.target, soft_delete=table.soft_delete)
-    return None if target is None else target.rows
+    stats = read_target_stats(target, soft_delete=table.soft_delete)
+    return None if stats is None else stats.rows
 
 
 def token_expiry_check(engine: "SyncEngine", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from sharesync.pipelines.dagster.provider_facts import commit_timestamp
+from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def freshness_check(engine: SyncEngine, table: TableConfig, now: datetime | None
     source = client.table_version(table.name).version
     oldest = None
     if checkpoint is not None and checkpoint.version < source:
-        oldest = commit_timestamp(client, table.name, checkpoint.version + 1)
+        oldest = version_commit_time(client, table.name, checkpoint.version + 1)
     return freshness_verdict(bound, checkpoint, source, oldest, now or datetime.now(UTC))
 
 

@@ -3,7 +3,7 @@
 A sync knows commit timestamps only for the versions whose change files it read; a
 bootstrap from the latest snapshot learns none. Lag and freshness need them, and the
 row-count check needs the source's record count at the checkpoint version; both are one
-extra, file-less request each (the presigned URLs in the answers are never downloaded).
+extra, file-less request each (commit times: :func:`sharesync.pipelines.run.commit_time.version_commit_time`) (the presigned URLs in the answers are never downloaded).
 Every function answers ``None`` when the provider cannot tell — no change data feed, no
 history, no stats — instead of failing the materialization or check that asked.
 """
@@ -11,27 +11,12 @@ history, no stats — instead of failing the materialization or check that asked
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import TYPE_CHECKING
-
-from sharesync.sync.core.errors import SharesyncError
-from sharesync.sync.core.timestamps import from_millis
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.client import SharingClient
 
 log = logging.getLogger(__name__)
-
-
-def commit_timestamp(client: SharingClient, table: str, version: int) -> datetime | None:
-    """When ``version`` of ``table`` was committed (from its change files), if the provider says."""
-    try:
-        result = client.changes(table, starting_version=version, ending_version=version)
-    except SharesyncError as exc:
-        log.info("%s: no commit timestamp for version %d (%s)", table, version, exc)
-        return None
-    stamps = [f.timestamp for f in result.files if getattr(f, "version", None) == version and f.timestamp is not None]
-    return from_millis(max(stamps)) if stamps else None
 
 
 def snapshot_num_records(client: SharingClient, table: str, version: int, *, latest: bool) -> int | None:

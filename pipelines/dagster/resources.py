@@ -18,8 +18,6 @@ import dagster as dg
 from sharesync.sync.core.config import SharesyncConfig, load_config
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from sharesync.pipelines.run.engine import SyncEngine
 
 RESOURCE_KEY = "sharesync"
@@ -41,14 +39,5 @@ class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         from sharesync.pipelines.run.engine import SyncEngine
 
         config = self.load_config()
-        with SyncEngine(config, spark=lambda: _spark_session(config)) as engine:  # lease TTL: from the config
+        with SyncEngine(config) as engine:  # lease TTL: from the config
             yield engine
-
-
-def _spark_session(config: SharesyncConfig) -> SparkSession:
-    """The process's cached session, importable in Dagster step processes too (see spark_import)."""
-    from sharesync.pipelines.jobs.session import get_spark
-    from sharesync.pipelines.jobs.spark_import import import_spark_connect
-
-    import_spark_connect()
-    return get_spark(config.spark)

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.jobs.columns import spelled
+from sharesync.pipelines.jobs.delta_target import open_target
 from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import Mode, TableConfig
-from sharesync.sync.core.storage import storage_options
+from sharesync.sync.core.location import Location
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
 if TYPE_CHECKING:
@@ -54,15 +55,14 @@ def keyed(table: TableConfig) -> bool:
 # ---------------------------------------------------------------- key uniqueness
 
 
-def duplicate_keys(path: str, keys: Sequence[str], *, current_only: bool) -> tuple[int, list[str]] | None:
+def duplicate_keys(target: Location, keys: Sequence[str], *, current_only: bool) -> tuple[int, list[str]] | None:
     """How many keys appear more than once (and a few of them); None when there is no target."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
+        dataset = open_target(target).to_pyarrow_dataset()
     except TableNotFoundError:
         return None
     keys = spelled(dataset.schema.names, keys)
@@ -74,8 +74,7 @@ def duplicate_keys(path: str, keys: Sequence[str], *, current_only: bool) -> tup
 
 
 def keys_unique_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
-    del engine  # the target is all it needs
-    found = duplicate_keys(table.target, table.keys, current_only=table.mode.value == "history")
+    found = duplicate_keys(engine.runtime.locate(table.target), table.keys, current_only=table.mode.value == "history")
     return keys_unique_verdict(table.keys, found)
 
 
@@ -104,7 +103,7 @@ def keys_unique_verdict(keys: Sequence[str], found: tuple[int, list[str]] | None
 def schema_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
     answer = engine.client_for(table.provider).metadata(table.name)
     provider = [(f.name, f.type_name) for f in answer.metadata.table_schema.fields]
-    stats = read_target_stats(table.target)
+    stats = read_target_stats(engine.runtime.locate(table.target))
     target = None if stats is None else [(name, type_name) for name, type_name, _ in stats.columns]
     wanted = None if table.columns is None else [*table.keys, *table.columns]
     return schema_verdict(

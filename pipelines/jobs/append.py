@@ -27,7 +27,7 @@ from sharesync.pipelines.jobs.target import (
 )
 from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
-from sharesync.sync.core.location import Place
+from sharesync.sync.core.location import Place, locate
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -38,7 +38,7 @@ __all__ = ["apply_append"]
 def apply_append(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     *,
     after_version: int,
     columns: Sequence[str] | None = None,
@@ -56,6 +56,7 @@ def apply_append(
     """
     from pyspark.sql import functions as F
 
+    target = locate(target)
     files = staged_files(staged)
     if not files:
         return ApplyStats()
@@ -75,7 +76,7 @@ def apply_append(
         # one commit, schema included — the documented way past a breaking schema change.
         # (DELETE + append would refuse the new schema.)
         require_replaceable(state)
-        out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
+        out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target.uri)
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
     require_columns(state, list(CHANGE_COLUMNS), "append")
@@ -88,7 +89,7 @@ def apply_append(
     writer = out.write.format("delta").mode("append")
     if added:
         writer = writer.option("mergeSchema", "true")
-    writer.save(target)
+    writer.save(target.uri)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
     return ApplyStats(rows, inserted, 0, 0, version_after(state.version, commits), added)

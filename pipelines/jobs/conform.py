@@ -52,4 +52,4 @@ def conform_target(
         ]
     )
     out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(state.path)
-    return inspect_target(state.path)
+    return inspect_target(state.location)

@@ -70,7 +70,7 @@ class HistoryStats(ApplyStats):
 @dataclass(frozen=True)
 class _Job:
     staged: Location
-    target: str
+    target: Location
     keys: Sequence[str]
     columns: Sequence[str] | None
     row_filter: Expr | None
@@ -84,7 +84,7 @@ class _Job:
 def apply_history(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     *,
     keys: Sequence[str],
     columns: Sequence[str] | None = None,
@@ -102,7 +102,7 @@ def apply_history(
     the earlier ones of the replay wrote. A missing target is created from the batch.
     """
     job = _Job(
-        locate(staged), target, keys, columns, row_filter, track_history, track_history_except, replay_from,
+        locate(staged), locate(target), keys, columns, row_filter, track_history, track_history_except, replay_from,
         rewrite_threshold,
     )  # fmt: skip
     return _apply(spark, job, None, replace=False)
@@ -111,7 +111,7 @@ def apply_history(
 def bootstrap_history(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     *,
     keys: Sequence[str],
     version: int,
@@ -136,7 +136,9 @@ def bootstrap_history(
     a breaking schema change): the history is first moved into the snapshot's schema
     (:mod:`~sharesync.pipelines.jobs.conform`).
     """
-    job = _Job(locate(staged), target, keys, columns, row_filter, None, None, replay_from, rewrite_threshold, conform)
+    job = _Job(
+        locate(staged), locate(target), keys, columns, row_filter, None, None, replay_from, rewrite_threshold, conform
+    )
     return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
 
 
@@ -241,7 +243,7 @@ def _write(
     if replace:
         previous = row_count(job.target)
         writer = written_columns(actions, data_columns).write.format("delta").mode("overwrite")
-        writer.option("overwriteSchema", "true").save(job.target)
+        writer.option("overwriteSchema", "true").save(job.target.uri)
         return previous
     if rewrite:
         rewrite_plan(session, actions, job.target, keys, data_columns, null_keys)
@@ -286,7 +288,7 @@ def _read_changes(files: Sequence[Location], state: TargetState) -> pa.Table:
             return changes.combine_chunks()
         except pa.ArrowInvalid:  # a column over 2 GiB of values cannot be one array: chunks work, slower
             return changes
-    fields = [f for f in table_schema(state.path) if f.name not in HISTORY_COLUMNS]
+    fields = [f for f in table_schema(state.location) if f.name not in HISTORY_COLUMNS]
     types = {CHANGE_TYPE: pa.string(), COMMIT_VERSION: pa.int64(), COMMIT_TIMESTAMP: pa.timestamp("us", tz="UTC")}
     return pa.schema([*fields, *(pa.field(c, types[c]) for c in CHANGE_COLUMNS)]).empty_table()
 

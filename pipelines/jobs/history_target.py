@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
-from sharesync.sync.core.storage import storage_options
+from sharesync.pipelines.jobs.delta_target import open_target
+from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -21,16 +22,15 @@ __all__ = ["current_rows", "history_start", "read_history", "table_schema"]
 
 
 def read_history(
-    path: str, keys: Sequence[str], values: Sequence[str] = (), *, replay_from: int | None = None
+    target: Location, keys: Sequence[str], values: Sequence[str] = (), *, replay_from: int | None = None
 ) -> pa.Table:
     """Keys, valid-from/to versions and the current flag of every row; ``values`` of the open rows,
     and of the rows a backfill from ``replay_from`` reopens (closed at or after it): the replayed
     changes are compared with their images."""
     import pyarrow as pa
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
 
-    dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
+    dataset = open_target(target).to_pyarrow_dataset()
     narrow = [*keys, VALID_FROM_VERSION, VALID_TO_VERSION, IS_CURRENT]
     if not values:
         return dataset.to_table(columns=narrow)
@@ -42,32 +42,24 @@ def read_history(
     return pa.concat_tables([with_values, others], promote_options="default")
 
 
-def table_schema(path: str) -> pa.Schema:
-    from deltalake import DeltaTable
-
-    return DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset().schema
+def table_schema(target: Location) -> pa.Schema:
+    return open_target(target).to_pyarrow_dataset().schema
 
 
-def current_rows(path: str) -> int:
+def current_rows(target: Location) -> int:
     """Rows with ``_sharesync_is_current``: what the source's ``numRecords`` should equal."""
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
 
-    return int(
-        DeltaTable(path, storage_options=storage_options(path))
-        .to_pyarrow_dataset()
-        .count_rows(filter=ds.field(IS_CURRENT))
-    )
+    return int(open_target(target).to_pyarrow_dataset().count_rows(filter=ds.field(IS_CURRENT)))
 
 
-def history_start(path: str) -> int | None:
-    """The oldest version a row of the target at ``path`` is valid from (None: no table, or no rows)."""
+def history_start(target: Location) -> int | None:
+    """The oldest version a row of ``target`` is valid from (None: no table, or no rows)."""
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        dataset = DeltaTable(path, storage_options=storage_options(path)).to_pyarrow_dataset()
+        dataset = open_target(target).to_pyarrow_dataset()
     except TableNotFoundError:
         return None
     if VALID_FROM_VERSION not in dataset.schema.names:

@@ -28,6 +28,7 @@ from sharesync.pipelines.jobs.columns import (
 )
 from sharesync.pipelines.jobs.target import TargetState, added_columns, inspect_target
 from sharesync.sync.core.errors import SchemaIncompatible
+from sharesync.sync.core.location import Location
 from sharesync.sync.staging.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
 
 if TYPE_CHECKING:
@@ -73,14 +74,19 @@ def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Se
 
 
 def rewrite_plan(
-    spark: SparkSession, plan: DataFrame, target: str, keys: Sequence[str], data_columns: Sequence[str], null_keys: bool
+    spark: SparkSession,
+    plan: DataFrame,
+    target: Location,
+    keys: Sequence[str],
+    data_columns: Sequence[str],
+    null_keys: bool,
 ) -> None:
     """The target after the plan, written with one ``overwrite``: every row joined with the plan's
     action for it (one at most) — kept, updated or dropped — then the new rows. One outer join
     (not an anti join plus an inner join) reads the target once: less time and memory on Sail."""
     from pyspark.sql import functions as F
 
-    table = spark.read.format("delta").load(target)
+    table = spark.read.format("delta").load(target.uri)
     types = {f.name: f.dataType for f in table.schema.fields}
     values = [c for c in data_columns if c not in keys]
     alias = {c: f"__ss_c{i}" for i, c in enumerate([*keys, *values, *_VALIDITY, MATCH_VERSION, ACTION, SET_VALUES])}
@@ -100,7 +106,7 @@ def rewrite_plan(
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
     out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
-    out.write.format("delta").mode("overwrite").save(target)
+    out.write.format("delta").mode("overwrite").save(target.uri)
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
@@ -118,7 +124,7 @@ def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str
         writer.option("mergeSchema", "true").save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
-    present = {c.lower() for c in inspect_target(state.path).column_names}
+    present = {c.lower() for c in inspect_target(state.location).column_names}
     if any(c.lower() not in present for c in added):
         raise SchemaIncompatible(cannot)
     return added

@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from sharesync.pipelines.jobs.columns import written_by_sharesync
-from sharesync.sync.core.storage import storage_options
+from sharesync.pipelines.jobs.delta_target import open_target
+from sharesync.sync.core.location import Location, locate
+from sharesync.sync.core.storage import StorageSection, local_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,19 +63,15 @@ class TargetIdentity:
         return written_by_sharesync(self.columns)
 
 
-def local_path(target: str) -> Path | None:
-    """The local directory of ``target``; None for an object-store URI."""
-    parsed = urlparse(target)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    return None if "://" in target else Path(target)
+def glance(target: str, version: int, checkpoint_written: datetime | None, storage: StorageSection) -> Glance:
+    """Whether the target still ends with the commit ``version`` the checkpoint recorded.
 
-
-def glance(target: str, version: int, checkpoint_written: datetime | None) -> Glance:
-    """Whether the target still ends with the commit ``version`` the checkpoint recorded."""
+    ``target`` as the config names it, with the config's ``storage``: a local one needs no
+    :class:`Location` (and so no pyarrow).
+    """
     local = local_path(target)
     if local is None:
-        return _glance_remote(target, version, checkpoint_written)
+        return _glance_remote(locate(target, storage), version, checkpoint_written)
     log = local / "_delta_log"
     if not log.is_dir():
         return Glance.MISSING
@@ -92,12 +88,10 @@ def glance(target: str, version: int, checkpoint_written: datetime | None) -> Gl
     return Glance.SAME
 
 
-def _glance_remote(target: str, version: int, checkpoint_written: datetime | None) -> Glance:
+def _glance_remote(target: Location, version: int, checkpoint_written: datetime | None) -> Glance:
     import pyarrow.fs as pafs
 
-    from sharesync.sync.core.location import locate
-
-    log = locate(target).join("_delta_log")
+    log = target.join("_delta_log")
     try:
         commit, following = log.filesystem.get_file_info(
             [log.join(f"{version:020d}.json").path, log.join(f"{version + 1:020d}.json").path]
@@ -116,7 +110,7 @@ def _glance_remote(target: str, version: int, checkpoint_written: datetime | Non
     return Glance.SAME
 
 
-def read_identity(target: str, *, since: int | None = None) -> TargetIdentity | None:
+def read_identity(target: Location, *, since: int | None = None) -> TargetIdentity | None:
     """The identity of the Delta table at ``target``; None when there is none.
 
     ``since``: also look for a RESTORE among the commits after that version.
@@ -133,7 +127,7 @@ def read_identity(target: str, *, since: int | None = None) -> TargetIdentity | 
     )
 
 
-def high_water_mark(target: str, *columns: str) -> int | None:
+def high_water_mark(target: Location, *columns: str) -> int | None:
     """The maximum of ``columns`` over the target: the newest source version its rows carry
     (None: no rows, or no such column).
 
@@ -173,15 +167,14 @@ def _stats_complete(actions: pa.Table, stat: str, nulls: str) -> bool:
     return bool(pc.all(pc.or_(pc.invert(missing), pc.fill_null(all_null, False))).as_py())
 
 
-def _open(target: str) -> DeltaTable | None:
-    from deltalake import DeltaTable
+def _open(target: Location) -> DeltaTable | None:
     from deltalake.exceptions import TableNotFoundError
 
-    local = local_path(target)
+    local = local_path(target.uri)
     if local is not None and not (local / "_delta_log").is_dir():
         return None
     try:
-        return DeltaTable(target, storage_options=storage_options(target))
+        return open_target(target)
     except TableNotFoundError:
         return None  # a log without a commit: no table yet
 

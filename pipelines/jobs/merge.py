@@ -50,7 +50,7 @@ from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
-from sharesync.sync.core.location import Place
+from sharesync.sync.core.location import Place, locate
 from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ _UPSERT = "_sharesync_upsert"  # merge source only: TRUE = the winning image sta
 def apply_merge(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     *,
     keys: Sequence[str],
     columns: Sequence[str] | None = None,
@@ -96,6 +96,7 @@ def apply_merge(
     guards, one ``overwrite`` commit, several times cheaper when most files would be rewritten
     anyway); ``None`` always MERGEs.
     """
+    target = locate(target)
     if not keys or isinstance(keys, str):
         raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
     files = staged_files(staged)
@@ -145,7 +146,7 @@ def _rewrites(
 ) -> bool:
     if threshold is None or not can_rewrite(state, data_columns, soft_delete=soft_delete):
         return False
-    return net_rows >= threshold * row_count(state.path)
+    return net_rows >= threshold * row_count(state.location)
 
 
 def _merge_source(net: DataFrame, data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
@@ -179,7 +180,7 @@ def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, a
         df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true").save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
-    present = {c.lower() for c in inspect_target(state.path).column_names}
+    present = {c.lower() for c in inspect_target(state.location).column_names}
     if any(c.lower() not in present for c in wanted):
         # Sail's mergeSchema may also add nothing, silently, to a table with NOT NULL columns.
         raise SchemaIncompatible(cannot)

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sharesync.sync.core.storage import storage_options
+from sharesync.pipelines.jobs.delta_target import open_target
+from sharesync.sync.core.location import Location
 
 __all__ = ["WRITES", "ApplyStats", "Commit", "commit_metrics", "total", "version_after"]
 
@@ -48,11 +49,9 @@ class Commit(NamedTuple):
     metrics: dict[str, Any]  # commitInfo.operationMetrics
 
 
-def commit_metrics(path: str, after_version: int | None) -> list[Commit]:
-    """The commits of the Delta table at ``path`` newer than ``after_version``, oldest first."""
-    from deltalake import DeltaTable
-
-    table = DeltaTable(path, storage_options=storage_options(path))
+def commit_metrics(target: Location, after_version: int | None) -> list[Commit]:
+    """The commits of the Delta table at ``target`` newer than ``after_version``, oldest first."""
+    table = open_target(target)
     newest = table.version()
     start = -1 if after_version is None else after_version
     if newest <= start:

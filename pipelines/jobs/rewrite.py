@@ -29,6 +29,7 @@ from sharesync.pipelines.jobs.columns import (
 )
 from sharesync.pipelines.jobs.target import TargetState
 from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
+from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,7 +63,7 @@ def can_rewrite(state: TargetState, data_columns: Sequence[str], *, soft_delete:
 def rewrite_target(
     spark: SparkSession,
     net: DataFrame,
-    target: str,
+    target: Location,
     *,
     keys: Sequence[str],
     data_columns: Sequence[str],
@@ -80,7 +81,7 @@ def rewrite_target(
     """
     from pyspark.sql import functions as F
 
-    table = spark.read.format("delta").load(target)
+    table = spark.read.format("delta").load(target.uri)
     key_aliases = [f"__ss_k{i}" for i in range(len(keys))]
     narrow = table.select(
         *[col(k).alias(a) for k, a in zip(keys, key_aliases, strict=True)],
@@ -112,7 +113,7 @@ def rewrite_target(
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
-    out.write.format("delta").mode("overwrite").save(target)
+    out.write.format("delta").mode("overwrite").save(target.uri)
     return counts
 
 

@@ -1,4 +1,4 @@
-"""One Spark Connect session per process: the embedded Sail engine, or any ``sc://`` server.
+"""The Spark Connect engine of one config: the embedded Sail engine, or any ``sc://`` server.
 
 The sync engine speaks only the Spark Connect protocol, so the same jobs run on the
 embedded Sail engine (default: started in-process on a free loopback port, ~0.5 s) and on
@@ -6,18 +6,20 @@ Apache Spark + Delta Lake (``spark.remote: sc://host:15002``). pyspark and pysai
 imported inside the functions: importing this module must stay free, because a sync that
 finds nothing to do never needs an engine.
 
-Sessions are cached per configuration and guarded by a lock, so concurrent Dagster steps in
-one process share one engine instead of racing to start several. pyspark is imported under that
-lock too (:func:`import_spark_modules`): its modules import each other in cycles, and two threads
-importing them at once (tables of one pass in parallel) fail with "partially initialized module".
+A :class:`SparkEngine` holds one config's session from first use until :meth:`SparkEngine.close`;
+its owner is a :class:`~sharesync.pipelines.jobs.runtime.Runtime` (a pass, a ``sync --every``
+process across its passes, a Dagster run). Threads of one pass share it, guarded by a lock.
+pyspark is imported under that lock too (:func:`import_spark_modules`): its modules import each
+other in cycles, and two threads importing them at once fail with "partially initialized module".
 
-Object storage (:mod:`sharesync.sync.core.storage`): the embedded engine reads its settings from
-the environment of this process (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AZURE_STORAGE_…``),
-and its storage clients keep what they first read — credentials for the life of the process. So
-the ``storage:`` settings become environment variables before the engine first needs them, and a
-later config asking for different values fails with a ConfigError instead of being ignored. A
-remote Spark gets the per-bucket S3A settings it may take through Spark Connect; its credentials
-are configured on the server.
+What stays per process is what Sail makes so (:class:`_EmbeddedSail`): the embedded server,
+started once, and its object-store settings, which it reads from the process environment
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AZURE_STORAGE_…``; checked on pysail 0.7.2: each
+session when it first reaches a store, kept for its life). The ``storage:`` settings become
+environment variables before the engine first needs them, and a later config asking for
+different values fails with a ConfigError instead of being reached with the wrong ones. A remote
+Spark gets the per-bucket S3A settings it may take through Spark Connect; its credentials are
+configured on the server.
 """
 
 from __future__ import annotations
@@ -34,19 +36,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sharesync.sync.core.config import SparkConfig
 from sharesync.sync.core.errors import ConfigError
-from sharesync.sync.core.storage import current_storage
+from sharesync.sync.core.storage import StorageSection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = [
-    "get_spark",
-    "import_spark_modules",
-    "release_remote_sessions",
-    "session_of",
-    "start_early",
-    "stop_spark",
-]
+__all__ = ["SparkEngine", "import_spark_modules", "session_of", "start_early", "stop_embedded_engine"]
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
 # the session creates get no deletion vectors, whatever the platform's default (Databricks turns
@@ -59,30 +54,117 @@ _FIXED_CONF = {
 # What the jobs import lazily, beyond what the Connect session module brings in.
 _JOB_MODULES = ("pyspark.sql.functions", "pyspark.sql.window", "pyspark.errors.exceptions.connect")
 
-_lock = threading.Lock()
-_server: Any = None  # pysail.spark.SparkConnectServer, started at most once per process
-_sessions: dict[tuple[str | None, tuple[tuple[str, str], ...]], SparkSession] = {}
-_engine_environment: dict[str, str] = {}  # storage settings given to the embedded engine, ever
+_lock = threading.Lock()  # pyspark's imports, sessions' starts and the embedded server: one thread at a time
 
 
-def get_spark(config: SparkConfig | None = None) -> SparkSession:
-    """The cached session for ``config``; starts the embedded Sail engine on first use."""
-    config = config or SparkConfig()
-    storage = current_storage()
-    conf = {**(storage.remote_spark_conf() if config.remote else {}), **config.conf}
-    key = (config.remote, tuple(sorted(conf.items())))
+class _EmbeddedSail:
+    """The embedded Sail server of this process and the object-store environment it was given.
+
+    Process-wide because Sail is: it reads object-store settings from the process environment,
+    and takes SIGINT over once per process. So it starts once, ``os.environ`` is written here only,
+    and a second, different set of settings is refused. (The caller holds the lock.)
+    """
+
+    def __init__(self) -> None:
+        self._server: Any = None  # pysail.spark.SparkConnectServer
+        self._environment: dict[str, str] = {}  # storage settings given to it, ever
+
+    def url(self, environment: dict[str, str]) -> str:
+        """Its loopback Spark Connect URL, started on first use, with ``environment`` exported."""
+        changed = sorted(k for k, v in environment.items() if self._environment.get(k, v) != v)
+        if changed:
+            raise ConfigError(
+                f"storage: the embedded engine of this process already works with other settings "
+                f"({', '.join(changed)}); its storage clients keep what they first read. Run one sharesync process "
+                "per storage configuration, or a Spark Connect server (spark.remote)"
+            )
+        self._environment.update(environment)
+        os.environ.update(environment)
+        if self._server is None:
+            # Sail logs every session at INFO, and warns about its own tasks on every shutdown; keep
+            # output readable unless asked (RUST_LOG=warn or info shows the engine's own logs).
+            os.environ.setdefault("RUST_LOG", "error")
+            from pysail.spark import SparkConnectServer
+
+            # Stop it before the interpreter tears down, or Sail warns about aborted tasks on exit.
+            atexit.register(self.stop)
+            server = SparkConnectServer("127.0.0.1", 0)
+            server.start(background=True)
+            self._server = server
+        address = self._server.listening_address
+        if address is None:  # pragma: no cover - start() returns only once the port is bound
+            raise RuntimeError("the embedded Sail engine did not start listening")
+        return f"sc://127.0.0.1:{address[1]}"
+
+    def stop(self, url: str | None = None) -> None:
+        """Stop the server (``url``: only while it is still the one serving there — a dead session's)."""
+        server = self._server
+        if server is None or (url is not None and url != f"sc://127.0.0.1:{server.listening_address[1]}"):
+            return
+        self._server = None
+        server.stop()
+
+
+_EMBEDDED = _EmbeddedSail()
+
+
+class SparkEngine:
+    """One config's Spark Connect session, made on first use and kept until :meth:`close`.
+
+    ``storage``: the object-store settings the engine needs (the config's ``storage:``) — the
+    embedded engine's environment, or a remote Spark's per-bucket S3A conf.
+    """
+
+    def __init__(self, config: SparkConfig | None = None, storage: StorageSection | None = None) -> None:
+        self.config = config or SparkConfig()
+        self.storage = storage or StorageSection()
+        self._session: SparkSession | None = None
+        self._url: str | None = None
+
+    def session(self) -> SparkSession:
+        """The session; a new one when there is none yet or its holder stopped it (a test, a notebook)."""
+        with _lock:
+            if self._session is None or _stopped(self._session):
+                _import_modules()
+                remote = self.config.remote
+                url = remote or _EMBEDDED.url(self.storage.engine_environment())
+                conf = {**(self.storage.remote_spark_conf() if remote else {}), **self.config.conf}
+                self._session, self._url = _connect(url, {**conf, **_FIXED_CONF}), url
+                if remote is None:
+                    keep_ctrl_c()
+            return self._session
+
+    def drop(self, dead: SparkSession | None = None) -> None:
+        """Stop the session that died, and the embedded server it was on; the next job starts new ones.
+
+        Only while ``dead`` is still this engine's session: tables running in parallel all see it
+        die, and the first to stop it must not have a later one stop the one another table started.
+        """
+        with _lock:
+            if dead is not None and dead is not self._session:
+                return
+            session, url, self._session = self._session, self._url, None
+            if self.config.remote is None and url is not None:
+                _EMBEDDED.stop(url)
+        _close(session)
+
+    def close(self) -> None:
+        """End the session: a remote engine's holds state on a server others share."""
+        with _lock:
+            session, self._session = self._session, None
+        _close(session)
+
+
+def stop_embedded_engine() -> None:
+    """Stop this process's embedded Sail server (tests; process exit does it too)."""
     with _lock:
-        if config.remote is None:
-            _export_environment(storage.engine_environment())
-        session = _sessions.get(key)
-        if session is None or _stopped(session):  # stopped by its holder (a test, a notebook): a new one
-            _import_modules()
-            url = config.remote or _embedded_url()
-            session = _connect(url, {**conf, **_FIXED_CONF})
-            if config.remote is None:
-                keep_ctrl_c()
-            _sessions[key] = session
-        return session
+        _EMBEDDED.stop()
+
+
+def _close(session: SparkSession | None) -> None:
+    if session is not None:
+        with contextlib.suppress(Exception):  # the server may be gone already; leaving anyway
+            session.stop()
 
 
 def import_spark_modules() -> None:
@@ -104,21 +186,8 @@ def _import_modules() -> None:
         importlib.import_module(module)
 
 
-def _export_environment(wanted: dict[str, str]) -> None:
-    """Give the embedded engine the storage settings, as the environment it reads (caller holds the lock)."""
-    changed = sorted(k for k, v in wanted.items() if _engine_environment.get(k, v) != v)
-    if changed:
-        raise ConfigError(
-            f"storage: the embedded engine of this process already works with other settings ({', '.join(changed)}); "
-            "its storage clients keep what they first read. Run one sharesync process per storage configuration, "
-            "or a Spark Connect server (spark.remote)"
-        )
-    _engine_environment.update(wanted)
-    os.environ.update(wanted)
-
-
 def session_of(spark: SparkSession | Callable[[], SparkSession]) -> SparkSession:
-    """Jobs accept a session or a factory (``lambda: get_spark(config)``), so an empty batch
+    """Jobs accept a session or a factory (``engine.session``), so an empty batch
     returns before the factory is called and never starts an engine."""
     return spark() if callable(spark) else spark
 
@@ -150,60 +219,9 @@ def start_early(spark: SparkSession | Callable[[], SparkSession]) -> Callable[[]
     return wait
 
 
-def stop_spark(only: SparkSession | None = None) -> None:
-    """Close every cached session and stop the embedded engine (tests, process shutdown).
-
-    ``only``: do so only while that session is still cached — a caller whose session died
-    must not stop the new one another thread started meanwhile.
-    """
-    global _server
-    with _lock:
-        if only is not None and all(session is not only for session in _sessions.values()):
-            return
-        sessions = list(_sessions.values())
-        _sessions.clear()
-        server, _server = _server, None
-    for session in sessions:
-        with contextlib.suppress(Exception):  # the server may be gone already; shutting down anyway
-            session.stop()
-    if server is not None:
-        server.stop()
-
-
 def _stopped(session: SparkSession) -> bool:
     # ``is_stopped`` is the Connect session's; the classic SparkSession the type names lacks it.
     return getattr(session, "is_stopped", False) is True
-
-
-def release_remote_sessions() -> None:
-    """Close the sessions of remote engines: they hold state on a server others share. The
-    embedded engine's sessions end with its process (``sharesync`` exits without stopping it)."""
-    with _lock:
-        remote = [key for key in _sessions if key[0] is not None]
-        stopping = [_sessions.pop(key) for key in remote]
-    for session in stopping:
-        with contextlib.suppress(Exception):  # the server may be gone already; leaving anyway
-            session.stop()
-
-
-def _embedded_url() -> str:
-    """Start Sail once (caller holds the lock) and return its loopback Spark Connect URL."""
-    global _server
-    if _server is None:
-        # Sail logs every session at INFO, and warns about its own tasks on every shutdown; keep
-        # output readable unless asked (RUST_LOG=warn or info shows the engine's own logs).
-        os.environ.setdefault("RUST_LOG", "error")
-        from pysail.spark import SparkConnectServer
-
-        # Stop it before the interpreter tears down, or Sail warns about aborted tasks on exit.
-        atexit.register(stop_spark)
-        server = SparkConnectServer("127.0.0.1", 0)
-        server.start(background=True)
-        _server = server
-    address = _server.listening_address
-    if address is None:  # pragma: no cover - start() returns only once the port is bound
-        raise RuntimeError("the embedded Sail engine did not start listening")
-    return f"sc://127.0.0.1:{address[1]}"
 
 
 def keep_ctrl_c() -> None:

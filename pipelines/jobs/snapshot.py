@@ -33,7 +33,7 @@ from sharesync.pipelines.jobs.target import (
 )
 from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.sync.core.location import Place
+from sharesync.sync.core.location import Place, locate
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -44,7 +44,7 @@ __all__ = ["apply_snapshot", "replace_target"]
 def replace_target(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     *,
     keys: Sequence[str] = (),
     columns: Sequence[str] | None = None,
@@ -62,7 +62,7 @@ def replace_target(
 def apply_snapshot(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     *,
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
@@ -79,7 +79,7 @@ def apply_snapshot(
 def _replace(
     spark: SparkSession | Callable[[], SparkSession],
     staged: Place,
-    target: str,
+    target: Place,
     keys: Sequence[str],
     columns: Sequence[str] | None,
     row_filter: Column | None,
@@ -87,6 +87,7 @@ def _replace(
     *,
     reset_schema: bool,
 ) -> ApplyStats:
+    target = locate(target)
     files = staged_files(staged)
     state = inspect_target(target)
     if not files and not state.exists:
@@ -116,7 +117,7 @@ def _replace(
         added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
         if added:
             writer = writer.option("mergeSchema", "true")
-    writer.save(target)
+    writer.save(target.uri)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
     return ApplyStats(rows, inserted, 0, previous, version_after(state.version, commits), added)

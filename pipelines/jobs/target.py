@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from sharesync.pipelines.jobs.columns import col, written_by_sharesync
+from sharesync.pipelines.jobs.delta_target import open_target
 from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
-from sharesync.sync.core.location import DIR_MARKER, locate, probe_writable, storage_failure
-from sharesync.sync.core.storage import storage_options
+from sharesync.sync.core.location import DIR_MARKER, Location, probe_writable, storage_failure
+from sharesync.sync.core.storage import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,9 +57,14 @@ __all__ = [
 class TargetState:
     """A target before a job touches it. ``version is None``: no Delta table there yet."""
 
-    path: str
+    location: Location  # where it is, reached with the config's storage settings
     version: int | None
     schema: dict[str, Any] | None  # Spark/Delta JSON struct schema, None when no table yet
+
+    @property
+    def path(self) -> str:
+        """What the engine writes to: a local path or the object-store URI."""
+        return self.location.uri
 
     @property
     def exists(self) -> bool:
@@ -90,29 +96,29 @@ MAX_INDEXED_COLUMNS = 32
 _SAFE_PATH = re.compile(r"[A-Za-z0-9/._\-!$&'()+,;=:@]*")
 
 
-def inspect_target(path: str) -> TargetState:
-    """Version and schema of the Delta table at ``path``; TargetError if it cannot be one."""
+def inspect_target(target: Location) -> TargetState:
+    """Version and schema of the Delta table at ``target``; TargetError if it cannot be one."""
+    path = target.uri
     _check_characters(path)
-    local = _local_path(path)
+    local = local_path(path)
     if local is not None:
         _check_local(local, path)
         if not (local / "_delta_log").is_dir():
-            return TargetState(path, None, None)
-    elif not _check_remote(path):
-        return TargetState(path, None, None)
-    from deltalake import DeltaTable
+            return TargetState(target, None, None)
+    elif not _check_remote(target):
+        return TargetState(target, None, None)
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(path, storage_options=storage_options(path))
+        table = open_target(target)
     except TableNotFoundError:
         # No commit yet: either nothing there, or files left by a write that crashed before
         # its first commit — uncommitted files are not part of any Delta table.
-        return TargetState(path, None, None)
+        return TargetState(target, None, None)
     except Exception as exc:
         raise TargetError(f"target '{path}' cannot be read as a Delta table: {exc}") from exc
     _refuse_deletion_vectors(path, table.metadata().configuration, table.protocol().reader_features)
-    return TargetState(path, table.version(), json.loads(table.schema().to_json()))
+    return TargetState(target, table.version(), json.loads(table.schema().to_json()))
 
 
 def _refuse_deletion_vectors(path: str, configuration: dict[str, str], reader_features: list[str] | None) -> None:
@@ -126,15 +132,15 @@ def _refuse_deletion_vectors(path: str, configuration: dict[str, str], reader_fe
         )
 
 
-def check_storage_access(target: str, staging_dir: Path | str) -> None:
+def check_storage_access(target: Location, staging_dir: Location) -> None:
     """Probe-write a target and a staging directory in object storage, before anything downloads.
 
     Wrong credentials, a missing bucket or an unreachable endpoint then stop the table with one
     line naming the location and the setting to fix, and nothing is written; local paths have
     their own checks in :func:`inspect_target`.
     """
-    probe_writable(locate(target), f"target '{target}'")
-    probe_writable(locate(staging_dir), f"staging_dir '{staging_dir}'")
+    probe_writable(target, f"target '{target}'")
+    probe_writable(staging_dir, f"staging_dir '{staging_dir}'")
 
 
 def require_columns(state: TargetState, needed: Sequence[str], mode: str) -> None:
@@ -184,14 +190,14 @@ def added_columns(
     return change.added_names
 
 
-def create_target(out: DataFrame, target: str, rows: int) -> ApplyStats:
+def create_target(out: DataFrame, target: Location, rows: int) -> ApplyStats:
     """The first write creates the table; the default save mode fails if one appeared meanwhile.
 
     Deletion vectors are turned off explicitly: a Spark whose defaults turn them on for new
     tables (Databricks does) would otherwise create a target the next MERGE cannot update.
     """
     writer = out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false")
-    writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema))).save(target)
+    writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema))).save(target.uri)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
 
@@ -227,10 +233,10 @@ def _table_name(path: str) -> str:
     return f"sharesync_{digest}"
 
 
-def register_target(spark: SparkSession, path: str) -> str:
-    """Register the existing Delta table at ``path`` in the session catalog; return its name."""
-    name = _table_name(path)
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {_sql_string(path)}")
+def register_target(spark: SparkSession, target: Location) -> str:
+    """Register the existing Delta table at ``target`` in the session catalog; return its name."""
+    name = _table_name(target.uri)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {_sql_string(target.uri)}")
     return name
 
 
@@ -248,15 +254,6 @@ def _check_characters(path: str) -> None:
             f"target '{path}' contains {shown}; the Delta writer of the embedded engine (Sail) misplaces "
             "tables whose path needs URL encoding. Use letters, digits and - _ . @ + = , : ; ! $ & ' ( )"
         )
-
-
-def _local_path(path: str) -> Path | None:
-    parsed = urlparse(path)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    if "://" in path:
-        return None  # object store: _check_remote
-    return Path(path)
 
 
 # Delta writers (Sail, delta-rs, Delta Lake on Spark) write a table's data files first and its
@@ -297,13 +294,13 @@ def _local_entries(local: Path) -> list[tuple[str, bool]]:
     return entries
 
 
-def _check_remote(path: str) -> bool:
+def _check_remote(where: Location) -> bool:
     """The object-store twin of :func:`_check_local`; True when a Delta log is there.
 
     A Delta log costs one look; only a prefix without one is listed in full (a new target is
     empty, or holds the files of a first write that crashed).
     """
-    where = locate(path)
+    path = where.uri
     try:
         if where.kind() == "file":
             raise TargetError(f"target '{path}' is an object (a file), not a directory; point 'target' at a prefix")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN
-from sharesync.sync.core.storage import storage_options
+from sharesync.pipelines.jobs.delta_target import open_target
+from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -28,13 +29,12 @@ class TargetStats:
     columns: tuple[tuple[str, str, bool], ...]  # (name, type, nullable)
 
 
-def read_target_stats(path: str, *, soft_delete: bool = False) -> TargetStats | None:
-    """Stats of the Delta table at ``path``; None when there is no table there (yet)."""
-    from deltalake import DeltaTable
+def read_target_stats(target: Location, *, soft_delete: bool = False) -> TargetStats | None:
+    """Stats of the Delta table at ``target``; None when there is no table there (yet)."""
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(path, storage_options=storage_options(path))
+        table = open_target(target)
     except TableNotFoundError:
         return None
     schema = table.schema()
@@ -42,11 +42,9 @@ def read_target_stats(path: str, *, soft_delete: bool = False) -> TargetStats | 
     return TargetStats(table.version(), _count(table, live_only=soft_delete), columns)
 
 
-def row_count(path: str) -> int:
-    """Rows in the current version of the Delta table at ``path``, soft-deleted ones included."""
-    from deltalake import DeltaTable
-
-    return _count(DeltaTable(path, storage_options=storage_options(path)), live_only=False)
+def row_count(target: Location) -> int:
+    """Rows in the current version of the Delta table at ``target``, soft-deleted ones included."""
+    return _count(open_target(target), live_only=False)
 
 
 def _count(table: DeltaTable, *, live_only: bool) -> int:

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.delta_target import open_target
 from sharesync.pipelines.jobs.target import TargetState, inspect_target, schema_change
 from sharesync.sync.core.errors import SchemaIncompatible
-from sharesync.sync.core.storage import storage_options
+from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,7 +38,7 @@ def widen_target(
     if not state.exists or not widened:
         return state, ()
     if "timestamp_ntz" in widened.values():
-        _add_ntz_feature(state.path)
+        _add_ntz_feature(state.location)
     table = session.read.format("delta").load(state.path)
     out = table.select(*[col(c).cast(widened[c]).alias(c) if c in widened else col(c) for c in table.columns])
     try:
@@ -47,12 +48,12 @@ def widen_target(
             f"could not widen column(s) {sorted(widened)} of target '{state.path}' to the provider's wider types; "
             f"nothing else was written. Run 'sharesync reset' for this table to re-bootstrap it. Engine said: {exc}"
         ) from None
-    return inspect_target(state.path), tuple(widened)
+    return inspect_target(state.location), tuple(widened)
 
 
-def _add_ntz_feature(path: str) -> None:
-    from deltalake import DeltaTable, TableFeatures
+def _add_ntz_feature(target: Location) -> None:
+    from deltalake import TableFeatures
 
-    table = DeltaTable(path, storage_options=storage_options(path))
+    table = open_target(target)
     if _NTZ_FEATURE not in (table.protocol().reader_features or []):
         table.alter.add_feature(TableFeatures.TimestampWithoutTimezone, allow_protocol_versions_increase=True)

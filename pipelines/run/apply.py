@@ -57,6 +57,7 @@ class BootstrapAt:
 def apply_bootstrap(
     spark: Spark,
     table: TableConfig,
+    target: Location,
     staged: Location,
     expr: Expr | None,
     *,
@@ -71,7 +72,7 @@ def apply_bootstrap(
         history = bootstrap_history(
             spark,
             staged,
-            table.target,
+            target,
             keys=table.keys,
             columns=table.columns,
             row_filter=expr,
@@ -92,7 +93,7 @@ def apply_bootstrap(
             stats = replace_target(
                 spark,
                 staged,
-                table.target,
+                target,
                 columns=table.columns,
                 keys=table.keys,
                 row_filter=row_filter,
@@ -101,9 +102,9 @@ def apply_bootstrap(
         case Mode.SNAPSHOT if checkpoint is None or reason in _REPLACING:
             # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
             # replaced too.
-            stats = replace_target(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
+            stats = replace_target(spark, staged, target, columns=table.columns, row_filter=row_filter)
         case Mode.SNAPSHOT:
-            stats = apply_snapshot(spark, staged, table.target, columns=table.columns, row_filter=row_filter)
+            stats = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter)
         case Mode.APPEND:
             # The change log continues after a gap (the snapshot lands as inserts at its version);
             # it restarts when versions restart (first sync, re-created or rewound source).
@@ -111,7 +112,7 @@ def apply_bootstrap(
             keeps_log = checkpoint is not None and reason in _KEEPS_LOG
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
             return _append(
-                spark, table, staged, expr, row_filter, after, conform=reason is BootstrapReason.SCHEMA_CHANGED
+                spark, table, target, staged, expr, row_filter, after, conform=reason is BootstrapReason.SCHEMA_CHANGED
             )
         case _:  # pragma: no cover
             raise AssertionError(table.mode)
@@ -121,6 +122,7 @@ def apply_bootstrap(
 def apply_changes(
     spark: Spark,
     table: TableConfig,
+    target: Location,
     staged: Location,
     expr: Expr | None,
     *,
@@ -134,7 +136,7 @@ def apply_changes(
         history = apply_history(
             spark,
             staged,
-            table.target,
+            target,
             keys=table.keys,
             columns=table.columns,
             row_filter=expr,
@@ -148,13 +150,13 @@ def apply_changes(
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
     if table.mode is Mode.APPEND:
-        return _append(spark, table, staged, expr, row_filter, batch.start - 1)
+        return _append(spark, table, target, staged, expr, row_filter, batch.start - 1)
     if table.mode is not Mode.MERGE:  # pragma: no cover - snapshot mode never plans changes
         raise AssertionError(table.mode)
     stats = apply_merge(
         spark,
         staged,
-        table.target,
+        target,
         keys=table.keys,
         columns=table.columns,
         row_filter=row_filter,
@@ -168,6 +170,7 @@ def apply_changes(
 def _append(
     spark: Spark,
     table: TableConfig,
+    target: Location,
     staged: Location,
     expr: Expr | None,
     row_filter: Column | None,
@@ -176,7 +179,7 @@ def _append(
     conform: bool = False,
 ) -> Applied:
     stats = apply_append(
-        spark, staged, table.target, after_version=after, columns=table.columns, row_filter=row_filter, conform=conform
+        spark, staged, target, after_version=after, columns=table.columns, row_filter=row_filter, conform=conform
     )
     appended = appended_by_type(staged, expr, after) if stats.inserted else {}
     return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))

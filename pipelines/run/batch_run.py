@@ -26,7 +26,7 @@ from sharesync.pipelines.jobs.identity import read_identity
 from sharesync.pipelines.jobs.metrics import ApplyStats
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.run.apply import Applied
-from sharesync.pipelines.run.commit_time import commit_time
+from sharesync.pipelines.run.commit_time import commit_time, commit_time_after, filed_commit_times
 from sharesync.pipelines.run.context import TableContext, check_columns
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
@@ -141,26 +141,15 @@ def fetch_changes(
     )
     metadata = batches.batch_schema(result, batch.end)
     files, _ = batches.prune(batches.change_files(result, batch.end), context.expr, metadata.table_schema)
-    stamps = batches.commit_timestamps(result)
+    stamps = filed_commit_times(result)
     start, end = stamps.get(batch.start), stamps.get(batch.end)
     if end is not None:
         end_commit: datetime | None = from_millis(end)
     else:  # the last version has no file to read its commit time from: ask the provider
-        end_commit = _unfiled_commit_time(services, context.table.name, batch.end, stamps, previous_commit)
+        end_commit = commit_time_after(services.client, context.table.name, batch.end, stamps, previous_commit)
     return Fetched(
         result, files, metadata, batch.start, batch.end, from_millis(start) if start is not None else None, end_commit
     )
-
-
-def _unfiled_commit_time(
-    services: RunServices, name: str, version: int, stamps: dict[int, int], previous: datetime | None
-) -> datetime | None:
-    """The commit time of a version without files, searched from the newest earlier one known."""
-    earlier = [ms for v, ms in stamps.items() if v < version]
-    after = from_millis(max(earlier)) if earlier else previous
-    if after is None:
-        return None
-    return commit_time(services.client, name, version, after) or after
 
 
 class BatchRunner:
@@ -180,7 +169,8 @@ class BatchRunner:
             table.key, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
         )
         began = time.monotonic()
-        directory = batches.batch_dir(self.services.config.staging_dir, table.key, step.directory)
+        staging = self.services.runtime.locate(self.services.config.staging_dir)
+        directory = batches.batch_dir(staging, table.key, step.directory)
         try:
             fetched = step.fetch()
             check_columns(table, fetched.metadata.table_schema, version=fetched.end)
@@ -276,7 +266,7 @@ class BatchRunner:
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
-        target = read_identity(table.target)  # the state this checkpoint now describes
+        target = read_identity(self.services.runtime.locate(table.target))  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.key,
             version=fetched.end,

@@ -1,7 +1,8 @@
-"""The commit time of a source version that has no files to read it from.
+"""When a source version was committed: the one place that answers it.
 
-A change file carries its commit's timestamp, so a batch usually knows when its last version was
-committed. A version without files — a metadata change, an empty commit, a compaction (whose
+A change file carries its commit's timestamp (:func:`filed_commit_times`), so a batch usually
+knows when its last version was committed, and a version's own change feed says when it was
+(:func:`version_commit_time`, what the Dagster layer asks for lag and freshness). A version without files — a metadata change, an empty commit, a compaction (whose
 files are no data change) — does not, and the protocol has no "timestamp of version N" call. It
 does answer "the first version committed at or after moment t" (``/version?startingTimestamp``),
 which is at most N exactly while t is at most N's commit time: a binary search over the
@@ -18,9 +19,27 @@ from datetime import datetime
 
 from sharesync.sync.core.errors import BadRequest, HistoryUnavailable, SharesyncError
 from sharesync.sync.core.timestamps import from_millis, to_millis
-from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.client import ChangesResult, SharingClient
+from sharesync.sync.protocol.wire import AddFile, CdfFile, RemoveFile
 
 log = logging.getLogger(__name__)
+
+
+def filed_commit_times(result: ChangesResult) -> dict[int, int]:
+    """Commit timestamp (ms) of every version a changes response has files for (one per commit)."""
+    return {f.version: f.timestamp for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile)}
+
+
+def version_commit_time(client: SharingClient, table: str, version: int) -> datetime | None:
+    """When ``version`` was committed, read from its own change files; None when the provider
+    cannot say (no change data feed, no history, or a version without files)."""
+    try:
+        result = client.changes(table, starting_version=version, ending_version=version)
+    except SharesyncError as exc:
+        log.info("%s: no commit timestamp for version %d (%s)", table, version, exc)
+        return None
+    stamp = filed_commit_times(result).get(version)
+    return from_millis(stamp) if stamp is not None else None
 
 
 def commit_time(client: SharingClient, table: str, version: int, after: datetime) -> datetime | None:
@@ -43,6 +62,18 @@ def commit_time(client: SharingClient, table: str, version: int, after: datetime
         log.info("%s: could not read the commit time of version %s: %s", table, version, exc)
         return None
     return from_millis(low)
+
+
+def commit_time_after(
+    client: SharingClient, table: str, version: int, stamps: dict[int, int], previous: datetime | None
+) -> datetime | None:
+    """The commit time of a version without files, searched from the newest earlier one known (in
+    ``stamps`` or, failing that, ``previous``); that earlier time when the search cannot say."""
+    earlier = [ms for v, ms in stamps.items() if v < version]
+    after = from_millis(max(earlier)) if earlier else previous
+    if after is None:
+        return None
+    return commit_time(client, table, version, after) or after
 
 
 def _at_most(client: SharingClient, table: str, version: int, moment_ms: int) -> bool:

@@ -34,21 +34,20 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
-from sharesync.pipelines.jobs.identity import Glance, glance
 from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
 from sharesync.pipelines.run.resources import EngineResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
 from sharesync.pipelines.run.services import ProgressFactory
-from sharesync.pipelines.run.target_check import written_for
+from sharesync.pipelines.run.target_check import is_up_to_date, nothing_new
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
-from sharesync.sync.core.storage import use_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sharesync.pipelines.jobs.runtime import Runtime
     from sharesync.pipelines.run.table_run import TableRun
     from sharesync.state import StateStore
     from sharesync.sync.core.selection import Selection
@@ -65,7 +64,11 @@ TableWatch = Callable[[str], AbstractContextManager[object]]
 
 
 class SyncEngine:
-    """Runs sync passes for one config. Clients, store and Spark are created on first use."""
+    """Runs sync passes for one config. Clients, store and Spark are created on first use.
+
+    ``runtime``: one that outlives this engine (a ``sync --every`` process's, across its passes);
+    by default the engine makes its own and closes it with itself.
+    """
 
     def __init__(
         self,
@@ -77,13 +80,14 @@ class SyncEngine:
         progress: ProgressFactory | None = None,
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
-        # Targets and staging in object storage: this process's settings (storage.use_storage).
-        use_storage(config.storage, embedded_engine=config.spark.remote is None)
         self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
         self.selection: Selection | None = None
-        self.resources = EngineResources(config, client=client, store=store, spark=spark, progress=progress)
+        self.resources = EngineResources(
+            config, client=client, store=store, spark=spark, progress=progress, runtime=runtime
+        )
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
         self._in_parallel = False  # tables of a pass are syncing in threads right now
@@ -102,6 +106,11 @@ class SyncEngine:
     def budget(self) -> TransferBudget:
         """The downloads and in-memory bytes every table this engine syncs shares (``defaults``)."""
         return self.resources.budget
+
+    @property
+    def runtime(self) -> Runtime:
+        """The engine, storage settings and target access of this config (targets are read through it)."""
+        return self.resources.runtime
 
     def spark(self) -> SparkSession:
         return self.resources.spark()
@@ -177,7 +186,8 @@ class SyncEngine:
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
-        idle = {t.key for t in tables if _up_to_date(t, versions[t.key], checkpoints.get(t.key))}
+        storage = self.config.storage
+        idle = {t.key for t in tables if is_up_to_date(t, versions[t.key], checkpoints.get(t.key), storage)}
 
         def one(table: TableConfig) -> TableSyncResult:
             return self._pass_table(table, versions[table.key], checkpoints.get(table.key), table.key in idle)
@@ -258,7 +268,11 @@ class SyncEngine:
             if (
                 backfill is None
                 and checkpoint is not None
-                and (_nothing_new(table, checkpoint, source_version) if up_to_date is None else up_to_date)
+                and (
+                    nothing_new(table, checkpoint, source_version, self.config.storage)
+                    if up_to_date is None
+                    else up_to_date
+                )
             ):
                 return TableSyncResult(
                     table.key,
@@ -377,22 +391,6 @@ def _give_ctrl_c_back() -> None:
         from sharesync.pipelines.jobs.session import keep_ctrl_c
 
         keep_ctrl_c()
-
-
-def _up_to_date(table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None) -> bool:
-    """Whether the table has nothing to do this pass (a failed poll is not up to date: it fails)."""
-    return not isinstance(polled, SharesyncError) and checkpoint is not None and _nothing_new(table, checkpoint, polled)
-
-
-def _nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int) -> bool:
-    """The checkpoint is at the provider's version, for this target, and the target still ends
-    with the commit it recorded (a checkpoint written before sharesync recorded its target is
-    not looked at, until its next batch)."""
-    if checkpoint.version != source_version or not written_for(checkpoint, table):
-        return False
-    if checkpoint.target_version is None:
-        return True
-    return glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME
 
 
 __all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]

@@ -1,8 +1,9 @@
 """What a :class:`~sharesync.pipelines.run.engine.SyncEngine` works with, each made on first use.
 
-The sharing client, the state store, the pass's transfer budget and the Spark session: apart
-from the engine's pass scheduling so that a pass with nothing new creates none of them (no
-SQLAlchemy, no Spark), and so that whichever thread asks first creates each exactly once.
+The sharing client, the state store, the pass's transfer budget and the runtime (Spark engine,
+storage settings, target access: :class:`~sharesync.pipelines.jobs.runtime.Runtime`): apart from
+the engine's pass scheduling so that a pass with nothing new creates none of them (no SQLAlchemy,
+no Spark), and so that whichever thread asks first creates each exactly once.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.jobs.runtime import Runtime
 from sharesync.pipelines.run.clients import make_client
 from sharesync.pipelines.run.failures import describe
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
@@ -40,6 +42,7 @@ class EngineResources:
         store: StateStore | None = None,
         spark: Callable[[], SparkSession] | None = None,
         progress: ProgressFactory | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         self.config = config
         # A given client serves the first provider (tests, tools with a client of their own).
@@ -47,8 +50,10 @@ class EngineResources:
         if client is not None:
             self._clients[next(iter(config.all_providers()))] = client
         self._given = client
+        # A runtime given (a ``sync --every`` process's, across its passes) is its giver's to close.
+        self._owns_runtime = runtime is None
+        self.runtime = runtime or Runtime(config.spark, config.storage, session=spark)
         self._store = store
-        self._spark_factory = spark
         self._progress = progress
         self._lock = threading.RLock()  # the lazy resources are created once, whichever thread asks first
         self._budget: TransferBudget | None = None
@@ -96,15 +101,11 @@ class EngineResources:
             return self._budget
 
     def spark(self) -> SparkSession:
-        if self._spark_factory is not None:
-            return self._spark_factory()
-        from sharesync.pipelines.jobs.session import get_spark
-
-        return get_spark(self.config.spark)
+        return self.runtime.spark()
 
     def services(self, spark: Callable[[], SparkSession], provider: str) -> RunServices:
         client = self.client_for(provider)
-        return RunServices(self.config, self.store, client, spark, self._progress, self.budget)
+        return RunServices(self.config, self.store, client, self.runtime, spark, self._progress, self.budget)
 
     def tracked_spark(self, used: list[SparkSession]) -> Callable[[], SparkSession]:
         """:meth:`spark`, remembering the session handed out (to stop that one only if it dies)."""
@@ -122,10 +123,8 @@ class EngineResources:
         Only if it is still the current one: tables running in parallel all see it die, and the
         first to stop it must not have a later one stop the new session another table started.
         """
-        from sharesync.pipelines.jobs.session import stop_spark
-
         log.warning("the Spark session is gone (%s); the next table starts a new one", describe(exc))
-        stop_spark(only=used[-1] if used else None)
+        self.runtime.drop_spark(used[-1] if used else None)
 
     def check_staging(self, spark: Callable[[], SparkSession]) -> None:
         """A ``spark.remote`` engine must read what this process stages: probed once, before any download."""
@@ -135,7 +134,8 @@ class EngineResources:
             if not self._staging_checked:
                 from sharesync.pipelines.jobs.staging_probe import staging_problem
 
-                self._staging_problem = staging_problem(spark(), self.config.staging_dir, self.config.spark.remote)
+                staging = self.runtime.locate(self.config.staging_dir)
+                self._staging_problem = staging_problem(spark(), staging, self.config.spark.remote)
                 self._staging_checked = True
         if self._staging_problem is not None:
             raise ConfigError(self._staging_problem)
@@ -144,3 +144,5 @@ class EngineResources:
         for client in self._clients.values():
             if client is not self._given:
                 client.close()
+        if self._owns_runtime:
+            self.runtime.close()

@@ -24,6 +24,8 @@ from sharesync.sync.core.errors import SchemaIncompatible, SharingHTTPError
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy, TableConfig
 
 if TYPE_CHECKING:
+    from sharesync.state import Checkpoint
+    from sharesync.sync.core.location import Location
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.results import TableMetadata
 
@@ -65,7 +67,7 @@ def judge_new_columns(
 
 
 def new_columns(
-    table: TableConfig, metadata: TableMetadata, client: SharingClient, checkpoint: int | None
+    table: TableConfig, target: Location, metadata: TableMetadata, client: SharingClient, checkpoint: Checkpoint | None
 ) -> NewColumns:
     """:func:`judge_new_columns` against the target as it is now, read only when the policy needs
     it; the provider's columns at the ``checkpoint`` version are asked for only to word the warning."""
@@ -74,12 +76,12 @@ def new_columns(
     from sharesync.pipelines.jobs.target import inspect_target
 
     source = metadata.metadata.table_schema.names
-    state = inspect_target(table.target)
+    state = inspect_target(target)
     decided = judge_new_columns(table, source, state.column_names if state.exists else None)
     if decided.warning is None or checkpoint is None:
         return decided
     try:
-        known = client.metadata(table.name, version=checkpoint).metadata.table_schema.names
+        known = client.metadata(table.name, version=checkpoint.version).metadata.table_schema.names
     except SharingHTTPError:  # no history shared, or gone: say it again rather than never
         return decided
     return judge_new_columns(table, source, state.column_names, known=known)

@@ -11,6 +11,7 @@ from sharesync.sync.core.config import SharesyncConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sharesync.pipelines.jobs.runtime import Runtime
     from sharesync.state import StateStore
     from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
@@ -22,15 +23,17 @@ ProgressFactory = Callable[[str, int], "ProgressCallback | None"]
 
 @dataclass(frozen=True)
 class RunServices:
-    """The config, state store, sharing client, Spark factory, progress display and budget of one pass.
+    """The config, state store, sharing client, runtime, Spark factory, progress display and budget of one pass.
 
-    ``spark`` is a factory, called by a job only when it has rows to write: a batch with
-    nothing to apply never starts an engine.
+    ``runtime`` locates targets and staging with the config's storage settings. ``spark`` is a
+    factory (the runtime's engine, tracked by the table's run), called by a job only when it has
+    rows to write: a batch with nothing to apply never starts an engine.
     """
 
     config: SharesyncConfig
     store: StateStore
     client: SharingClient
+    runtime: Runtime
     spark: Callable[[], SparkSession]
     progress: ProgressFactory | None = None
     budget: TransferBudget | None = None  # shared by the tables of a pass (None: no pass-wide bound)

@@ -1,17 +1,16 @@
 """One table's sync pass under its lease: plan, then execute the plan batch by batch.
 
 :class:`~sharesync.pipelines.run.engine.SyncEngine` decides *whether* a table needs work (one
-``/version`` call) and takes the lease; :class:`TableRun` does the work: read the metadata,
-check the config against the shared schema (:mod:`~sharesync.pipelines.run.context`), plan
-(:func:`sharesync.sync.planning.plan_sync`, pure), then run each batch through the one skeleton
-of :mod:`~sharesync.pipelines.run.batch_run`. A history gap found on the way re-plans once, as a
-re-bootstrap; so does a breaking schema change on a table set to rebuild (:mod:`.schema_policy`).
+``/version`` call) and takes the lease; :class:`TableRun` does the work: read the metadata, check
+the config against the shared schema (:mod:`~sharesync.pipelines.run.context`), plan
+(:func:`sharesync.sync.planning.plan_sync`, pure), then run each batch through the one skeleton of
+:mod:`~sharesync.pipelines.run.batch_run`. A history gap (or a breaking schema change on a table
+set to rebuild, :mod:`.schema_policy`) re-plans once, as a re-bootstrap.
 
 Before planning, the target is compared with the identity its checkpoint recorded
 (:mod:`~sharesync.pipelines.run.target_check`): a lost or replaced target is rebuilt from a
-snapshot, a rolled-back one replays the changes from its own high-water mark, a foreign table is
-refused. What such a pass has to say — and a lease taken over from a dead process — goes to the
-result's warnings and to the record of the next batch that succeeds.
+snapshot, a rolled-back one replays from its own high-water mark, a foreign one is refused; what
+such a pass says (a lease taken from a dead process too) goes to its warnings and next run record.
 """
 
 from __future__ import annotations
@@ -73,6 +72,7 @@ class TableRun:
     ) -> None:
         self.services = services
         self.table = table
+        self.target = services.runtime.locate(table.target)  # read and written with the config's storage settings
         self.keeper = keeper
         self.attempt = attempt or Attempt()
         self.batches: list[BatchResult] = []
@@ -87,15 +87,15 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
         metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
-        policy = new_columns(table, metadata, self.services.client, checkpoint.version if checkpoint else None)
+        policy = new_columns(table, self.target, metadata, self.services.client, checkpoint)
         if policy.table is not table:  # on_new_column: ignore, and the provider has new columns
             self.table = table = policy.table
             context = table_context(table, metadata)
         if policy.warning is not None:
             self._notice(policy.warning)
-        if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
+        if checkpoint is not None and switches_history(checkpoint, table) and read_identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
-        check_storage_access(table.target, self.services.config.staging_dir)  # object storage: a probe write
+        check_storage_access(self.target, self.services.runtime.locate(self.services.config.staging_dir))
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
         replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
@@ -157,9 +157,10 @@ class TableRun:
         table = self.table
         if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
-        if glance(table.target, checkpoint.target_version, checkpoint.updated_at) is Glance.SAME:
+        written = checkpoint.updated_at
+        if glance(table.target, checkpoint.target_version, written, self.services.runtime.storage) is Glance.SAME:
             return None
-        check = judge(checkpoint, read_identity(table.target, since=checkpoint.target_version))
+        check = judge(checkpoint, read_identity(self.target, since=checkpoint.target_version))
         if check.finding is Finding.FOREIGN:
             raise refusal(check, table.name)
         log.info("%s: %s", table.name, check.describe())
@@ -174,7 +175,7 @@ class TableRun:
         mode = self.table.mode
         if check.finding in REBUILT or mode is Mode.SNAPSHOT:
             return checkpoint, check
-        high = high_water_mark(self.table.target, *high_water_columns(mode))
+        high = high_water_mark(self.target, *high_water_columns(mode))
         if high is None:
             return checkpoint, check  # no rows to replay from: rebuild
         after = replay_checkpoint(mode, high, checkpoint.version)
@@ -267,7 +268,7 @@ class TableRun:
         if backfill.full_refresh or replay_from == 0:
             return replay_from
         if self.table.mode is Mode.HISTORY:
-            start = history_start(self.table.target)
+            start = history_start(self.target)
             if start is not None and replay_from <= start:
                 return replay_from
         return None
@@ -362,6 +363,7 @@ class TableRun:
             apply=lambda staged, fetched: apply_bootstrap(
                 spark,
                 table,
+                self.target,
                 staged,
                 context.expr,
                 reason=reason,
@@ -378,12 +380,13 @@ class TableRun:
         assert checkpoint is not None, "changes are only applied on top of a checkpoint"
         spark, table = self.services.spark, self.table
         threshold = self.services.config.rewrite_threshold(table)
+        apply = partial(apply_changes, spark, table, self.target)
         return BatchStep(
             BatchKind.CHANGES,
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
-            apply=lambda staged, _: apply_changes(
-                spark, table, staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold
+            apply=lambda staged, _: apply(
+                staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold
             ),
             net_keys=table.keys if table.mode is Mode.MERGE else None,
         )

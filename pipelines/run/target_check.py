@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VALID_TO_VERSION, VERSION_COLUMN
-from sharesync.pipelines.jobs.identity import TargetIdentity
+from sharesync.pipelines.jobs.identity import Glance, TargetIdentity, glance
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig
-from sharesync.sync.core.errors import TargetError
+from sharesync.sync.core.errors import SharesyncError, TargetError
+from sharesync.sync.core.storage import StorageSection
 
 
 class Finding(StrEnum):
@@ -178,3 +179,25 @@ def refusal(check: TargetCheck, name: str) -> TargetError:
         f"{check.describe()}; sharesync will not overwrite it. Move that table elsewhere (the next sync of "
         f"{name} then rebuilds the target from the provider's snapshot), or point 'target' at a new path"
     )
+
+
+def is_up_to_date(
+    table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None, storage: StorageSection
+) -> bool:
+    """Whether the table has nothing to do this pass (a failed poll is not up to date: it fails)."""
+    return (
+        not isinstance(polled, SharesyncError)
+        and checkpoint is not None
+        and nothing_new(table, checkpoint, polled, storage)
+    )
+
+
+def nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int, storage: StorageSection) -> bool:
+    """The checkpoint is at the provider's version, for this target, and the target still ends
+    with the commit it recorded (a checkpoint written before sharesync recorded its target is
+    not looked at, until its next batch)."""
+    if checkpoint.version != source_version or not written_for(checkpoint, table):
+        return False
+    if checkpoint.target_version is None:
+        return True
+    return glance(table.target, checkpoint.target_version, checkpoint.updated_at, storage) is Glance.SAME

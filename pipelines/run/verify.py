@@ -23,7 +23,6 @@ from sharesync.pipelines.run.context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history, written_for
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
-from sharesync.sync.core.storage import storage_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -114,7 +113,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
             f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
             f"{table.target} in mode {table.mode.value} ({then})",
         )
-    current = read_identity(table.target, since=checkpoint.target_version)
+    current = read_identity(engine.runtime.locate(table.target), since=checkpoint.target_version)
     check = judge(checkpoint, current)
     if current is None:
         return found(False, f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
@@ -141,7 +140,7 @@ def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Ch
     context = table_context(table, engine.client_for(table.provider).metadata(table.name))
     keys = list(table.keys) if table.mode in (Mode.MERGE, Mode.HISTORY) else []
     source = _snapshot_keys(engine, context, checkpoint.version, keys)
-    target = _target_keys(table, keys)
+    target = _target_keys(engine, table, keys)
     if not keys:
         return SnapshotComparison(checkpoint.version, source.num_rows, target.num_rows)
     wanted, held = _key_set(source), _key_set(target)
@@ -169,7 +168,7 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
     layout = StageLayout.build(
         schema, result.metadata.partition_columns, [*keys, *(columns_referenced(expr) if expr else ())]
     )
-    directory = batches.batch_dir(config.staging_dir, context.table.key, f"verify-{version}")
+    directory = batches.batch_dir(engine.runtime.locate(config.staging_dir), context.table.key, f"verify-{version}")
     try:
         staged = batches.stage(
             engine.client_for(context.table.provider),
@@ -204,13 +203,12 @@ def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResu
     )
 
 
-def _target_keys(table: TableConfig, keys: list[str]) -> pa.Table:
+def _target_keys(engine: SyncEngine, table: TableConfig, keys: list[str]) -> pa.Table:
     """The target's key columns (none in snapshot mode) of its live rows (soft-deleted ones and,
     in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
-    target = DeltaTable(table.target, storage_options=storage_options(table.target))
+    target = engine.runtime.open_target(table.target)
     names = [f.name for f in target.schema().fields]
     wanted = spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None

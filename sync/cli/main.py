@@ -126,8 +126,8 @@ def run() -> NoReturn:
     When a command returns, everything it did is committed (Delta commits, checkpoints, run
     rows) and printed. What is left is stopping the embedded engine and tearing down an
     interpreter with pyspark, pandas and Arrow loaded: about 0.8 s of every pass that used the
-    engine (bench/README.md). So output and logs are flushed, the sessions of a remote engine
-    are released (they hold state on a shared server), and the process ends with the command's
+    engine (bench/README.md). So output and logs are flushed (a remote engine's session was
+    released when the command's engine closed), and the process ends with the command's
     exit code. Tests call :func:`main`, which returns normally.
     """
     environment = dict(os.environ)  # before a command exports anything (storage settings): a restart's start
@@ -139,10 +139,6 @@ def run() -> NoReturn:
         code = exit_code(exc)
     except RestartProcess as asked:
         restart, code = asked, EXIT_OK
-    if "sharesync.pipelines.jobs.session" in sys.modules:  # only a process that used an engine
-        from sharesync.pipelines.jobs.session import release_remote_sessions
-
-        release_remote_sessions()
     logging.shutdown()
     if restart is not None:
         click.echo(f"restarting the process after pass {restart.passes_done}: {restart.reason}", err=True)

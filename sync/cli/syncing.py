@@ -31,6 +31,7 @@ from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import given_timestamp
 
 if TYPE_CHECKING:
+    from sharesync.pipelines.jobs.runtime import Runtime
     from sharesync.pipelines.run.engine import SyncEngine
     from sharesync.pipelines.run.results import TableSyncResult
     from sharesync.pipelines.run.services import ProgressFactory
@@ -42,7 +43,7 @@ def _config(ctx: click.Context) -> SharesyncConfig:
 
 @contextmanager
 def _engine(
-    ctx: click.Context, *, progress: bool = False, config: SharesyncConfig | None = None
+    ctx: click.Context, *, progress: bool = False, config: SharesyncConfig | None = None, runtime: Runtime | None = None
 ) -> Iterator[SyncEngine]:
     from sharesync.pipelines.run.engine import SyncEngine
 
@@ -51,7 +52,7 @@ def _engine(
     factory: ProgressFactory | None = display.download if display is not None else None
     watch = display.table if display is not None else None
     try:
-        with SyncEngine(config, progress=factory, watch=watch) as engine:
+        with SyncEngine(config, progress=factory, watch=watch, runtime=runtime) as engine:
             yield engine
     finally:
         if display is not None:
@@ -123,7 +124,8 @@ def _sync_every(
     """Passes until stopped; the exit code of the last one.
 
     Each pass reads the config and the profile again (an edited table list, a rotated token);
-    the Spark session, the engine and the state store's pool outlive the pass. A pass that
+    the runtime (the Spark session; rebuilt when ``spark:`` changes), the engine and the state store's
+    pool outlive the pass. A pass that
     cannot start (the config edited into an error, the state store down) is reported and the
     next one tries again — except the first: what is wrong at start is a usage error (exit 2).
     Before a pass (not the first of this process) the process restarts itself when it holds
@@ -136,9 +138,10 @@ def _sync_every(
     done = passes_done_before()
     restartable = bool(ctx.obj.get("restartable"))
     started_with: StorageSection | None = None  # the storage settings of this process's first pass
+    runtime: Runtime | None = None  # the engine the passes share, while the config's spark: is unchanged
 
     def one_pass(number: int) -> None:
-        nonlocal last, started_with
+        nonlocal last, started_with, runtime
         started = time.monotonic()
         try:
             config = _config(ctx)
@@ -146,7 +149,8 @@ def _sync_every(
                 restart_if_due(number, config, started_with, max_rss_mib, first_here=done + 1)
             if started_with is None:
                 started_with = config.storage
-            with _engine(ctx, progress=True, config=config) as engine:
+            runtime = _runtime_for(config, runtime)
+            with _engine(ctx, progress=True, config=config, runtime=runtime) as engine:
                 results = engine.sync_all(names, parallel=parallel)
         except SharesyncError as exc:
             if number == 1:
@@ -157,9 +161,24 @@ def _sync_every(
         print_pass(number, results, time.monotonic() - started)
         last = _exit_code(results)
 
-    with stop_on_signals(stop, _announce):
-        run_passes(one_pass, every, stop, passes=passes, first=done + 1)
+    try:
+        with stop_on_signals(stop, _announce):
+            run_passes(one_pass, every, stop, passes=passes, first=done + 1)
+    finally:
+        if runtime is not None:
+            runtime.close()
     return last
+
+
+def _runtime_for(config: SharesyncConfig, current: Runtime | None) -> Runtime:
+    """The runtime of the passes: kept while the config's engine and storage settings stay the same."""
+    from sharesync.pipelines.jobs.runtime import Runtime
+
+    if current is not None and (current.spark_config, current.storage) == (config.spark, config.storage):
+        return current
+    if current is not None:
+        current.close()
+    return Runtime(config.spark, config.storage)
 
 
 def _announce(message: str) -> None:

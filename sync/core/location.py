@@ -2,7 +2,8 @@
 
 A :class:`Location` pairs what the engine and ``deltalake`` are given (``uri``: a local path or
 the object-store URI) with a pyarrow filesystem and the path inside it, built from the
-``storage:`` settings (:mod:`sharesync.sync.core.storage`) for that URI. Staged batches are
+``storage:`` settings (:mod:`sharesync.sync.core.storage`) for that URI, and ``deltalake``'s
+``storage_options`` from the same settings (:func:`open_delta` opens a Delta table there). Staged batches are
 written, listed, read and removed through it, and target checks list and probe through it, so
 one code path serves the local disk and S3, Azure or GCS alike. Two differences of object
 stores are handled here: an object appears whole when its upload completes (no temporary
@@ -29,9 +30,10 @@ from urllib.parse import urlparse
 from sharesync.sync.core.errors import ConfigError, SharesyncError, TargetError
 from sharesync.sync.core.storage import (
     SCHEMES,
+    StorageSection,
     StoreKind,
     StoreSettings,
-    current_storage,
+    local_path,
     scheme_of,
     settings_from_environment,
 )
@@ -51,6 +53,8 @@ class Location:
     path: str
     filesystem: pafs.FileSystem
     prefix: str | None = None  # the storage: prefix whose settings apply (None: local or unconfigured)
+    # deltalake's storage_options for it (None: local, or each client's own chain — the environment)
+    storage_options: dict[str, str] | None = None
 
     @property
     def is_local(self) -> bool:
@@ -65,9 +69,8 @@ class Location:
 
     def join(self, *parts: str) -> Location:
         tail = "/".join(parts)
-        return Location(
-            f"{self.uri.rstrip('/')}/{tail}", f"{self.path.rstrip('/')}/{tail}", self.filesystem, self.prefix
-        )
+        uri, path = f"{self.uri.rstrip('/')}/{tail}", f"{self.path.rstrip('/')}/{tail}"
+        return Location(uri, path, self.filesystem, self.prefix, self.storage_options)
 
     def kind(self) -> str:
         """``file``, ``directory`` or ``missing``."""
@@ -130,23 +133,29 @@ class Location:
 Place = Location | Path | str
 
 
-def locate(place: Place) -> Location:
-    """The :class:`Location` of a local path or an object-store URI (with this process's storage settings)."""
+def locate(place: Place, storage: StorageSection | None = None) -> Location:
+    """The :class:`Location` of a local path or an object-store URI, reached with ``storage``'s
+    settings for its prefix (None, or no prefix matching: each client's own chain — the environment).
+
+    A :class:`Location` is returned as it is: it was located with its settings already.
+    """
     if isinstance(place, Location):
         return place
     text = str(place)
-    scheme = scheme_of(text)
-    if scheme is None:
-        local = Path(urlparse(text).path if text.startswith("file://") else text).absolute()
-        return Location(str(local), str(local), _local_filesystem())
-    kind = SCHEMES.get(scheme)
+    local = local_path(place)
+    if local is not None:
+        return Location(str(local.absolute()), str(local.absolute()), _local_filesystem())
+    kind = SCHEMES.get(scheme_of(text) or "")
     if kind is None:
         raise ConfigError(f"'{text}': sharesync reads and writes local paths and {', '.join(SCHEMES)} URIs only")
-    matched = current_storage().match(text)
+    matched = storage.match(text) if storage is not None else None
     settings = matched[1] if matched is not None else settings_from_environment(kind)
     container, key, account = _split(kind, text, settings)
     filesystem = _filesystem(kind, settings, account)
-    return Location(text.rstrip("/"), f"{container}/{key}".rstrip("/"), filesystem, matched[0] if matched else None)
+    options = matched[1].options(kind) if matched is not None else None
+    return Location(
+        text.rstrip("/"), f"{container}/{key}".rstrip("/"), filesystem, matched[0] if matched else None, options or None
+    )
 
 
 def _split(kind: StoreKind, uri: str, settings: StoreSettings | None) -> tuple[str, str, str | None]:

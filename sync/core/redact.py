@@ -6,6 +6,12 @@ passwords (in state-store URLs). Known secret values are registered once when th
 loaded; URL query strings and userinfo passwords are recognised by shape. Everything that
 turns into text for a person — exception messages, log records, run rows, Dagster
 metadata — goes through :func:`redact`.
+
+The registry of known secrets is process-wide on purpose, unlike every other setting: the log
+handlers that must mask them belong to the process (any library's records, from any thread, pass
+through them), and a secret must stay masked after the object that loaded it is gone — an error
+raised by one config's run may be logged by another's. It only ever grows, so it holds no state
+a caller could depend on being otherwise.
 """
 
 from __future__ import annotations

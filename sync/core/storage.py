@@ -15,21 +15,21 @@ instance role, managed identity), path-style requests, plain HTTP for a local te
 
 ``${NAME}`` in any value is replaced by the environment variable ``NAME`` when the config is
 loaded (a variable that is not set is a config error), so secrets need not sit in the file.
-Secrets are ``SecretStr`` and registered with :mod:`~sharesync.sync.core.redact`.
+Secrets are ``SecretStr`` and registered with :mod:`~sharesync.sync.core.redact` when loaded.
 
 One mapping feeds three clients: :meth:`StorageSection.options_for` is ``deltalake``'s
 ``storage_options`` and, as environment variables, what the embedded Sail engine reads
 (:meth:`StorageSection.engine_environment`: one set per process, so prefixes of one kind of
 store must agree); :mod:`sharesync.sync.core.location` builds pyarrow filesystems from the same
 settings; :meth:`StorageSection.remote_spark_conf` is what a remote Spark gets per bucket.
-No pyarrow here: the config loads without it.
+No pyarrow here: the config loads without it. No process-wide settings either: whoever reads a
+target or stages a batch is handed the section (:class:`sharesync.pipelines.jobs.runtime.Runtime`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -91,6 +91,19 @@ def scheme_of(location: str) -> str | None:
 
 def is_remote(location: str | Path) -> bool:
     return isinstance(location, str) and scheme_of(location) is not None
+
+
+def local_path(place: str | Path) -> Path | None:
+    """The local path of ``place`` (a path, or a ``file://`` URI); None for an object-store URI.
+
+    The one local-versus-remote rule: target checks, the no-op glance and :func:`locate
+    <sharesync.sync.core.location.locate>` all ask it.
+    """
+    if isinstance(place, Path):
+        return place
+    if scheme_of(place) is not None:
+        return None
+    return Path(urlparse(place).path) if "://" in place else Path(place)  # file://…, or a plain path
 
 
 class StoreSettings(BaseModel):
@@ -226,6 +239,8 @@ class StorageSection(RootModel[dict[str, StoreSettings]]):
                 settings.check(kind)
             except ValueError as exc:
                 raise ValueError(f"'{prefix}': {exc}") from None
+        for secret in self.secrets():
+            register_secret(secret)  # masked wherever it might appear: errors, logs, run records
         return self
 
     def match(self, location: str) -> tuple[str, StoreSettings] | None:
@@ -324,34 +339,3 @@ def resolve_place(place: Path | str, base_dir: Path) -> Path | str:
     if isinstance(place, str):
         return place
     return place if place.is_absolute() else base_dir / place
-
-
-# ---------------------------------------------------------------- the process's storage settings
-
-_lock = threading.Lock()
-_current = StorageSection()
-
-
-def use_storage(section: StorageSection, *, embedded_engine: bool = False) -> None:
-    """Make ``section`` the settings every target and staging access of this process uses.
-
-    The embedded engine reads its settings from the process environment, like everything
-    in one process shares one engine; ``embedded_engine`` checks now that one set can serve
-    every prefix, so a config that cannot work fails before anything runs.
-    """
-    global _current
-    if embedded_engine:
-        section.engine_environment()
-    for secret in section.secrets():
-        register_secret(secret)
-    with _lock:
-        _current = section
-
-
-def current_storage() -> StorageSection:
-    return _current
-
-
-def storage_options(location: str | Path) -> dict[str, str] | None:
-    """``storage_options`` for a ``deltalake`` call on ``location`` (None: local or unconfigured)."""
-    return _current.options_for(str(location)) or None

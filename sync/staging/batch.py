@@ -114,11 +114,6 @@ def change_files(result: ChangesResult, end_version: int) -> list[ChangeFile]:
     return select_change_files(actions)
 
 
-def commit_timestamps(result: ChangesResult) -> dict[int, int]:
-    """Commit timestamp (ms) of every version a changes response has files for."""
-    return {f.version: f.timestamp for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile)}
-
-
 def prune(files: list[ChangeFile], expr: Expr | None, schema: StructType) -> tuple[list[ChangeFile], int]:
     """Drop files whose partition values or stats prove no row can match the filter."""
     if expr is None:

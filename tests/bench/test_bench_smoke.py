@@ -92,7 +92,7 @@ def test_phases_breaks_down_a_shape(dirs: dict[str, Path]) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     for scenario in ("bootstrap", "incremental"):
         assert f"narrow-{scenario} (narrow_10000, scale 0.01): median of 1 run(s)" in done.stdout
-    assert "| get_spark (engine start on 1st call) |" in done.stdout
+    assert "| SparkEngine.session (engine start on 1st call) |" in done.stdout
     assert "| stage (download+stage, wall) |" in done.stdout
 
 

@@ -33,7 +33,7 @@ from sharesync.sync.server.runner import SharingServer
 def _engine_session() -> Iterator[None]:
     """Stop the shared Sail engine once the e2e tests are done."""
     yield
-    from sharesync.pipelines.jobs.session import stop_spark
+    from support.spark import stop_spark
 
     stop_spark()
 
@@ -66,7 +66,7 @@ def apache_spark_s3(s3_server: S3Store) -> Iterator[str]:
     )
     server.start()
     yield server.url
-    from sharesync.pipelines.jobs.session import stop_spark
+    from support.spark import stop_spark
 
     stop_spark()
     server.stop()

@@ -27,9 +27,9 @@ from support.feature_tables import (
     read_target,
     rename_column,
 )
+from support.spark import get_spark
 
 from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
 from sharesync.sync.server.faults import Faults
 

@@ -22,6 +22,7 @@ from support.engines import on_both_engines
 from support.history import sort_history
 from support.jobs import ins, post, pre, write_batch
 from support.s3 import S3Store, S3Workspace
+from support.spark import get_spark
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -31,9 +32,9 @@ from support.verify import (
 
 from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
 from sharesync.pipelines.jobs.identity import Glance, glance
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.sync.core.storage import StorageSection, use_storage
+from sharesync.sync.core.location import Location, locate
+from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.server.samples import sample_rows
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
@@ -87,8 +88,9 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     checkpoint = engine.store.get_checkpoint(ws.name("m"))
     assert checkpoint is not None and checkpoint.target_version is not None
     version, written = checkpoint.target_version, checkpoint.updated_at
+    storage = engine.config.storage
 
-    assert glance(ws.target("m"), version, written) is Glance.SAME
+    assert glance(ws.target("m"), version, written, storage) is Glance.SAME
     before = len(ws.store.requests(ws.base))
     assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
     no_op = ws.store.requests(ws.base)[before:]
@@ -96,11 +98,12 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
         f"/{ws.target('m').removeprefix('s3://')}/_delta_log/{v:020d}.json" for v in (version, version + 1)
     )
     assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # docs: two HEAD requests
-    assert glance(ws.target("m"), version, datetime(2000, 1, 1, tzinfo=UTC)) is Glance.CHANGED  # re-created since
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)
+    assert glance(ws.target("m"), version, long_ago, storage) is Glance.CHANGED  # re-created since
     write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
                     mode="append", storage_options=options)  # fmt: skip
-    assert glance(ws.target("m"), version, written) is Glance.CHANGED  # another commit after it
-    assert glance(f"{ws.base}/nothing-here", 0, written) is Glance.CHANGED
+    assert glance(ws.target("m"), version, written, storage) is Glance.CHANGED  # another commit after it
+    assert glance(f"{ws.base}/nothing-here", 0, written, storage) is Glance.CHANGED
 
 
 def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3_workspace: S3Workspace) -> None:
@@ -140,33 +143,52 @@ CHANGES = [
 ]
 
 
-def _upload(local: Path, to: str) -> str:
+def _upload(local: Path, to: Location) -> Location:
     """A staged batch written locally, copied under ``to`` in the bucket (as the stager leaves it)."""
-    from sharesync.sync.core.location import locate
-
-    where = locate(to).make_empty()
+    where = to.make_empty()
     for file in sorted(local.glob("*.parquet")):
         pafs.copy_files(str(file), where.join(file.name).path, destination_filesystem=where.filesystem)
-    return to
+    return where
 
 
 def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server: S3Store, tmp_path: Path) -> None:
-    use_storage(StorageSection.model_validate(s3_server.storage()), embedded_engine=True)
-    spark, base = get_spark(), s3_server.prefix()
+    storage = StorageSection.model_validate(s3_server.storage())
+    spark, base = get_spark(storage=storage), s3_server.prefix()
     local = str(tmp_path / "history")
     remote = f"{base}/history"
     batches = [write_batch(tmp_path / "b1", SNAPSHOT), write_batch(tmp_path / "b2", CHANGES, files=2)]
-    staged = [_upload(b, f"{base}/staging/{b.name}/data") for b in batches]
-    try:
-        for target, (snapshot, changes) in ((local, batches), (remote, staged)):
-            bootstrap_history(spark, snapshot, target, keys=["id"], version=1, replace=True)
-            apply_history(spark, changes, target, keys=["id"])
-        remote_rows = DeltaTable(remote, storage_options=s3_server.options()).to_pyarrow_table().to_pylist()
-        local_rows = DeltaTable(local).to_pyarrow_table().to_pylist()
-        assert sort_history(remote_rows, ["id"]) == sort_history(local_rows, ["id"])
-        assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
-    finally:
-        use_storage(StorageSection())
+    staged = [_upload(b, locate(f"{base}/staging/{b.name}/data", storage)) for b in batches]
+    for target, (snapshot, changes) in ((local, batches), (locate(remote, storage), staged)):
+        bootstrap_history(spark, snapshot, target, keys=["id"], version=1, replace=True)
+        apply_history(spark, changes, target, keys=["id"])
+    remote_rows = DeltaTable(remote, storage_options=s3_server.options()).to_pyarrow_table().to_pylist()
+    local_rows = DeltaTable(local).to_pyarrow_table().to_pylist()
+    assert sort_history(remote_rows, ["id"]) == sort_history(local_rows, ["id"])
+    assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
+
+
+def test_configs_with_different_storage_settings_read_their_own_stores_in_one_process(s3_server: S3Store) -> None:
+    """Issue 30: storage settings belong to a config's runtime, not to the process. Two stores (two
+    moto servers) hold different tables at the same URI; each config's runtime reaches its own."""
+    from support.s3 import s3_store
+
+    from sharesync.pipelines.jobs.identity import read_identity
+    from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.sync.core.config import SparkConfig
+
+    uri = f"{s3_server.prefix()}/t"
+    remote = SparkConfig(remote="sc://127.0.0.1:9")  # never started: only deltalake and pyarrow are asked
+    with s3_store() as other:
+        write_deltalake(uri, pa.table({"id": [1, 2, 3]}), storage_options=s3_server.options())
+        write_deltalake(uri, pa.table({"id": [1, 2, 3, 4, 5]}), storage_options=other.options())
+        write_deltalake(uri, pa.table({"id": [6]}), mode="append", storage_options=other.options())
+        first, second = (Runtime(remote, StorageSection.model_validate(s.storage())) for s in (s3_server, other))
+
+        assert first.open_target(uri).to_pyarrow_table().num_rows == 3
+        assert second.open_target(uri).to_pyarrow_table().num_rows == 6
+        assert [read_identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
+        assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
+        assert first.open_target(uri).to_pyarrow_table().num_rows == 3  # the second changed nothing of the first's
 
 
 @pytest.fixture(scope="module")

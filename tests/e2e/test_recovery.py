@@ -16,6 +16,7 @@ import pytest
 from support.e2e import Workspace
 from support.engines import SAIL, on_both_engines
 from support.s3 import S3Workspace
+from support.spark import get_spark
 from support.verify import (
     assert_append_target_matches,
     assert_merge_target_matches,
@@ -23,7 +24,6 @@ from support.verify import (
     source_version,
 )
 
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import StateStore, open_store
 from sharesync.sync.core.config import SharesyncConfig

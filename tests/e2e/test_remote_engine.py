@@ -14,9 +14,9 @@ from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.sail_cluster import SailServer, private_mount_prefix
+from support.spark import get_spark, stop_spark
 from support.spark_server import SparkCluster
 
-from sharesync.pipelines.jobs.session import get_spark, stop_spark
 from sharesync.state import open_store
 from sharesync.sync.core.config import SparkConfig
 

@@ -36,8 +36,8 @@ from support.feature_tables import (
     widen_columns,
 )
 from support.history import HistoryModel, assert_history_matches
+from support.spark import get_spark
 
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta

@@ -31,14 +31,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _engine_session() -> Iterator[None]:
     """Stop the shared embedded engine once the job tests are done."""
     yield
-    from sharesync.pipelines.jobs.session import stop_spark
+    from support.spark import stop_spark
 
     stop_spark()
 
 
 @pytest.fixture
 def spark(engine_spark: dict[str, Any]) -> SparkSession:
-    from sharesync.pipelines.jobs.session import get_spark
+    from support.spark import get_spark
+
     from sharesync.sync.core.config import SparkConfig
 
     return get_spark(SparkConfig(**engine_spark))

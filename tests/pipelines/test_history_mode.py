@@ -22,6 +22,7 @@ from sharesync.pipelines.jobs.history import HistoryStats
 from sharesync.pipelines.jobs.history_target import current_rows
 from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.sync.core.errors import SyncError, TargetError
+from sharesync.sync.core.location import locate
 from sharesync.sync.predicates import CmpOp, Comparison, Ref
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def test_each_version_of_a_batch_gives_its_own_history_row(
     assert stats.target_version == version_of(target) == 1
     operation = DeltaTable(target).history(1)[0]["operation"]
     assert operation == ("MERGE" if strategy == "merge-statement" else "WRITE")
-    assert current_rows(target) == 3  # keys 1, 2, 3 exist at version 5
+    assert current_rows(locate(target)) == 3  # keys 1, 2, 3 exist at version 5
     assert [(x[VF], x[VT], x[CURRENT]) for x in history(target) if x["id"] == 1] == [
         (1, 2, False),
         (2, 4, False),
@@ -142,7 +143,7 @@ def test_an_empty_snapshot_closes_every_open_row(
     empty.mkdir()
     pq.write_table(pa.Table.from_pylist([], stage_schema()), empty / "empty.parquet")
     stats = bootstrap(spark, empty, target, version=6, commit_timestamp=commit_time(6))
-    assert stats.closed == 4 and current_rows(target) == 0
+    assert stats.closed == 4 and current_rows(locate(target)) == 0
     assert {(x[VT], x["_sharesync_valid_to"]) for x in history(target)} == {(6, commit_time(6))}
 
 

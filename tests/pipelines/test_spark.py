@@ -1,7 +1,7 @@
-"""Session management: lazy imports, one cached session per config, UTC, conf applied — and the
+"""Session management: lazy imports, one session per engine until closed, UTC, conf applied — and the
 engine facts the jobs are built around, on each engine.
 
-The session tests are about the embedded engine's cache and run on Sail only; the facts run on
+The session tests are about the embedded engine and run on Sail only; the facts run on
 both engines and say where Apache Spark + Delta differs."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from support.engines import SAIL
+from support.spark import get_spark
 
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.sync.core.config import SparkConfig
 
 if TYPE_CHECKING:
@@ -31,25 +31,33 @@ def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
-def test_sessions_are_cached_per_config_and_use_utc(spark: SparkSession) -> None:
-    assert get_spark() is spark
-    assert get_spark(SparkConfig()) is spark
-    other = get_spark(SparkConfig(conf={"spark.sql.shuffle.partitions": "3"}))
-    assert other is not spark and get_spark(SparkConfig(conf={"spark.sql.shuffle.partitions": "3"})) is other
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine
+def test_an_engine_keeps_its_session_until_closed_and_uses_utc(spark: SparkSession) -> None:
+    from sharesync.pipelines.jobs.session import SparkEngine
+
+    engine = SparkEngine(SparkConfig(conf={"spark.sql.shuffle.partitions": "3"}))
+    other = engine.session()
+    assert engine.session() is other and other is not spark  # its own session, on the same embedded server
     assert other.conf.get("spark.sql.shuffle.partitions") == "3"
+    engine.close()
+    assert other.is_stopped and not spark.is_stopped  # one engine's end is not another's
+    assert engine.session() is not other  # asked again: a new one
+    engine.close()
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.sql("SELECT CAST(TIMESTAMP '2024-01-01 00:00:00' AS LONG) AS s").collect()[0]["s"] == 1704067200
 
 
-@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine
 def test_concurrent_callers_share_one_new_session(spark: SparkSession) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    config = SparkConfig(conf={"spark.sql.shuffle.partitions": "5"})
+    from sharesync.pipelines.jobs.session import SparkEngine
+
+    engine = SparkEngine(SparkConfig(conf={"spark.sql.shuffle.partitions": "5"}))
     with ThreadPoolExecutor(8) as pool:
-        sessions = list(pool.map(lambda _: get_spark(config), range(8)))
+        sessions = list(pool.map(lambda _: engine.session(), range(8)))
     assert all(s is sessions[0] for s in sessions)
+    engine.close()
 
 
 @pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
@@ -123,32 +131,29 @@ def test_sail_reads_a_float_column_with_flat_statistics_as_a_constant(
         assert read[1] == 2.0 and read[0] != read[0]  # NaN
 
 
-@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine's session cache
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)  # the embedded engine
 def test_the_embedded_engine_refuses_other_storage_settings_than_it_started_with(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its storage clients keep what they first read: other settings later in the process would
-    be silently ignored (targets written with the old credentials or endpoint), so they fail."""
+    """Sail reads them from the process environment, which every engine of the process shares: other
+    settings later in the process could reach a store with the wrong ones (checked on pysail 0.7.2:
+    a session reads the environment when it first reaches a store), so they fail."""
     from sharesync.pipelines.jobs import session
+    from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.sync.core.errors import ConfigError
-    from sharesync.sync.core.storage import StorageSection, use_storage
+    from sharesync.sync.core.storage import StorageSection
 
-    monkeypatch.setattr(session, "_engine_environment", {})  # as in a fresh process
+    monkeypatch.setattr(session._EMBEDDED, "_environment", {})  # as in a fresh process
     for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP"):
         monkeypatch.delenv(name, raising=False)  # put back as they were afterwards
 
-    def settings(region: str) -> StorageSection:
-        return StorageSection.model_validate(
-            {"s3://lake/": {"endpoint": "http://127.0.0.1:9", "allow_http": True, "region": region}}
-        )
+    def engine(region: str | None) -> SparkEngine:
+        settings = {"s3://lake/": {"endpoint": "http://127.0.0.1:9", "allow_http": True, "region": region}}
+        return SparkEngine(storage=StorageSection.model_validate(settings if region else {}))
 
-    try:
-        use_storage(settings("eu-west-1"), embedded_engine=True)
-        assert get_spark() is spark
-        use_storage(settings("eu-west-1"), embedded_engine=True)
-        assert get_spark() is spark  # the same settings again: fine
-        use_storage(settings("us-east-1"), embedded_engine=True)
-        with pytest.raises(ConfigError, match=r"already works with other settings \(AWS_REGION\).*spark\.remote"):
-            get_spark()
-    finally:
-        use_storage(StorageSection())
+    engines = [engine("eu-west-1"), engine("eu-west-1"), engine(None)]  # the same settings again, or none: fine
+    assert all(not e.session().is_stopped for e in engines)
+    with pytest.raises(ConfigError, match=r"already works with other settings \(AWS_REGION\).*spark\.remote"):
+        engine("us-east-1").session()
+    for each in engines:
+        each.close()

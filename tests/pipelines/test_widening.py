@@ -18,6 +18,7 @@ from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.staged import read_staged
 from sharesync.pipelines.jobs.target import added_columns, inspect_target
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.sync.core.location import locate
 
 from .conftest import StageFn
 
@@ -39,7 +40,7 @@ def test_widening_keeps_every_row_and_is_done_once(spark: Any, stage: StageFn, t
     df = read_staged(spark, batch)
     columns = ["id", "qty", "day", "name"]
 
-    state, widened = widen_target(spark, df, inspect_target(target), columns, exclude=GUARD_COLUMNS)
+    state, widened = widen_target(spark, df, inspect_target(locate(target)), columns, exclude=GUARD_COLUMNS)
 
     assert sorted(widened) == ["day", "qty"]
     types = {f.name: f.type.type for f in DeltaTable(target).schema().fields}

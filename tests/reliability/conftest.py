@@ -23,7 +23,7 @@ from sharesync.sync.server.runner import SharingServer
 @pytest.fixture(scope="session", autouse=True)
 def _engine_session() -> Iterator[None]:
     yield
-    from sharesync.pipelines.jobs.session import stop_spark
+    from support.spark import stop_spark
 
     stop_spark()
 

@@ -70,8 +70,18 @@ def test_release_frees_the_table(store: StateStore) -> None:
 
 
 def test_leases_are_per_table(store: StateStore) -> None:
-    store.acquire_lease("s.b.one", "worker-a", TTL)
-    store.acquire_lease("s.b.two", "worker-b", TTL)
+    one = store.acquire_lease("s.b.one", "worker-a", TTL)
+    two = store.acquire_lease("s.b.two", "worker-b", TTL)
+    held = {name: store.get_lease(name) for name in ("s.b.one", "s.b.two")}
+    assert {name: (lease.owner, lease.token) for name, lease in held.items() if lease is not None} == {
+        "s.b.one": ("worker-a", one.token),
+        "s.b.two": ("worker-b", two.token),
+    }
+    with pytest.raises(LeaseHeld, match="worker-a"):  # each table's lease still refuses another owner
+        store.acquire_lease("s.b.one", "worker-b", TTL)
+    assert store.release_lease(one) and store.get_lease("s.b.one") is None
+    still = store.get_lease("s.b.two")  # releasing one table's lease leaves the other's holder as it was
+    assert still is not None and (still.owner, still.token) == ("worker-b", two.token)
 
 
 def test_ttl_must_be_positive(store: StateStore) -> None:

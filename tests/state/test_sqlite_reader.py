@@ -184,3 +184,12 @@ def test_plain_sqlite_urls_name_the_file_sqlalchemy_would_open(url: str) -> None
 def test_other_urls_are_left_to_the_store(url: str) -> None:
     assert sqlite_file(url) is None
     assert read_checkpoints(url) is None
+
+
+def test_checkpoint_columns_are_the_tables_columns() -> None:
+    """The one column list (a Checkpoint's fields) names exactly the table's columns: a column
+    added to one of them and not the other fails here, not in a no-op pass."""
+    from sharesync.state.domain import CHECKPOINT_COLUMNS
+    from sharesync.state.models import CheckpointRow
+
+    assert sorted(CHECKPOINT_COLUMNS) == sorted(CheckpointRow.__table__.c.keys())

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+from support.spark import get_spark
 
-from sharesync.pipelines.jobs.session import get_spark, release_remote_sessions
 from sharesync.sync.cli import main as cli_main
 from sharesync.sync.cli.main import exit_code
 from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess, restart_marker
@@ -71,20 +71,22 @@ def test_exit_codes_follow_the_interpreters_rules(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == "something went wrong\n"
 
 
-def test_remote_sessions_are_released_and_the_embedded_one_kept() -> None:
+def test_a_remote_engines_session_is_released_when_its_engine_closes() -> None:
     from sharesync.pipelines.jobs import session as sessions
+    from sharesync.pipelines.jobs.session import SparkEngine
 
-    get_spark().stop()  # as code holding the session may: the next get_spark must not hand it out
+    get_spark().stop()  # as code holding the session may: the next call must not hand it out
     embedded = get_spark()
     assert not embedded.is_stopped
     with sessions._lock:
-        url = sessions._embedded_url()  # the same engine, reached as a remote one
-    remote = get_spark(SparkConfig(remote=url))
+        url = sessions._EMBEDDED.url({})  # the same engine, reached as a remote one
+    engine = SparkEngine(SparkConfig(remote=url))
+    remote = engine.session()
     assert remote is not embedded
-    release_remote_sessions()
-    assert remote.is_stopped and get_spark(SparkConfig(remote=url)) is not remote  # a new one, if asked again
+    engine.close()
+    assert remote.is_stopped and engine.session() is not remote  # a new one, if asked again
     assert not embedded.is_stopped and embedded.range(3).count() == 3
-    release_remote_sessions()
+    engine.close()
 
 
 class _Executed(Exception):

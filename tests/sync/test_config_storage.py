@@ -10,7 +10,7 @@ import pytest
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
-from sharesync.sync.core.storage import StorageSection, StoreKind, settings_from_environment, use_storage
+from sharesync.sync.core.storage import StorageSection, StoreKind, settings_from_environment
 
 SECRET = "s3cr3t-value-for-tests"  # noqa: S105 - a test value
 
@@ -121,20 +121,17 @@ def test_the_embedded_engine_needs_one_set_of_settings_per_kind_of_store() -> No
         {"s3://a/": {"endpoint": "https://minio.internal"}, "s3://b/": {"region": "us-east-1"}}
     )
     with pytest.raises(ConfigError, match="'s3://a/' and 's3://b/' need different s3 settings"):
-        use_storage(storage, embedded_engine=True)
-    use_storage(storage)  # a remote engine reads its own settings: fine for deltalake and pyarrow
-    use_storage(StorageSection())
+        storage.engine_environment()
+    # deltalake and pyarrow take each prefix's own settings (a remote engine reads its own)
+    assert storage.options_for("s3://a/t") == {"AWS_ENDPOINT_URL": "https://minio.internal"}
+    assert storage.options_for("s3://b/t") == {"AWS_REGION": "us-east-1"}
 
 
 def test_secrets_of_the_section_are_masked_wherever_they_appear() -> None:
-    storage = StorageSection.model_validate(
+    StorageSection.model_validate(  # registered when the section is loaded
         {"s3://lake/": {"access_key_id": "AKIAEXAMPLE", "secret_access_key": "masked-secret-4242"}}
     )
-    use_storage(storage)
-    try:
-        assert "masked-secret-4242" not in redact("the store said: masked-secret-4242 is wrong")
-    finally:
-        use_storage(StorageSection())
+    assert "masked-secret-4242" not in redact("the store said: masked-secret-4242 is wrong")
 
 
 def test_a_uri_no_prefix_matches_is_reached_with_the_standard_environment_variables() -> None:

@@ -56,7 +56,7 @@ def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
 def _engine_session() -> Iterator[None]:
     """Stop the shared Sail engine once these tests are done."""
     yield
-    from sharesync.pipelines.jobs.session import stop_spark
+    from support.spark import stop_spark
 
     stop_spark()
 

@@ -22,6 +22,7 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_verdict,
     schema_verdict,
 )
+from sharesync.sync.core.location import locate
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
 ORDERS = "sharesync/dg/sales/orders"
@@ -85,11 +86,11 @@ def test_duplicate_keys_counts_current_rows_only_in_history_mode(tmp_path: Path)
     )
     write_deltalake(path, rows)
 
-    assert duplicate_keys(path, ["id"], current_only=True) == (1, ["3"])  # 1 has one current image
-    every = duplicate_keys(path, ["id"], current_only=False)
+    assert duplicate_keys(locate(path), ["id"], current_only=True) == (1, ["3"])  # 1 has one current image
+    every = duplicate_keys(locate(path), ["id"], current_only=False)
     assert every is not None and (every[0], sorted(every[1])) == (2, ["1", "3"])
-    assert duplicate_keys(str(tmp_path / "missing"), ["id"], current_only=False) is None
-    assert duplicate_keys(path, ["ID"], current_only=True) == (1, ["3"])  # config keys match in any case
+    assert duplicate_keys(locate(tmp_path / "missing"), ["id"], current_only=False) is None
+    assert duplicate_keys(locate(path), ["ID"], current_only=True) == (1, ["3"])  # config keys match in any case
 
 
 # ---------------------------------------------------------------- on real targets

@@ -51,7 +51,7 @@ class LoggedTable:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from sharesync.pipelines.jobs.session import get_spark, stop_spark
+    from support.spark import get_spark, stop_spark
 
     yield get_spark()
     stop_spark()

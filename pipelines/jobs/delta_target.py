@@ -1,0 +1,25 @@
+"""A target's Delta table as ``deltalake`` reads it: opened in one place, with its storage settings.
+
+Every reader of a target — identity, statistics, history, commit metrics, checks, ``verify`` —
+opens it here, from a :class:`~sharesync.sync.core.location.Location` located with the config's
+``storage:`` settings (:class:`sharesync.pipelines.jobs.runtime.Runtime`), so no reader can reach
+an object store with other settings than the engine writes with.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sharesync.sync.core.location import Location
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+__all__ = ["open_target"]
+
+
+def open_target(target: Location) -> DeltaTable:
+    """The Delta table at ``target`` (deltalake's own errors: ``TableNotFoundError`` when there is none)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(target.uri, storage_options=target.storage_options)
