@@ -102,6 +102,8 @@ class TableConfig(StrictModel):
     download_concurrency: int | None = Field(default=None, ge=1, le=256)
     schedule: str | None = None
     freshness_minutes: float | None = Field(default=None, gt=0)
+    # url | dir | auto (url unless the provider offers only dir): docs/protocol-support.md, "Access modes".
+    access: Literal["auto", "url", "dir"] = "auto"
 
     @field_validator("name")
     @classmethod
