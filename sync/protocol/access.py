@@ -88,9 +88,7 @@ class TemporaryCredentials(WireModel):
     def _exactly_one(self) -> TemporaryCredentials:
         kinds = [self.aws_temp_credentials, self.azure_user_delegation_sas, self.gcp_oauth_token]
         if sum(k is not None for k in kinds) != 1:
-            raise ValueError(
-                "exactly one of awsTempCredentials, azureUserDelegationSas, gcpOauthToken must be set"
-            )
+            raise ValueError("exactly one of awsTempCredentials, azureUserDelegationSas, gcpOauthToken must be set")
         return self
 
     @property

@@ -224,7 +224,10 @@ class SharingHttp:
         method = "GET" if body is None else "POST"
 
         def attempt() -> M:
-            with self.open(method, url, params=params, body=body, context=context) as response, translate_httpx_errors(context):
+            with (
+                self.open(method, url, params=params, body=body, context=context) as response,
+                translate_httpx_errors(context),
+            ):
                 answer = read_bounded(response, MAX_JSON_BYTES, context)
             try:
                 return model.model_validate_json(answer)

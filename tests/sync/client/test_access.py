@@ -26,7 +26,11 @@ AWS = {
     },
     "expirationTime": 1718298900000,
 }
-AZURE = {"location": "abfss://c@a.dfs.core.windows.net/t", "azureUserDelegationSas": {"sasToken": "sv=2024&sig=azure-sig-0001"}, "expirationTime": 1}
+AZURE = {
+    "location": "abfss://c@a.dfs.core.windows.net/t",
+    "azureUserDelegationSas": {"sasToken": "sv=2024&sig=azure-sig-0001"},
+    "expirationTime": 1,
+}
 GCP = {"location": "gs://bucket/t", "gcpOauthToken": {"oauthToken": "ya29.gcp-token-0001"}, "expirationTime": 1}
 
 
