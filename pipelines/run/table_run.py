@@ -28,6 +28,7 @@ from sharesync.pipelines.jobs.target import check_storage_access
 from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.context import TableContext, table_context
+from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
 from sharesync.pipelines.run.results import (
     BackfillRequest,
@@ -66,6 +67,7 @@ from sharesync.sync.planning import (
     VersionRange,
     plan_sync,
 )
+from sharesync.sync.protocol.results import TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +90,14 @@ class TableRun:
             self._notice(str(keeper.takeover))
 
     def run(self, backfill: BackfillRequest | None, started: float) -> TableSyncResult:
+        metadata = self.services.client.metadata(self.table.name)
+        with read_access(self.services, self.table, metadata) as services:  # url, or the table's directory
+            self.services = services
+            return self._pass(backfill, started, metadata)
+
+    def _pass(self, backfill: BackfillRequest | None, started: float, metadata: TableMetadata) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.name)  # re-read under the lease
-        metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         if checkpoint is not None and switches_history(checkpoint, table) and read_identity(table.target) is not None:
             raise switch_refusal(checkpoint, table)

@@ -86,6 +86,11 @@ class SharingServer:
         return f"{scheme}://{self.host}:{self.port}"
 
     @property
+    def credentials_issued(self) -> int:
+        """Generate Temporary Table Credential answers so far (directory-based access)."""
+        return self._state.credentials_issued if self._state is not None else 0
+
+    @property
     def endpoint(self) -> str:
         return f"{self.base_url}{self.settings.prefix}"
 

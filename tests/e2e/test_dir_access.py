@@ -1,0 +1,114 @@
+"""Directory-based access end to end: tables shared from S3 with temporary credentials.
+
+The provider's tables are written by Sail on disk (:mod:`support.feature_tables`: plain, deletion
+vectors, column mapping) and copied into moto's bucket with boto3; ``sharesync serve`` shares them
+from there (``remote_tables``) as dir-only or url+dir tables and issues STS session credentials
+that expire after ``TTL`` seconds. sharesync reads the log and the files with those credentials;
+every target must equal the source at its checkpoint, read with Sail. moto here runs with
+authentication off: its S3 cannot check a presigned URL's signature with it on (see
+:func:`support.s3.s3_store`), so the store does not enforce the credentials' expiry — the
+renewal is observed on the server instead (credentials issued per sync).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.e2e import Workspace
+from support.feature_tables import (
+    assert_append_matches,
+    assert_merge_matches,
+    assert_snapshot_matches,
+    commit,
+    create_source,
+    latest_version,
+)
+from support.s3 import S3Store
+
+from sharesync.pipelines.jobs.session import get_spark
+from sharesync.state import open_store
+from sharesync.sync.core.storage import StoreSettings
+from sharesync.sync.server.runner import SharingServer
+from sharesync.sync.server.settings import RemoteTableSpec
+
+TTL = 6.0  # seconds: credentials expire during a pass (renewed at half their life)
+
+# name: (deletion vectors, column mapping, mode, access modes offered, access setting)
+TABLES = {
+    "m": (True, True, "merge", ("dir",), "auto"),
+    "p": (False, False, "merge", ("url", "dir"), "dir"),
+    "a": (True, False, "append", ("dir",), "dir"),
+    "s": (False, True, "snapshot", ("url", "dir"), "dir"),
+    "h": (True, False, "history", ("dir",), "auto"),
+}
+
+
+@pytest.fixture(scope="module")
+def open_s3() -> Iterator[tuple[S3Store, str]]:
+    """moto with authentication off, and a role whose sessions the server hands out."""
+    from support.s3 import s3_store
+
+    with s3_store(authenticate=False) as store:
+        trust = {"Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
+        role = store.client("iam").create_role(RoleName="reader", AssumeRolePolicyDocument=json.dumps(trust))
+        yield store, role["Role"]["Arn"]
+
+
+def _serve(start_server: Callable[..., SharingServer], root: Path, store: S3Store, role: str, base: str) -> SharingServer:
+    own = StoreSettings.model_validate(store.settings())
+    remote = tuple(
+        RemoteTableSpec(name=f"e2e.s.{name}", location=f"{base}/{name}", access_modes=modes)
+        for name, (*_, modes, _setting) in TABLES.items()
+    )
+    return start_server(
+        root, remote_tables=remote, object_store=own, credentials_role_arn=role, credential_ttl_seconds=TTL
+    )
+
+
+def test_every_mode_reads_dir_tables_with_expiring_credentials(
+    tmp_path: Path, start_server: Callable[..., SharingServer], open_s3: tuple[S3Store, str]
+) -> None:
+    store, role = open_s3
+    spark = get_spark()
+    source_root, base = tmp_path / "sources", store.prefix()
+    server = _serve(start_server, tmp_path / "provider", store, role, base)
+    workspace = Workspace(tmp_path, server)
+    sources = {name: source_root / name for name in TABLES}
+    for seed, (name, (dvs, mapping, *_)) in enumerate(TABLES.items()):
+        create_source(spark, sources[name], dvs=dvs, mapping=mapping, partitioned=name != "a", seed=seed)
+        store.upload(sources[name], f"{base}/{name}")
+    specs = [
+        workspace.spec(name, mode, access=setting, download_concurrency=2, **({"keys": ["id"]} if mode == "history" else {}))
+        for name, (_dv, _cm, mode, _modes, setting) in TABLES.items()
+    ]
+    provider_storage = {f"s3://{store.bucket}/": {"endpoint": store.endpoint, "region": store.region, "allow_http": True}}
+    config = workspace.config(*specs, provider_storage=provider_storage)
+    state = open_store(f"sqlite:///{workspace.root / 'state' / 'state.db'}")
+    bootstrap: dict[str, int] = {}
+    try:
+        for round_ in range(3):
+            if round_:
+                for offset, name in enumerate(TABLES):
+                    commit(spark, sources[name], random.Random(100 * round_ + offset), 3)
+                    store.upload(sources[name], f"{base}/{name}")
+            issued = server.credentials_issued
+            results = workspace.engine(config).sync_all()
+            assert all(r.error is None for r in results), [r.error for r in results]
+            assert server.credentials_issued >= issued + len(TABLES)  # each table asked for its own
+            for name, (_dv, _cm, mode, *_) in TABLES.items():
+                version = latest_version(sources[name])
+                checkpoint = state.get_checkpoint(workspace.name(name))
+                assert checkpoint is not None and checkpoint.version == version, (round_, name, checkpoint)
+                bootstrap.setdefault(name, version)
+                if mode == "merge":
+                    assert_merge_matches(spark, sources[name], workspace.target(name), version)
+                elif mode == "append":
+                    assert_append_matches(spark, sources[name], workspace.target(name), bootstrap[name], version)
+                elif mode == "snapshot":
+                    assert_snapshot_matches(spark, sources[name], workspace.target(name), version)
+    finally:
+        workspace.close()
