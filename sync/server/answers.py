@@ -171,12 +171,9 @@ def metadata_line(
 ) -> JsonObject:
     """The ``metaData`` line. In parquet, ``configuration`` is only the reference server's
     ``enableChangeDataFeed`` (the table's own properties stay private); in delta, all of it."""
-    access = {"location": ctx.table.location, "access_modes": ctx.table.access_modes}
+    access = TableAccess(location=ctx.table.location, access_modes=ctx.table.access_modes)
     if ctx.delta:
-        line = deltaformat.metadata_line(meta, version=version, snapshot=snapshot)
-        if ctx.table.access_modes is not None:
-            line["metaData"].update(TableAccess(**access).to_wire())  # type: ignore[union-attr]
-        return line
+        return deltaformat.metadata_line(meta, version=version, snapshot=snapshot, extra=access.to_wire())
     return wrap_action(
         Metadata(
             id=meta.id,
@@ -189,7 +186,8 @@ def metadata_line(
             version=version,
             size=snapshot.size if snapshot is not None else None,
             num_files=len(snapshot.files) if snapshot is not None else None,
-            **access,
+            location=access.location,
+            access_modes=access.access_modes,
         )
     )
 

@@ -168,8 +168,8 @@ async def table_credentials(request: Request, state: ServerState) -> Response:
         state.clock.now_ms(),
         s.credential_ttl_seconds,
     )
-    answer = await run_in_threadpool(issue, *args)
-    state.credentials_issued += 1
+    secrets, answer = await run_in_threadpool(issue, *args)
+    state.issued_credentials.append(secrets)
     return JSONResponse(answer, media_type="application/json; charset=utf-8")
 
 

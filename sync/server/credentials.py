@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+from sharesync.sync.core.redact import register_secret
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.problems import ApiError, invalid, unsupported
@@ -44,8 +45,9 @@ def issue(
     role_arn: str | None,
     now_ms: int,
     ttl_seconds: float,
-) -> dict[str, object]:
-    """The ``credentials`` answer for ``table`` (its root; ``location`` must name it if given)."""
+) -> tuple[tuple[str, ...], dict[str, object]]:
+    """The secrets issued and the ``credentials`` answer for ``table`` (its root; ``location``
+    must name it if given)."""
     require_access(table, "dir")
     assert table.location is not None  # a table offering dir is a remote table
     if location is not None and location.rstrip("/") != table.location.rstrip("/"):
@@ -69,7 +71,10 @@ def issue(
     session = f"sharesync-{uuid.uuid4().hex[:16]}"
     answer = sts.assume_role(RoleArn=role_arn, RoleSessionName=session, DurationSeconds=_STS_MIN_SECONDS)
     creds = answer["Credentials"]
-    return {
+    secrets = (creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+    for secret in secrets:
+        register_secret(secret)  # the server's own logs and errors mask them too
+    return secrets, {
         "credentials": {
             "location": table.location,
             "awsTempCredentials": {

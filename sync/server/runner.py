@@ -88,7 +88,11 @@ class SharingServer:
     @property
     def credentials_issued(self) -> int:
         """Generate Temporary Table Credential answers so far (directory-based access)."""
-        return self._state.credentials_issued if self._state is not None else 0
+        return len(self.issued_credentials())
+
+    def issued_credentials(self) -> list[tuple[str, ...]]:
+        """The secret values of every temporary credential handed out (for leak scans)."""
+        return list(self._state.issued_credentials) if self._state is not None else []
 
     @property
     def endpoint(self) -> str:

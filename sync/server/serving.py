@@ -45,7 +45,7 @@ class ServerState:
         settings = self.settings
         keys = self.keys or (lambda: Keys(settings.object_store or StoreSettings()))
         self.catalog = Catalog(settings.root, settings.remote_tables, keys, settings.cache_dir)
-        self.credentials_issued = 0  # Generate Temporary Table Credential answers so far (tests count them)
+        self.issued_credentials: list[tuple[str, ...]] = []  # the secrets of each credentials answer (tests)
         self.auth = Authenticator(
             self.settings.bearer_token,
             self.settings.oauth_client_id,
