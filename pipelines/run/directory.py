@@ -37,9 +37,12 @@ from sharesync.sync.core.errors import UnsupportedAccessMode
 from sharesync.sync.core.remote_table import Keys, s3_location
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.protocol.access import choose_access
+from sharesync.sync.protocol.asyncquery import SubmissionLog
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.profile import parse_profile
-from sharesync.sync.protocol.results import TableMetadata
+from sharesync.sync.protocol.profile import Profile, parse_profile
+from sharesync.sync.protocol.results import ChangesResult, QueryResult, TableLike, TableMetadata
+from sharesync.sync.protocol.retry import RetryPolicy
+from sharesync.sync.protocol.wire import ChangesRequest, QueryRequest
 from sharesync.sync.server.app import create_app
 from sharesync.sync.server.faults import Faults
 from sharesync.sync.server.serving import ServerState
@@ -63,6 +66,11 @@ class ProviderKeys:
         self._keys: Keys | None = None
         self._received_ms = 0
         self.fetches = 0
+
+    def renew(self) -> None:
+        """Ask the provider again on next use (the store refused a URL: maybe revoked early)."""
+        with self._lock:
+            self._keys = None
 
     def __call__(self) -> Keys:
         with self._lock:
@@ -93,6 +101,36 @@ class ProviderKeys:
             "session_token": SecretStr(aws.session_token.get_secret_value()),
         }
         return Keys(self._base.model_copy(update=update), creds.expiration_time)
+
+
+class DirectoryClient(SharingClient):
+    """The client of the in-process server. A request made a second time is a URL renewal (the
+    downloader's refreshers re-issue the same query or change feed when a URL expires or the store
+    answers 403): the credentials are renewed first, so fresh URLs are signed with fresh ones."""
+
+    def __init__(
+        self, profile: Profile, *, keys: ProviderKeys, http: httpx.Client, retry: RetryPolicy, private: bool,
+        max_files: int | None,
+    ) -> None:  # fmt: skip
+        super().__init__(profile, http=http, retry=retry, allow_private_file_urls=private, max_files=max_files)
+        self._keys = keys
+        self._asked: set[str] = set()
+
+    def _renew_if_repeated(self, request: QueryRequest | ChangesRequest) -> None:
+        key = request.model_dump_json(exclude={"refresh_token", "include_refresh_token", "page_token"})
+        if key in self._asked:
+            self._keys.renew()
+        self._asked.add(key)
+
+    def query_request(
+        self, table: TableLike, request: QueryRequest, *, submissions: SubmissionLog | None = None
+    ) -> QueryResult:
+        self._renew_if_repeated(request)
+        return super().query_request(table, request, submissions=submissions)
+
+    def changes_request(self, table: TableLike, request: ChangesRequest) -> ChangesResult:
+        self._renew_if_repeated(request)
+        return super().changes_request(table, request)
 
 
 class InProcessTransport(httpx.BaseTransport):
@@ -134,8 +172,8 @@ def directory_client(
     # The URLs are signed here for the endpoint the user's provider_storage: names (a private address
     # is then the user's choice, not the provider's).
     private = config.allow_private_file_urls or base.endpoint is not None
-    reader = SharingClient(
-        profile, http=http, retry=client.retry, allow_private_file_urls=private, max_files=client.max_files
+    reader = DirectoryClient(
+        profile, keys=keys, http=http, retry=client.retry, private=private, max_files=client.max_files
     )
     try:
         yield reader
