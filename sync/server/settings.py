@@ -21,6 +21,18 @@ class RemoteTableSpec(BaseModel):
     location: str = Field(description="the table root, s3://bucket/path")
     access_modes: tuple[Literal["url", "dir"], ...] = ("url", "dir")
 
+    @classmethod
+    def parse(cls, text: str) -> RemoteTableSpec:
+        """``NAME=S3_URI[@MODES]`` (``sharesync serve --remote-table``); ValueError naming the form."""
+        name, sep, rest = text.partition("=")
+        location, _, modes = rest.partition("@")
+        if not sep or len(name.split(".")) != 3 or not location.startswith(("s3://", "s3a://")):
+            raise ValueError(f"'{text}' is not share.schema.table=s3://bucket/path[@url,dir]")
+        wanted = tuple(m.strip() for m in modes.split(",")) if modes else ("url", "dir")
+        if not wanted or not set(wanted) <= {"url", "dir"}:
+            raise ValueError(f"'{text}': access modes are url and/or dir, e.g. @dir or @url,dir")
+        return cls.model_validate({"name": name, "location": location, "access_modes": wanted})
+
 
 class ServerSettings(BaseModel):
     """Where the tables are, how callers authenticate, and the limits the reference server has too."""
