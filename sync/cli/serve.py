@@ -114,12 +114,12 @@ def serve(
         remote = tuple(RemoteTableSpec.parse(text) for text in remote_tables)
     except ValueError as exc:
         raise ConfigError(f"serve: --remote-table {exc}") from None
-    store = {"object_store": settings_from_environment(StoreKind.S3)} if remote else {}
+    store = settings_from_environment(StoreKind.S3) if remote else None
     try:
         faults = Faults(**fault_flags)
         server = SharingServer(
             root, token=token, host=host, port=port, prefix=prefix, faults=faults, remote_tables=remote,
-            credentials_role_arn=credentials_role, credential_ttl_seconds=credential_ttl, **store,
+            credentials_role_arn=credentials_role, credential_ttl_seconds=credential_ttl, object_store=store,
         )  # fmt: skip
         server.queries.after_polls, server.queries.outcome = async_after_polls, async_outcome
     except ValidationError as exc:
