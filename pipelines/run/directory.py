@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 from pydantic import SecretStr
+from starlette.types import ASGIApp
 
 from sharesync.pipelines.run.services import RunServices
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
@@ -136,7 +137,7 @@ class DirectoryClient(SharingClient):
 class InProcessTransport(httpx.BaseTransport):
     """Each request answered by an ASGI app in this process, on an event loop of its own."""
 
-    def __init__(self, app: httpx._transports.asgi._ASGIApp) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self._inner = httpx.ASGITransport(app=app)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
