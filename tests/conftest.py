@@ -107,6 +107,20 @@ def s3_server() -> Iterator[S3Store]:
 
 
 @pytest.fixture(scope="session")
+def open_s3_server() -> Iterator[tuple[S3Store, str]]:
+    """moto with authentication off (presigned URLs work; see ``support.s3.s3_store``), and the ARN
+    of a role whose STS sessions ``sharesync serve`` hands out as temporary table credentials."""
+    import json
+
+    from support.s3 import s3_store
+
+    with s3_store(authenticate=False) as store:
+        trust = {"Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
+        role = store.client("iam").create_role(RoleName="reader", AssumeRolePolicyDocument=json.dumps(trust))
+        yield store, role["Role"]["Arn"]
+
+
+@pytest.fixture(scope="session")
 def apache_spark() -> Iterator[str]:
     """A Spark Connect server of Apache Spark + Delta (``local[2]``) for the session; its URL.
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sharesync.sync.core.errors import BadRequest, HistoryUnavailable, SharesyncError
 from sharesync.sync.core.timestamps import from_millis, to_millis
@@ -85,3 +85,19 @@ def _at_most(client: SharingClient, table: str, version: int, moment_ms: int) ->
     except BadRequest:
         return False  # the moment is after the latest commit
     return found <= version
+
+
+def version_at(client: SharingClient, name: str, moment: datetime) -> int:
+    """The first version committed at or after ``moment``."""
+    return client.table_version(name, starting_timestamp=moment).version
+
+
+def version_at_or_before(client: SharingClient, name: str, moment: datetime) -> int | None:
+    """The newest version committed at or before ``moment`` (None: no limit needed)."""
+    try:
+        after = version_at(client, name, moment + timedelta(milliseconds=1))
+    except HistoryUnavailable:
+        raise
+    except BadRequest:  # not an outage, a refused credential or a missing table: those fail the run
+        return None  # the moment is after the latest commit: replay to the latest
+    return max(after - 1, 0)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from datetime import datetime, timedelta
 from functools import partial
 
 from sharesync.pipelines.jobs.history_target import history_start
@@ -26,7 +25,9 @@ from sharesync.pipelines.jobs.identity import Glance, glance, high_water_mark, r
 from sharesync.pipelines.jobs.target import check_storage_access
 from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
+from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
 from sharesync.pipelines.run.context import TableContext, table_context
+from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
 from sharesync.pipelines.run.results import BackfillRequest, BatchKind, BatchResult, TableOutcome, TableSyncResult
 from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
@@ -47,7 +48,7 @@ from sharesync.pipelines.run.target_check import (
 )
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
-from sharesync.sync.core.errors import BadRequest, HistoryUnavailable, SchemaIncompatible
+from sharesync.sync.core.errors import HistoryUnavailable, SchemaIncompatible
 from sharesync.sync.planning import (
     ApplyChanges,
     Bootstrap,
@@ -60,6 +61,7 @@ from sharesync.sync.planning import (
     VersionRange,
     plan_sync,
 )
+from sharesync.sync.protocol.results import TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,14 @@ class TableRun:
             self._notice(str(keeper.takeover))
 
     def run(self, backfill: BackfillRequest | None, started: float) -> TableSyncResult:
+        metadata = self.services.client.metadata(self.table.name)
+        with read_access(self.services, self.table, metadata) as services:  # url, or the table's directory
+            self.services = services
+            return self._pass(backfill, started, metadata)
+
+    def _pass(self, backfill: BackfillRequest | None, started: float, metadata: TableMetadata) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
-        metadata = self.services.client.metadata(table.name)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         policy = new_columns(table, self.target, metadata, self.services.client, checkpoint)
         if policy.table is not table:  # on_new_column: ignore, and the provider has new columns
@@ -98,7 +105,9 @@ class TableRun:
         check_storage_access(self.target, self.services.runtime.locate(self.services.config.staging_dir))
         check = self._check_target(checkpoint)
         checkpoint, rebuild = self._answer(check, checkpoint)
-        replay_from = self._version_at(backfill.starting_timestamp) if backfill is not None else None
+        replay_from = (
+            version_at(self.services.client, table.name, backfill.starting_timestamp) if backfill is not None else None
+        )
         # A full refresh is planned like a first sync: bootstrap from the snapshot at the resolved
         # version, then the changes after it.
         self._refresh_from = self._refreshes_from(backfill, replay_from)
@@ -286,10 +295,10 @@ class TableRun:
         elif first_sync and isinstance(table.start, StartAtVersion):
             start_version = table.start.version
         elif first_sync and isinstance(table.start, StartAtTimestamp) and not history_gap:
-            start_version = self._version_at(table.start.timestamp)
+            start_version = version_at(self.services.client, table.name, table.start.timestamp)
         until = None
         if backfill is not None and backfill.ending_timestamp is not None:
-            until = self._version_at_or_before(backfill.ending_timestamp)
+            until = version_at_or_before(self.services.client, table.name, backfill.ending_timestamp)
         return PlanOptions(
             mode=table.mode,
             max_versions_per_batch=self.services.config.batch_size(table),
@@ -298,20 +307,6 @@ class TableRun:
             until_version=until,
             history_gap=history_gap,
         )
-
-    def _version_at(self, moment: datetime) -> int:
-        """The first version committed at or after ``moment``."""
-        return self.services.client.table_version(self.table.name, starting_timestamp=moment).version
-
-    def _version_at_or_before(self, moment: datetime) -> int | None:
-        """The newest version committed at or before ``moment`` (None: no limit needed)."""
-        try:
-            after = self._version_at(moment + timedelta(milliseconds=1))
-        except HistoryUnavailable:
-            raise
-        except BadRequest:  # not an outage, a refused credential or a missing table: those fail the run
-            return None  # the moment is after the latest commit: replay to the latest
-        return max(after - 1, 0)
 
     # ------------------------------------------------------------ execution
 

@@ -73,6 +73,18 @@ if TYPE_CHECKING:
     show_default=True,
     help="How asynchronous queries end: with their files, failed, or expired (404).",
 )
+@click.option(
+    "--remote-table",
+    "remote_tables",
+    multiple=True,
+    metavar="NAME=S3_URI[@MODES]",
+    help="Share the Delta table at S3_URI as NAME (share.schema.table) with accessModes MODES (default url,dir; "
+    "e.g. @dir). Repeatable. The server reaches S3 through the standard AWS_* environment variables.",
+)
+@click.option(
+    "--credentials-role", default=None, metavar="ARN", help="STS role whose sessions are issued (dir access)."
+)
+@click.option("--credential-ttl", default=3600.0, show_default=True, help="expirationTime of issued credentials, s.")
 def serve(
     root: Path,
     host: str,
@@ -82,26 +94,39 @@ def serve(
     profile_out: Path | None,
     async_after_polls: int | None,
     async_outcome: Outcome,
+    remote_tables: tuple[str, ...],
+    credentials_role: str | None,
+    credential_ttl: float,
     **fault_flags: Any,
 ) -> None:
     """Share the Delta tables under ROOT (ROOT/<share>/<schema>/<table>) until interrupted."""
     from pydantic import ValidationError
 
+    from sharesync.sync.core.storage import StoreKind, settings_from_environment
     from sharesync.sync.server.catalog import Catalog
     from sharesync.sync.server.faults import Faults
     from sharesync.sync.server.runner import SharingServer
+    from sharesync.sync.server.settings import RemoteTableSpec
 
     if not root.is_dir():
         raise ConfigError(f"serve: ROOT '{root}' is not a directory; pass the folder holding <share>/<schema>/<table>")
     try:
+        remote = tuple(RemoteTableSpec.parse(text) for text in remote_tables)
+    except ValueError as exc:
+        raise ConfigError(f"serve: --remote-table {exc}") from None
+    store = settings_from_environment(StoreKind.S3) if remote else None
+    try:
         faults = Faults(**fault_flags)
-        server = SharingServer(root, token=token, host=host, port=port, prefix=prefix, faults=faults)
+        server = SharingServer(
+            root, token=token, host=host, port=port, prefix=prefix, faults=faults, remote_tables=remote,
+            credentials_role_arn=credentials_role, credential_ttl_seconds=credential_ttl, object_store=store,
+        )  # fmt: skip
         server.queries.after_polls, server.queries.outcome = async_after_polls, async_outcome
     except ValidationError as exc:
         raise ConfigError(f"serve: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
 
     def ready(running: SharingServer) -> None:
-        catalog = Catalog(running.root)
+        catalog = Catalog(running.root, remote)
         tables = sum(len(catalog.all_tables(share)) for share in catalog.shares())
         click.echo(f"Serving {tables} table(s) from {running.root} at {running.endpoint}")
         if profile_out is not None:

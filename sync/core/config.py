@@ -95,6 +95,9 @@ class SharesyncConfig(StrictModel):
     state_store: str = "sqlite:///.sharesync/state.db"
     staging_dir: StagingDir = Path(".sharesync/staging")  # or an object-store URI (sharesync.sync.core.storage)
     storage: StorageSection = Field(default_factory=StorageSection)
+    # Directory-based access: how to reach the provider's store (endpoint, region), per prefix; the
+    # credentials come from the provider. Kept apart from storage:, which the embedded engine gets.
+    provider_storage: StorageSection = Field(default_factory=StorageSection)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     defaults: TableDefaults = Field(default_factory=TableDefaults)
     tables: list[TableConfig] = Field(default_factory=list)

@@ -18,6 +18,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   ├─ ProtocolViolation        missing Delta-Table-Version, unknown action, bad JSON
     │   │   └─ TruncatedStream      stream ended without endStreamAction            Retryable
     │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
+    │   ├─ UnsupportedAccessMode    the table's access modes and its `access` setting do not meet  Permanent
     │   ├─ StreamError              endStreamAction.errorMessage was set
     │   ├─ AsyncQueryFailed         an asynchronous query failed, or was still pending at the poll timeout
     │   ├─ UrlExpired               presigned URL refused or expired: refresh, then retry
@@ -148,6 +149,10 @@ class ProtocolViolation(SharingError):
 
 class UnsupportedTableFeature(SharingError, Permanent):
     """The shared table needs a Delta reader feature sharesync cannot read (e.g. variant types)."""
+
+
+class UnsupportedAccessMode(SharingError, Permanent):
+    """The table's ``accessModes`` and its ``access`` setting have no way of reading in common."""
 
 
 class TruncatedStream(ProtocolViolation, Retryable):

@@ -182,6 +182,11 @@ def _local_filesystem() -> pafs.FileSystem:
     return pafs.LocalFileSystem()
 
 
+def filesystem_for(kind: StoreKind, settings: StoreSettings) -> pafs.FileSystem:
+    """The pyarrow filesystem of a store (S3 or GCS; Azure needs its account: :func:`locate`)."""
+    return _filesystem(kind, settings, None)
+
+
 @functools.lru_cache(maxsize=32)
 def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.FileSystem:
     import pyarrow.fs as pafs

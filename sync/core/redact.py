@@ -82,6 +82,8 @@ class RedactingFilter(logging.Filter):
     """A logging filter that rewrites each record's message (and traceback text) redacted."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if (record.name or "").startswith(_BOTOCORE) and record.levelno <= logging.DEBUG:
+            record.msg, record.args = "(botocore request details withheld)", None
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message or record.args:
@@ -95,6 +97,10 @@ class RedactingFilter(logging.Filter):
 
 
 _installed = False
+# botocore logs at DEBUG what its SigV4 signer signs, the signatures, the requests and the response
+# bodies (an STS answer holds new credentials before anything could register them): directory-based
+# access signs every file URL with it, so none of those records may reach a log.
+_BOTOCORE = "botocore"
 
 
 def install_log_redaction() -> None:

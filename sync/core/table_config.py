@@ -121,6 +121,8 @@ class TableConfig(StrictModel):
     on_new_column: NewColumnPolicy = NewColumnPolicy.ADD
     on_breaking_change: BreakingChangePolicy = BreakingChangePolicy.FAIL
     provider: str = Field(default=DEFAULT_PROVIDER, description="a name from 'providers:' ('default': 'profile:')")
+    # url | dir | auto (url unless the provider offers only dir): docs/protocol-support.md, "Access modes".
+    access: Literal["auto", "url", "dir"] = "auto"
 
     @field_validator("name")
     @classmethod

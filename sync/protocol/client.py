@@ -20,6 +20,11 @@ import httpx
 
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.core.timestamps import to_wire
+from sharesync.sync.protocol.access import (
+    TemporaryCredentials,
+    TemporaryCredentialsRequest,
+    TemporaryCredentialsResponse,
+)
 from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.asyncquery import AsyncQuery, SubmissionLog
 from sharesync.sync.protocol.auth import auth_for
@@ -199,6 +204,17 @@ class SharingClient:
             for _ in stream:  # no files are allowed; reading to the end checks the ending
                 pass
             return TableMetadata(ref, stream.version, stream.protocol, stream.metadata)
+
+    def temporary_table_credentials(self, table: TableLike, *, location: str | None = None) -> TemporaryCredentials:
+        """Generate Temporary Table Credential: read access to the table's root (or an auxiliary
+        ``location``) for directory-based access. The secrets are registered with the redactor."""
+        ref = TableRef.of(table)
+        url = self._table_url(ref, "temporary-table-credentials")
+        body = TemporaryCredentialsRequest(location=location).to_wire()
+        context = f"temporary credentials of {ref}"
+        answer = self._http.get_json(url, TemporaryCredentialsResponse, context=context, body=body)
+        answer.credentials.register_secrets()
+        return answer.credentials
 
     def iter_query(self, table: TableLike, **options: Unpack[QueryOptions]) -> FileStream:
         """Read Data from a Table, streamed. Close the stream (or use ``with``) when stopping early.

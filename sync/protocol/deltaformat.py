@@ -37,6 +37,9 @@ _KNOWN = dict.fromkeys(("protocol", "metaData", "file", "endStreamAction"))
 _CHANGE_MODELS: dict[str, type[AddFile | RemoveFile | CdfFile]] = {"add": AddFile, "remove": RemoveFile, "cdc": CdfFile}
 
 
+_METADATA_EXTRAS = ("version", "size", "numFiles", "location", "auxiliaryLocations", "accessModes")
+
+
 def parse_delta_action(line: str | bytes, *, changes: bool) -> Action | None:
     """One delta-format line as its action; None when it holds only wrappers this client does not know.
 
@@ -54,7 +57,8 @@ def parse_delta_action(line: str | bytes, *, changes: bool) -> Action | None:
         return validate_action(Protocol, key, _present({**inner, "version": value.get("version")}))
     if key == "metaData":
         inner = _inner(value, "deltaMetadata", key)
-        extra = {name: value.get(name) for name in ("version", "size", "numFiles")}
+        # Beside deltaMetadata, as in the parquet format's metaData: the answer's own fields.
+        extra = {name: value.get(name) for name in _METADATA_EXTRAS}
         return validate_action(Metadata, key, _present({**inner, **extra}))
     if key == "file":
         return _file(value, changes=changes)

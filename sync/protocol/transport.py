@@ -211,14 +211,26 @@ class SharingHttp:
         finally:
             response.close()
 
-    def get_json(self, url: str, model: type[M], *, context: str, params: Mapping[str, str | int] | None = None) -> M:
-        """GET a JSON document into ``model``, with retries."""
+    def get_json(
+        self,
+        url: str,
+        model: type[M],
+        *,
+        context: str,
+        params: Mapping[str, str | int] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> M:
+        """GET (or, with ``body``, POST) a JSON document into ``model``, with retries."""
+        method = "GET" if body is None else "POST"
 
         def attempt() -> M:
-            with self.open("GET", url, params=params, context=context) as response, translate_httpx_errors(context):
-                body = read_bounded(response, MAX_JSON_BYTES, context)
+            with (
+                self.open(method, url, params=params, body=body, context=context) as response,
+                translate_httpx_errors(context),
+            ):
+                answer = read_bounded(response, MAX_JSON_BYTES, context)
             try:
-                return model.model_validate_json(body)
+                return model.model_validate_json(answer)
             except ValidationError as exc:
                 problems = "; ".join(
                     f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False)[:3]

@@ -55,7 +55,13 @@ class Schema(WireModel):
     share: str
 
 
-class Table(WireModel):
+class TableAccess(WireModel):  # how a table may be read (spec "Directory-based access")
+    location: str | None = None
+    auxiliary_locations: tuple[str, ...] | None = None
+    access_modes: tuple[str, ...] | None = None  # absent: url only
+
+
+class Table(TableAccess):
     name: str
     schema_: str = Field(alias="schema")
     share: str
@@ -213,7 +219,7 @@ class Protocol(WireModel):
     version: int | None = None  # includeHistoricalProtocol: the version this protocol took effect
 
 
-class Metadata(WireModel):
+class Metadata(TableAccess):
     id: str
     name: str | None = None
     description: str | None = None

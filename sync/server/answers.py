@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from sharesync.sync.core.remote_table import RemoteTable
 from sharesync.sync.protocol.wire import (
     AddFile,
     CdfFile,
@@ -27,6 +28,7 @@ from sharesync.sync.protocol.wire import (
     Metadata,
     Protocol,
     RemoveFile,
+    TableAccess,
     WireModel,
     wrap_action,
 )
@@ -55,6 +57,7 @@ class Context:
     max_page_size: int
     capabilities: Capabilities = field(default_factory=Capabilities)
     verify_files: bool = True  # False: presign without checking the files exist, as the reference does
+    remote: RemoteTable | None = None  # a table in S3: its files are presigned S3 URLs
     response_format: str = PARQUET  # set by :meth:`negotiate`
     _min_expiry: int | None = field(default=None, repr=False)
 
@@ -77,6 +80,10 @@ class Context:
 
     def sign_path(self, log_path: str) -> tuple[str, int]:
         """A URL for one file of the table (its path as the log writes it) plus its expiry (epoch ms)."""
+        if self.remote is not None:
+            url, expires = self.remote.presign(log_path, max(1, self.url_ttl_ms // 1000), self.now_ms)
+            self._min_expiry = expires if self._min_expiry is None else min(self._min_expiry, expires)
+            return url, expires
         expires = self.now_ms + self.url_ttl_ms
         key = file_key(self.table, log_path)
         # ``sp=r`` (read permission, as in an Azure SAS) marks the URL as presigned for clients that
@@ -164,8 +171,9 @@ def metadata_line(
 ) -> JsonObject:
     """The ``metaData`` line. In parquet, ``configuration`` is only the reference server's
     ``enableChangeDataFeed`` (the table's own properties stay private); in delta, all of it."""
+    access = TableAccess(location=ctx.table.location, access_modes=ctx.table.access_modes)
     if ctx.delta:
-        return deltaformat.metadata_line(meta, version=version, snapshot=snapshot)
+        return deltaformat.metadata_line(meta, version=version, snapshot=snapshot, extra=access.to_wire())
     return wrap_action(
         Metadata(
             id=meta.id,
@@ -178,6 +186,8 @@ def metadata_line(
             version=version,
             size=snapshot.size if snapshot is not None else None,
             num_files=len(snapshot.files) if snapshot is not None else None,
+            location=access.location,
+            access_modes=access.access_modes,
         )
     )
 

@@ -24,6 +24,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sharesync.sync.protocol.access import TemporaryCredentialsRequest
 from sharesync.sync.protocol.wire import (
     GetShareResponse,
     ListSchemasPage,
@@ -39,6 +40,7 @@ from sharesync.sync.server.asyncqueries import status
 from sharesync.sync.server.auth import OAuthError
 from sharesync.sync.server.catalog import SharedTable, stable_id
 from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
+from sharesync.sync.server.credentials import issue, require_url
 from sharesync.sync.server.faults import FaultMiddleware, InjectedDisconnect, injected_history_error
 from sharesync.sync.server.features import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme, parse_capabilities
 from sharesync.sync.server.history import snapshot_at, version_at_or_after
@@ -113,7 +115,15 @@ def _page(request: Request, state: ServerState, items: list[Any], scope: str) ->
 
 
 def _table_item(table: SharedTable) -> Table:
-    return Table(name=table.name, schema=table.schema, share=table.share, share_id=table.share_id, id=table.id)
+    return Table(
+        name=table.name,
+        schema=table.schema,
+        share=table.share,
+        share_id=table.share_id,
+        id=table.id,
+        location=table.location,
+        access_modes=table.access_modes,
+    )
 
 
 def _json(model: Any) -> JSONResponse:
@@ -140,8 +150,27 @@ def _context(request: Request, state: ServerState, table: SharedTable) -> Contex
         token_ttl_ms=int(state.settings.token_ttl_seconds * 1000),
         max_page_size=state.settings.max_page_size,
         capabilities=Capabilities.from_header(request.headers.get(CAPABILITIES_HEADER)),
-        verify_files=not state.faults.unchecked_presign,
+        verify_files=not state.faults.unchecked_presign and table.location is None,
+        remote=state.catalog.remote_reader(table),
     )
+
+
+async def table_credentials(request: Request, state: ServerState) -> Response:
+    """Generate Temporary Table Credential (POST, optional ``location`` in the body)."""
+    table = _table(request, state)
+    body = _parse(TemporaryCredentialsRequest, await request.body(), "credentials request")
+    s = state.settings
+    args = (
+        table,
+        body.location,
+        s.object_store,
+        s.credentials_role_arn,
+        state.clock.now_ms(),
+        s.credential_ttl_seconds,
+    )
+    secrets, answer = await run_in_threadpool(issue, *args)
+    state.issued_credentials.append(secrets)
+    return JSONResponse(answer, media_type="application/json; charset=utf-8")
 
 
 async def table_version(request: Request, state: ServerState) -> Response:
@@ -174,7 +203,7 @@ def _with_file_id_scheme(response: Response, scheme: str | None) -> Response:
 
 
 async def table_query(request: Request, state: ServerState) -> Response:
-    ctx = _context(request, state, _table(request, state))
+    ctx = _context(request, state, require_url(_table(request, state)))
     scheme = file_id_scheme(request.headers.get(FILE_ID_HASH_HEADER))
     query = _parse(QueryRequest, await request.body(), "query request")
     if state.queries.enabled(parse_capabilities(request.headers.get(CAPABILITIES_HEADER))):
@@ -230,7 +259,7 @@ def _query_status(line: dict[str, Any]) -> Response:
 
 
 async def table_changes(request: Request, state: ServerState) -> Response:
-    ctx = _context(request, state, _table(request, state))
+    ctx = _context(request, state, require_url(_table(request, state)))
     scheme = file_id_scheme(request.headers.get(FILE_ID_HASH_HEADER))
     q = request.query_params
     params = ChangesParams(
@@ -343,6 +372,7 @@ def create_app(state: ServerState) -> ASGIApp:
         Route(f"{table}/query", _api(table_query, state), methods=["POST"]),
         Route(f"{table}/queries/{{query_id}}", _api(table_query_info, state), methods=["POST"]),
         Route(f"{table}/changes", _api(table_changes, state), methods=["GET"]),
+        Route(f"{table}/temporary-table-credentials", _api(table_credentials, state), methods=["POST"]),
         Route(f"{state.settings.files_prefix}/{{key:path}}", _api_noauth(serve_file, state), methods=["GET", "HEAD"]),
         Route("/oauth/token", oauth_token, methods=["POST"]),
     ]

@@ -4,18 +4,26 @@ The directory tree is the configuration, read again on each request so that test
 can add tables while the server runs. Names are matched case-insensitively (spec: "It's
 case-insensitive") and answered in the spelling found on disk. Ids are UUIDs derived from the
 names, so they are stable across restarts, as the spec asks ("stay immutable").
+
+Tables in S3 are named in the settings instead (``remote_tables``, with their access modes):
+their log is mirrored into a local directory (:class:`~sharesync.sync.core.remote_table.RemoteTable`)
+before each read and their files are presigned S3 URLs, so every answer is built the same way.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sharesync.sync.core.remote_table import Keys, KeySource, RemoteTable
+from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.deltalog import LOG_DIR, DeltaLog
 from sharesync.sync.server.problems import not_found
+from sharesync.sync.server.settings import RemoteTableSpec
 
 _ID_NAMESPACE = uuid.UUID("6c1e0a9e-5d1b-4c55-9d0e-2f4a7f3c1b10")
 
@@ -30,6 +38,8 @@ class SharedTable:
     schema: str
     name: str
     path: Path
+    location: str | None = None  # a remote table's root (its log is mirrored under ``path``)
+    access_modes: tuple[str, ...] | None = None  # None: url only, not announced
 
     @property
     def full_name(self) -> str:
@@ -42,6 +52,10 @@ class SharedTable:
     @property
     def share_id(self) -> str:
         return stable_id(self.share)
+
+
+def _no_keys() -> Keys:
+    return Keys(StoreSettings())  # the environment's credentials (the S3 clients' own chain)
 
 
 def _subdirs(path: Path) -> list[str]:
@@ -58,15 +72,42 @@ def _find(names: list[str], wanted: str) -> str | None:
 
 
 class Catalog:
-    """Shares, schemas and tables under one root directory, plus one cached log per table."""
+    """Shares, schemas and tables under one root directory (and in S3), one cached log per table."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        remote: tuple[RemoteTableSpec, ...] = (),
+        keys: KeySource | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
         self.root = Path(root)
         self._logs: dict[Path, DeltaLog] = {}
         self._lock = threading.Lock()
+        cache = cache_dir or Path(tempfile.mkdtemp(prefix="sharesync-serve-"))
+        self._remote: dict[tuple[str, str, str], SharedTable] = {}
+        self._readers: dict[str, RemoteTable] = {}
+        for spec in remote:
+            share, schema, name = spec.name.split(".")
+            path = cache / share / schema / name
+            table = SharedTable(share, schema, name, path, spec.location, tuple(spec.access_modes))
+            self._remote[(share.lower(), schema.lower(), name.lower())] = table
+            self._readers[table.full_name] = RemoteTable(spec.location, keys or _no_keys)
+
+    def remote_reader(self, table: SharedTable) -> RemoteTable | None:
+        """How to reach a remote table's files (None for a table under ``root``)."""
+        return self._readers.get(table.full_name)
+
+    def _remote_in(self, share: str, schema: str | None = None) -> list[SharedTable]:
+        return [
+            t
+            for (sh, sc, _), t in sorted(self._remote.items())
+            if sh == share.lower() and (schema is None or sc == schema.lower())
+        ]
 
     def shares(self) -> list[str]:
-        return _subdirs(self.root)
+        remote = {t.share for t in self._remote.values()}
+        return sorted({*_subdirs(self.root), *remote})
 
     def share(self, name: str) -> str:
         found = _find(self.shares(), name)
@@ -76,11 +117,11 @@ class Catalog:
 
     def schemas(self, share: str) -> list[str]:
         share = self.share(share)
-        return _subdirs(self.root / share)
+        return sorted({*_subdirs(self.root / share), *(t.schema for t in self._remote_in(share))})
 
     def schema(self, share: str, name: str) -> tuple[str, str]:
         share = self.share(share)
-        found = _find(_subdirs(self.root / share), name)
+        found = _find(self.schemas(share), name)
         if found is None:
             raise not_found(f"schema '{name}' not found")
         return share, found
@@ -88,18 +129,22 @@ class Catalog:
     def tables(self, share: str, schema: str) -> list[SharedTable]:
         share, schema = self.schema(share, schema)
         base = self.root / share / schema
-        return [SharedTable(share, schema, t, base / t) for t in _subdirs(base) if (base / t / LOG_DIR).is_dir()]
+        local = [SharedTable(share, schema, t, base / t) for t in _subdirs(base) if (base / t / LOG_DIR).is_dir()]
+        return sorted([*local, *self._remote_in(share, schema)], key=lambda t: t.name)
 
     def all_tables(self, share: str) -> list[SharedTable]:
         share = self.share(share)
-        return [t for schema in _subdirs(self.root / share) for t in self.tables(share, schema)]
+        return [t for schema in self.schemas(share) for t in self.tables(share, schema)]
 
     def table(self, share: str, schema: str, name: str) -> SharedTable:
         missing = not_found(
             f"[Share/Schema/Table] '{share}/{schema}/{name}' does not exist, "
             "please contact your share provider for further information."
         )
-        found_share = _find(self.shares(), share)
+        remote = self._remote.get((share.lower(), schema.lower(), name.lower()))
+        if remote is not None:
+            return remote
+        found_share = _find(_subdirs(self.root), share)
         if found_share is None:
             raise missing
         found_schema = _find(_subdirs(self.root / found_share), schema)
@@ -112,6 +157,9 @@ class Catalog:
         return SharedTable(found_share, found_schema, found, base / found)
 
     def log(self, table: SharedTable) -> DeltaLog:
+        reader = self.remote_reader(table)
+        if reader is not None:
+            reader.mirror_log(table.path)  # every read sees the log as the store has it now
         with self._lock:
             log = self._logs.get(table.path)
             if log is None:

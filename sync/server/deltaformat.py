@@ -30,9 +30,16 @@ def protocol_line(protocol: TableProtocol, *, version: int | None = None) -> Jso
     return {"protocol": wrapper}
 
 
-def metadata_line(meta: TableMetadata, *, version: int | None = None, snapshot: Snapshot | None = None) -> JsonObject:
+def metadata_line(
+    meta: TableMetadata,
+    *,
+    version: int | None = None,
+    snapshot: Snapshot | None = None,
+    extra: JsonObject | None = None,
+) -> JsonObject:
+    """``extra``: the answer's own fields beside ``deltaMetadata`` (``location``, ``accessModes``)."""
     delta: JsonObject = {"format": {"provider": "parquet", "options": {}}, **meta.raw}
-    wrapper: JsonObject = {"deltaMetadata": delta}
+    wrapper: JsonObject = {"deltaMetadata": delta, **(extra or {})}
     if version is not None:
         wrapper["version"] = version
     if snapshot is not None:

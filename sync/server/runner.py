@@ -86,6 +86,15 @@ class SharingServer:
         return f"{scheme}://{self.host}:{self.port}"
 
     @property
+    def credentials_issued(self) -> int:
+        """Generate Temporary Table Credential answers so far (directory-based access)."""
+        return len(self.issued_credentials())
+
+    def issued_credentials(self) -> list[tuple[str, ...]]:
+        """The secret values of every temporary credential handed out (for leak scans)."""
+        return list(self._state.issued_credentials) if self._state is not None else []
+
+    @property
     def endpoint(self) -> str:
         return f"{self.base_url}{self.settings.prefix}"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from sharesync.sync.core.remote_table import Keys, KeySource
+from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.asyncqueries import AsyncQueries
 from sharesync.sync.server.auth import Authenticator
 from sharesync.sync.server.catalog import Catalog
@@ -37,9 +39,13 @@ class ServerState:
     signer: Signer
     clock: Clock = field(default_factory=Clock)
     queries: AsyncQueries = field(default_factory=AsyncQueries)
+    keys: KeySource | None = None  # credentials for remote tables (None: settings.object_store)
 
     def __post_init__(self) -> None:
-        self.catalog = Catalog(self.settings.root)
+        settings = self.settings
+        keys = self.keys or (lambda: Keys(settings.object_store or StoreSettings()))
+        self.catalog = Catalog(settings.root, settings.remote_tables, keys, settings.cache_dir)
+        self.issued_credentials: list[tuple[str, ...]] = []  # the secrets of each credentials answer (tests)
         self.auth = Authenticator(
             self.settings.bearer_token,
             self.settings.oauth_client_id,

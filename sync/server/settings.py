@@ -3,10 +3,35 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sharesync.sync.core.storage import StoreSettings
+
 DEFAULT_PREFIX = "/delta-sharing"
+
+
+class RemoteTableSpec(BaseModel):
+    """A table shared from S3 rather than from under ``root``, and the ways it may be read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="share.schema.table")
+    location: str = Field(description="the table root, s3://bucket/path")
+    access_modes: tuple[Literal["url", "dir"], ...] = ("url", "dir")
+
+    @classmethod
+    def parse(cls, text: str) -> RemoteTableSpec:
+        """``NAME=S3_URI[@MODES]`` (``sharesync serve --remote-table``); ValueError naming the form."""
+        name, sep, rest = text.partition("=")
+        location, _, modes = rest.partition("@")
+        if not sep or len(name.split(".")) != 3 or not location.startswith(("s3://", "s3a://")):
+            raise ValueError(f"'{text}' is not share.schema.table=s3://bucket/path[@url,dir]")
+        wanted = tuple(m.strip() for m in modes.split(",")) if modes else ("url", "dir")
+        if not wanted or not set(wanted) <= {"url", "dir"}:
+            raise ValueError(f"'{text}': access modes are url and/or dir, e.g. @dir or @url,dir")
+        return cls.model_validate({"name": name, "location": location, "access_modes": wanted})
 
 
 class ServerSettings(BaseModel):
@@ -23,6 +48,11 @@ class ServerSettings(BaseModel):
     token_ttl_seconds: float = Field(default=3600.0, gt=0, description="lifetime of page and refresh tokens")
     max_page_size: int = Field(default=1000, gt=0, description="cap on maxFiles (reference: queryTablePageSizeLimit)")
     max_list_results: int = Field(default=500, gt=0, description="cap and default of maxResults in listings")
+    remote_tables: tuple[RemoteTableSpec, ...] = ()
+    object_store: StoreSettings | None = Field(default=None, description="how the server reaches remote tables")
+    credentials_role_arn: str | None = Field(default=None, description="STS role whose sessions are handed out")
+    credential_ttl_seconds: float = Field(default=3600.0, gt=0, description="expirationTime of issued credentials")
+    cache_dir: Path | None = Field(default=None, description="where remote tables' logs are mirrored (None: temp)")
 
     @field_validator("prefix")
     @classmethod

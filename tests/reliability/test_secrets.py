@@ -242,3 +242,72 @@ def test_no_storage_secret_in_outputs_logs_exceptions_state_or_dagster_events(
     assert _leaks(texts, secrets) == []
     # Control: the scan sees the secret where it really is.
     assert _leaks([site.config_file.read_text(encoding="utf-8")], secrets)
+
+
+def test_no_temporary_credential_in_logs_exceptions_state_staged_files_or_dagster_events(
+    tmp_path: Path, start_server: Any, open_s3_server: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Directory-based access: the provider's temporary AWS credentials (an STS session per
+    answer, renewed every second here) never show, whether the sync succeeds or its files are gone."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from support.e2e import Workspace
+
+    from sharesync.sync.core.remote_table import Keys, RemoteTable
+    from sharesync.sync.core.storage import StoreSettings
+    from sharesync.sync.server.settings import RemoteTableSpec
+
+    store, role = open_s3_server
+    base = store.prefix()
+    write_deltalake(f"{base}/d", pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), storage_options=store.options())
+    server = start_server(
+        tmp_path / "provider",
+        remote_tables=(RemoteTableSpec(name="e2e.s.d", location=f"{base}/d", access_modes=("dir",)),),
+        object_store=StoreSettings.model_validate(store.settings()),
+        credentials_role_arn=role,
+        credential_ttl_seconds=2,
+    )
+    workspace = Workspace(tmp_path, server)
+    endpoint = {f"s3://{store.bucket}/": {"endpoint": store.endpoint, "region": store.region, "allow_http": True}}
+    config = workspace.config(workspace.spec("d"), provider_storage=endpoint)
+    monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "1")
+    texts: list[str] = []
+    try:
+        with debug_logs() as logs:
+            texts += _exception_texts(workspace.engine(config).sync_all())  # succeeds
+            write_deltalake(
+                f"{base}/d", pa.table({"id": [4], "v": ["d"]}), mode="append", storage_options=store.options()
+            )
+            newest = [k for k in store.keys(f"{base}/d") if k.endswith(".parquet")]
+            store.client("s3").delete_objects(Bucket=store.bucket, Delete={"Objects": [{"Key": k} for k in newest]})
+            failed = workspace.engine(config).sync_all()  # the files are gone: 404 from the store
+            assert failed[0].error is not None
+            texts += _exception_texts(failed)
+        texts += logs.texts
+        (tmp_path / "dagster").mkdir()
+        with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+            resource = SharesyncResource(config_path=str(workspace.config_file))
+            defs = build_definitions(config, resource, retry_policy=dg.RetryPolicy(max_retries=0))
+            result = dg.materialize(
+                [*(defs.assets or ())],  # type: ignore[list-item]
+                resources=dict(defs.resources or {}),
+                instance=instance,
+                raise_on_error=False,
+            )
+            texts += [dg.serialize_value(record) for record in instance.all_logs(result.run_id)]
+    finally:
+        workspace.close()
+    texts += _state_rows(workspace.root / "state" / "state.db")
+    staged = [p for p in (workspace.root / "staging").rglob("*") if p.is_file()]
+    texts += [p.read_bytes().decode("latin-1") for p in staged]
+    secrets = [s for issued in server.issued_credentials() for s in issued]
+    assert len(server.issued_credentials()) >= 3, "the credentials were not asked for on every run"
+    assert any("X-Amz-Signature" not in t and "?***" in t for t in logs.texts), "no presigned URL was logged"
+    # The store's content hashes (x-amz-content-sha256) are 64 hex digits too: look for SigV4 signatures.
+    signatures = re.compile(r"Signature=[0-9a-f]{64}")
+    assert [s[:4] for s in secrets if any(s in t for t in texts)] == []
+    assert [m.group(0)[:16] for t in texts for m in signatures.finditer(t)] == []
+    # Control: the scan sees a presigned URL's signature where it really is.
+    assert signatures.search(
+        RemoteTable(f"{base}/d", lambda: Keys(StoreSettings.model_validate(store.settings()))).presign("x", 60, 0)[0]
+    )

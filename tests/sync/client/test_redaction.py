@@ -53,7 +53,9 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
         fresh = client.query(TABLE)
         urls += [f.url for f in fresh.files]
         sharing_server.clock.advance(60)
-        done = Downloader(tmp_path / "a", policy=client.file_url_policy, retry=FAST).download(list(fresh.files), refresher=refresher_for(client, fresh))
+        done = Downloader(tmp_path / "a", policy=client.file_url_policy, retry=FAST).download(
+            list(fresh.files), refresher=refresher_for(client, fresh)
+        )
         assert done.stats.url_refreshes == 1
         stale = client.query(TABLE, version=1)
         urls += [f.url for f in stale.files]
@@ -77,8 +79,13 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
     with SharingClient(parse_profile({**sharing_server.profile(), "bearerToken": wrong_token}), retry=FAST) as other:
         failing(lambda: other.list_shares())
 
-    signatures = {value for url in urls for key, values in parse_qs(urlsplit(url).query).items() for value in values
-                  if key == "sig"}
+    signatures = {
+        value
+        for url in urls
+        for key, values in parse_qs(urlsplit(url).query).items()
+        for value in values
+        if key == "sig"
+    }
     assert len(signatures) >= 5
     secrets = {sharing_server.token, wrong_token, *signatures}
     logged = [r.getMessage() + "\n" + (r.exc_text or "") for r in caplog.records]
@@ -111,3 +118,27 @@ def test_a_spark_connect_token_is_masked_wherever_it_appears() -> None:
     said = redact(f"staging_dir: the Spark engine at {url} cannot read the probe file")
     assert "dapi-pat-0123456789" not in said and "workspace.example.com" in said
     assert "dapi-pat-0123456789" not in redact("grpc said: invalid token dapi-pat-0123456789")
+
+
+def test_botocore_debug_records_are_withheld(caplog: pytest.LogCaptureFixture) -> None:
+    """Directory access signs every file URL with botocore, whose DEBUG records hold the canonical
+    request (with the session token) and the signature: they never reach a handler."""
+    from pydantic import SecretStr
+
+    from sharesync.sync.core.redact import install_log_redaction
+    from sharesync.sync.core.remote_table import Keys, RemoteTable
+    from sharesync.sync.core.storage import StoreSettings
+
+    install_log_redaction()
+    keys = StoreSettings(
+        access_key_id=SecretStr("AKIA-test-0001"), secret_access_key=SecretStr("s3cret-0001"),
+        session_token=SecretStr("session-token-0001"), region="eu-west-1",
+    )  # fmt: skip
+    with caplog.at_level(logging.DEBUG, logger="botocore"):
+        url, expires = RemoteTable("s3://bucket/t", lambda: Keys(keys, 90_000)).presign("a%3Db/f.parquet", 3600, 0)
+    assert url.startswith("https://bucket.s3.eu-west-1.amazonaws.com/t/a%3Db/f.parquet?") and expires == 90_000
+    signature = parse_qs(urlsplit(url).query)["X-Amz-Signature"][0]
+    assert parse_qs(urlsplit(url).query)["X-Amz-Expires"] == ["90"]  # never past the credentials' end
+    texts = [r.getMessage() for r in caplog.records if r.name.startswith("botocore")]
+    assert texts and all(t == "(botocore request details withheld)" for t in texts)
+    assert signature not in caplog.text and "session-token-0001" not in caplog.text

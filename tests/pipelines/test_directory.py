@@ -1,0 +1,75 @@
+"""Directory access, the recipient's credentials: asked for once, renewed at half their life or
+when a URL is renewed, refused by name when they are not AWS's. The provider answers through
+``httpx.MockTransport`` (the client's transport seam); the end-to-end proof against moto's S3 is
+tests/e2e/test_dir_access.py."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from sharesync.pipelines.run.directory import ProviderKeys
+from sharesync.sync.core.errors import UnsupportedAccessMode
+from sharesync.sync.core.storage import StoreSettings
+from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.profile import parse_profile
+
+PROFILE = {"shareCredentialsVersion": 1, "endpoint": "https://sharing.example.com/ds", "bearerToken": "token-0123456"}
+
+
+class Provider:
+    """Answers Generate Temporary Table Credential with new keys each time, living ``life`` seconds."""
+
+    def __init__(self, now: list[float], life: float, kind: str = "aws") -> None:
+        self.now, self.life, self.kind, self.asked = now, life, kind, 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        assert request.url.path.endswith("/sh/schemas/s/tables/t/temporary-table-credentials")
+        self.asked += 1
+        n = self.asked
+        if self.kind == "aws":
+            held = {"awsTempCredentials": {"accessKeyId": f"ASIA{n:04}", "secretAccessKey": f"secret-{n:04}",
+                                           "sessionToken": f"token-{n:04}"}}  # fmt: skip
+        else:
+            held = {"azureUserDelegationSas": {"sasToken": f"sv=1&sig=sas-{n:04}"}}
+        expires = int((self.now[0] + self.life) * 1000)
+        return httpx.Response(200, json={"credentials": {"location": "s3://b/t", "expirationTime": expires, **held}})
+
+
+def _keys(provider: Provider, now: list[float]) -> ProviderKeys:
+    client = SharingClient(parse_profile(PROFILE), http=httpx.Client(transport=httpx.MockTransport(provider)))
+    base = StoreSettings(region="eu-west-1")
+    return ProviderKeys(client, "sh.s.t", base, clock=lambda: now[0])
+
+
+def test_credentials_are_reused_until_half_their_life_then_renewed() -> None:
+    now = [1000.0]
+    provider = Provider(now, life=10)
+    keys = _keys(provider, now)
+    first = keys()
+    assert first.settings.region == "eu-west-1" and first.expires_ms == 1_010_000
+    assert first.settings.session_token is not None and first.settings.session_token.get_secret_value() == "token-0001"
+    now[0] += 4.9
+    assert keys() is first and provider.asked == 1
+    now[0] += 0.2  # past half of the ten seconds
+    assert keys().settings.access_key_id.get_secret_value() == "ASIA0002"  # type: ignore[union-attr]
+    assert provider.asked == 2 and keys.fetches == 2
+
+
+def test_a_renewal_asks_again_at_once() -> None:
+    now = [0.0]
+    provider = Provider(now, life=3600)
+    keys = _keys(provider, now)
+    keys()
+    keys.renew()  # a URL was refused by the store
+    keys()
+    assert provider.asked == 2
+
+
+def test_credentials_for_another_store_fail_the_table_by_name() -> None:
+    now = [0.0]
+    keys = _keys(Provider(now, life=60, kind="azure"), now)
+    with pytest.raises(
+        UnsupportedAccessMode, match=r"^sh\.s\.t: the provider issued azure credentials; .*set access: url"
+    ):
+        keys()
