@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from sharesync.pipelines.jobs.session import get_spark
+from sharesync.pipelines.jobs.session import SparkEngine
 from sharesync.pipelines.run.engine import SyncEngine
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.storage import StoreSettings
@@ -108,7 +108,7 @@ def _run(
     spec = RemoteTableSpec(name="b.s.orders", location=source)
     with SharingServer(work / "root", remote_tables=(spec,), object_store=store, credentials_role_arn=role) as server:
         profile = server.write_profile(work / "p.share")
-        get_spark()  # the engine starts before anything is timed
+        SparkEngine().session()  # the embedded engine starts before anything is timed
         engines = {}
         for mode in ("dir", "url") if dir_first else ("url", "dir"):
             raw = {"profile": str(profile), "allow_private_file_urls": True, "state_store": f"sqlite:///{work}/{mode}.db", "staging_dir": str(work / f"staging-{mode}"),

@@ -31,8 +31,8 @@ from support.feature_tables import (
     read_source,
 )
 from support.s3 import S3Store
+from support.spark import get_spark
 
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
 from sharesync.sync.core.history_columns import IS_CURRENT
 from sharesync.sync.core.storage import StoreSettings

@@ -38,9 +38,9 @@ from support.feature_tables import (
 )
 from support.history import assert_history_matches, source_history
 from support.schema_changes import add_column, drop_column, retype_column
+from support.spark import get_spark
 from support.verify import assert_append_target_matches, assert_merge_target_matches, source_version
 
-from sharesync.pipelines.jobs.session import get_spark
 from sharesync.state import open_store
 
 MODES = ("merge", "append", "history")
