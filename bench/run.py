@@ -4,7 +4,8 @@
     .venv/bin/python -m bench.run --shape narrow small          # some shapes
     .venv/bin/python -m bench.run --scale 0.05 --runs 1         # the harness end to end, small data
 
-Shapes (``bench.workload.SHAPES``): ``narrow``, ``wide-strings``, ``small``, ``M``, ``L``. One
+Shapes (``bench.workload.SHAPES``): ``narrow``, ``wide-strings``, ``small``, ``M``, ``L``, ``dv``, and the
+size curve ``xl-1m`` … ``xl-20m`` (``--shape xl``; not in ``all``). One
 sharing server subprocess (``sharesync serve``, URL lifetime one day) serves every generated
 table over loopback. Every measured step is a fresh child process; the harness takes its wall
 time (monotonic clock around ``fork`` … ``os.wait4``) and its peak RSS and CPU time from
@@ -929,7 +930,7 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="sharesync vs peer vs limit, per workload shape (issues 7, 16)")
-    parser.add_argument("--shape", "--size", nargs="+", default=["all"], choices=[*wl.SHAPES, "all"],
+    parser.add_argument("--shape", "--size", nargs="+", default=["all"], choices=[*wl.SHAPES, "all", "xl"],
                         help="workload shapes (default: all)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's rows and changed keys")
@@ -956,7 +957,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global RSS_LIMIT_KB
     RSS_LIMIT_KB = int(args.rss_limit_gib * 2**20)
-    args.shape = list(wl.SHAPES) if "all" in args.shape else list(dict.fromkeys(args.shape))
+    every = [s for s in wl.SHAPES if s not in wl.XL_SHAPES]  # the XL curve is asked for by name: --shape xl
+    args.shape = every if "all" in args.shape else list(dict.fromkeys(args.shape))
+    if "xl" in args.shape:
+        args.shape = [s for s in args.shape if s != "xl"] + ["xl-1m", "xl-5m", "xl-20m"]
     if args.quick:
         args.scale = 0.1
         if "--runs" not in (argv if argv is not None else sys.argv[1:]):

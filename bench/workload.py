@@ -165,6 +165,7 @@ class Shape:
     merge_existing_pct: int  # share of a merge's source rows that hit existing keys
     merge_delete: tuple[str, float]  # matched rows with s.<column> < <value> are deleted
     deletion_vectors: bool = False  # written by Sail with deletion vectors (bench.dv_writer), no MERGEs
+    merges: bool = True  # False: appends, range updates and range deletes only (the XL shapes)
 
     def scaled(self, factor: float) -> Shape:
         if factor == 1:
@@ -180,6 +181,7 @@ class Shape:
             "partition_by": self.partition_by, "updates": dict(self.updates),
             "merge_existing_pct": self.merge_existing_pct, "merge_delete": self.merge_delete,
             **({"deletion_vectors": True} if self.deletion_vectors else {}),
+            **({} if self.merges else {"merges": False}),
         }  # fmt: skip
 
 
@@ -258,6 +260,15 @@ SHAPES: dict[str, Shape] = {  # name, table, rows, versions, change rows, column
     # updates are DV commits, read by both pipelines through the delta response format.
     "dv": Shape("dv", "orders_dv", 1_000_000, 30, 50_000, _ALL_TYPES, deletion_vectors=True, **_ALL_TYPES_CHANGES),
 }
+# Issue 34, "incremental cost follows the change, not the table": narrow's columns at growing
+# sizes, the same change volume at every size (10 versions × 50 k keys of appends, range updates
+# and range deletes). Not in ``--shape all``; ``--shape xl`` = xl-1m, xl-5m, xl-20m (generating
+# xl-20m takes ~4 min and ~1 GB).
+for _rows, _label in ((1_000_000, "1m"), (5_000_000, "5m"), (10_000_000, "10m"), (20_000_000, "20m")):
+    SHAPES[f"xl-{_label}"] = dataclasses.replace(
+        SHAPES["narrow"], name=f"xl-{_label}", table="ranges", rows=_rows, versions=10, merges=False
+    )
+XL_SHAPES = tuple(name for name in SHAPES if name.startswith("xl-"))
 
 
 def make_rows(shape: Shape, rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
@@ -314,9 +325,11 @@ def _live_range(rng: np.random.Generator, live: np.ndarray, count: int) -> tuple
     return int(chosen[0]), int(chosen[-1]), chosen
 
 
-def _kinds(rng: np.random.Generator, versions: int) -> list[str]:
+def _kinds(rng: np.random.Generator, versions: int, merges: bool = True) -> list[str]:
     """A fixed, balanced mix (the table stays about ``rows`` big), in a seeded order."""
     share = {"append": 0.2, "update": 0.27, "delete": 0.27, "merge": 0.26}
+    if not merges:
+        share = {"append": 0.2, "update": 0.4, "delete": 0.4, "merge": 0.0}
     counts = {k: int(round(versions * share[k])) for k in KINDS}
     counts["update"] += versions - sum(counts.values())
     kinds = [k for k in KINDS for _ in range(counts[k])]
@@ -338,7 +351,7 @@ def _generate(path: Path, shape: Shape, seed: int, base_commits: int, log: Log) 
         log(f"  base commit {i + 1}/{base_commits}: {len(ids):,} rows")
     live = np.arange(1, rows + 1, dtype=np.int64)  # sorted live keys
     next_id = rows + 1
-    kinds = _kinds(rng, shape.versions)
+    kinds = _kinds(rng, shape.versions, shape.merges)
     delete_column, delete_below = shape.merge_delete
     for number, kind in enumerate(kinds, 1):
         began = time.monotonic()
