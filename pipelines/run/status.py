@@ -14,8 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from sharesync.state import RunStatus
-from sharesync.sync.core.config import Mode
+from sharesync.state import Checkpoint, RunRecord, RunStatus
+from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import SharesyncError, TransportError
 from sharesync.sync.core.providers import DEFAULT_PROVIDER
 from sharesync.sync.core.selection import Selection, needs_keys_message
@@ -81,37 +81,20 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
     """One row per configured table and any warnings."""
     selection = engine.select() if engine.declared.include else None
     config = engine.config
-    names = [t.key for t in config.tables]
     checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
-    runs = engine.store.latest_runs(names)
-    versions = engine.source_versions(names, retry=STATUS_RETRY)
+    runs = engine.store.latest_runs([t.key for t in config.tables])
+    versions = engine.source_versions(None, retry=STATUS_RETRY)  # None: every table, no lookups
     rows = []
     for table in config.tables:
-        checkpoint = checkpoints.get(table.key)
-        run = runs.get(table.key)
         polled = versions.get(table.key)
-        source = polled if isinstance(polled, int) else None
-        lag = source - checkpoint.version if source is not None and checkpoint is not None else None
         provider, provider_error = ProviderState.OK, None
         if isinstance(polled, SharesyncError):
             provider = ProviderState.UNREACHABLE if isinstance(polled, TransportError) else ProviderState.ERROR
             provider_error = f"cannot read the provider's version: {polled}"
+        source = polled if isinstance(polled, int) else None
+        run = runs.get(table.key)
         rows.append(
-            TableStatus(
-                name=table.key,
-                target=table.target,
-                provider_name=table.provider,
-                mode=table.mode,
-                checkpoint_version=checkpoint.version if checkpoint else None,
-                source_version=source,
-                lag_versions=lag,
-                last_sync_at=checkpoint.updated_at if checkpoint else None,
-                last_status=run.status if run else None,
-                last_error=run.error if run is not None else None,
-                last_warning=run.note if run is not None else None,
-                provider=provider,
-                provider_error=provider_error,
-            )
+            _row(table, checkpoints.get(table.key), run, provider, provider_error, source, run.note if run else None)
         )
     if selection is not None:
         rows += unsynced_rows(engine, selection)
@@ -125,27 +108,36 @@ def unsynced_rows(engine: SyncEngine, selection: Selection) -> list[TableStatus]
     unsynced = [(t, ProviderState.REMOVED, removed_note(t)) for t in selection.removed]
     unsynced += [(t, ProviderState.NEEDS_KEYS, needs_keys_message(t, m)) for t, m in selection.needs_keys]
     runs = engine.store.latest_runs([t.key for t, _, _ in unsynced])
-    rows = []
-    for table, state, why in unsynced:
-        checkpoint, run = engine.store.get_checkpoint(table.key), runs.get(table.key)
-        rows.append(
-            TableStatus(
-                name=table.key,
-                target=table.target,
-                mode=table.mode,
-                checkpoint_version=checkpoint.version if checkpoint else None,
-                source_version=None,
-                lag_versions=None,
-                last_sync_at=checkpoint.updated_at if checkpoint else None,
-                last_status=run.status if run else None,
-                last_error=run.error if run is not None else None,
-                last_warning=None,
-                provider=state,
-                provider_error=why,
-                provider_name=table.provider,
-            )
-        )
-    return rows
+    return [
+        _row(table, engine.store.get_checkpoint(table.key), runs.get(table.key), state, why, None, None)
+        for table, state, why in unsynced
+    ]
+
+
+def _row(
+    table: TableConfig,
+    checkpoint: Checkpoint | None,
+    run: RunRecord | None,
+    provider: ProviderState,
+    provider_error: str | None,
+    source: int | None,
+    warning: str | None,
+) -> TableStatus:
+    return TableStatus(
+        name=table.key,
+        target=table.target,
+        provider_name=table.provider,
+        mode=table.mode,
+        checkpoint_version=checkpoint.version if checkpoint else None,
+        source_version=source,
+        lag_versions=source - checkpoint.version if source is not None and checkpoint is not None else None,
+        last_sync_at=checkpoint.updated_at if checkpoint else None,
+        last_status=run.status if run else None,
+        last_error=run.error if run is not None else None,
+        last_warning=warning,
+        provider=provider,
+        provider_error=provider_error,
+    )
 
 
 def token_warnings(engine: SyncEngine) -> list[str]:
