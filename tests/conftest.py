@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -201,22 +202,36 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# The suite runs on two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml). The
-# tests of each separate engine server go to one worker as a group, so each server starts once
-# in the session, not once per worker; everything else is shared out test by test.
-ENGINE_GROUPS = {
-    "apache_spark": "apache-spark",
-    "apache_spark_s3": "apache-spark",
-    "apache_spark_cluster": "spark-cluster",
-    "sail_cluster": "sail-cluster",
+# The suite runs on two workers (pytest-xdist, `-n 2` in pyproject.toml). The tests of each
+# separate engine server go to one worker as a group, so each server starts once in the session,
+# not once per worker; everything else is shared out test by test. xdist's own `xdist_group` mark
+# cannot do it under pytest 9 (xdist 3.8 renames the node id, which pytest 9 no longer lets it
+# do), so the scheduler reads the group from the node id: the engine's parameter id, or the test.
+ENGINE_GROUPS = {"spark": "apache-spark", "spark-cluster": "spark-cluster", "sail-cluster": "sail-cluster"}
+GROUPED_TESTS = {
+    "tests/e2e/test_remote_engine.py::test_the_spark_cluster_runs_jobs_on_two_workers": "spark-cluster",
+    "tests/e2e/test_remote_engine.py::test_the_local_cluster_runs_jobs_on_two_workers": "sail-cluster",
 }
+_ENGINE_ID = re.compile(r"(?:^|-)(spark-cluster|sail-cluster|spark)(?:-|$)")
 
 
-def _engine_group(item: pytest.Item, engine: str) -> str | None:
-    needs = {ENGINE_FIXTURE_NAMES[engine]} if engine in ENGINE_FIXTURE_NAMES else set()
-    needs |= set(getattr(item, "fixturenames", ())) & ENGINE_GROUPS.keys()
-    groups = sorted({ENGINE_GROUPS[name] for name in needs})
-    return groups[0] if groups else None
+def engine_group(nodeid: str) -> str | None:
+    """The engine server a test needs, from its id (``…[spark-cluster-merge]`` → spark-cluster)."""
+    name, _, params = nodeid.partition("[")
+    found = _ENGINE_ID.search(params.rstrip("]"))
+    return ENGINE_GROUPS[found[1]] if found else GROUPED_TESTS.get(name)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroups(LoadScopeScheduling):  # type: ignore[misc]
+        """Each engine group as one unit of work; every other test on its own."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return engine_group(nodeid) or nodeid
+
+    return EngineGroups(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -227,5 +242,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         engine = str(callspec.params.get("engine", "sail")) if callspec is not None else "sail"
         if relative.startswith(SLOW_PATHS) or engine != "sail":
             item.add_marker(pytest.mark.slow)
-        if group := _engine_group(item, engine):
-            item.add_marker(pytest.mark.xdist_group(group))

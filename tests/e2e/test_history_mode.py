@@ -30,9 +30,9 @@ from sharesync.state import open_store
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.server.samples import sample_rows
 
-# Every test on the embedded Sail and on Apache Spark + Delta; the random rounds also on a
-# standalone Spark cluster of two workers (one strategy: the cluster's point is distribution).
-ROUND_CASES = [(SAIL, "merge"), (SAIL, "rewrite"), (SPARK, "merge"), (SPARK, "rewrite"), (SPARK_CLUSTER, "merge")]
+# Every test on the embedded Sail and on Apache Spark + Delta; one history run (three passes:
+# bootstrap, an untracked and a tracked change, then verify) also on a standalone Spark cluster
+# of two workers.
 
 KEYS = ["id"]
 # Table "t": a projection, a filter and a tracked-column list (qty changes update in place).
@@ -87,7 +87,8 @@ def check(ws: Workspace, start: dict[str, int], gaps: dict[str, dict[int, int]] 
     assert_history_matches(ws.target("t"), expected_t, KEYS)
 
 
-@pytest.mark.parametrize(("engine", "strategy"), ROUND_CASES, indirect=["engine"])
+@on_both_engines
+@pytest.mark.parametrize("strategy", ["merge", "rewrite"])
 def test_random_rounds_keep_the_change_feed_history_exactly_once(
     workspace: Workspace, cli: Callable[..., CliResult], strategy: str
 ) -> None:
@@ -142,7 +143,7 @@ def test_random_rounds_keep_the_change_feed_history_exactly_once(
     assert any(r.end_version - r.start_version == 2 for r in runs if r.start_version is not None)
 
 
-@on_both_engines
+@pytest.mark.parametrize("engine", [SAIL, SPARK, SPARK_CLUSTER], indirect=True)
 def test_untracked_only_changes_update_the_current_row_in_place(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:

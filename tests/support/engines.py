@@ -3,7 +3,7 @@
 ``sail`` is the embedded default; the others are Spark Connect servers the test session starts
 once (fixtures in ``tests/conftest.py``). Every engine-facing module runs on ``BOTH``; the
 two-worker clusters of each engine run the random rounds (``tests/e2e/test_rounds.py``), and the
-Spark cluster a history-mode run (``tests/e2e/test_history_mode.py``).
+Spark cluster a history-mode run (``tests/e2e/test_history_mode.py``, the untracked/tracked changes case).
 """
 
 from __future__ import annotations
