@@ -132,7 +132,9 @@ class SyncEngine:
         """The provider's current version of each table by key, polled concurrently (``retry``: with
         clients of their own that try this long). A provider whose profile cannot be read fails its
         own tables only."""
-        tables = self._tables(names)
+        return self._poll(self._tables(names), retry)
+
+    def _poll(self, tables: list[TableConfig], retry: RetryPolicy | None = None) -> dict[str, int | SharesyncError]:
         own = retry is not None
         make = (lambda provider: make_client(self.config, provider, retry=retry)) if own else self.client_for
         several = len(self.config.all_providers()) > 1  # one provider's broken profile stops the command
@@ -182,7 +184,7 @@ class SyncEngine:
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
-        versions = self.source_versions(None if names is None else [t.key for t in tables])  # None: no lookups
+        versions = self._poll(tables)
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
