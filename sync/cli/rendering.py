@@ -33,7 +33,7 @@ def print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) 
     summary = ", ".join(f"{n} {outcome.value.replace('_', ' ')}" for outcome, n in counts.items() if n) or "no tables"
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     click.echo(f"{now} UTC pass {number}: {summary} ({seconds:.2f} s)")
-    busy = [r for r in results if r.outcome is not TableOutcome.UP_TO_DATE or r.warnings]
+    busy = [r for r in results if not _quiet(r)]
     if busy:
         print_results(busy)
 
@@ -101,9 +101,9 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
     from sharesync.pipelines.run.results import TableOutcome
 
     console = console or Console()
-    quiet = [r for r in results if r.outcome is TableOutcome.UP_TO_DATE and not r.warnings]
+    quiet = [r for r in results if _quiet(r)]
     if len(quiet) > QUIET_ROWS_SHOWN:
-        results = [r for r in results if r.outcome is not TableOutcome.UP_TO_DATE or r.warnings]
+        results = [r for r in results if not _quiet(r)]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in results), default=5))
     table.add_column("result", no_wrap=True)
@@ -141,6 +141,13 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
             errors.print(f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", highlight=False, soft_wrap=True)
         for warning in r.warnings:
             console.print(f"[yellow]warning:[/yellow] {esc(r.name)}: {esc(warning)}", highlight=False, soft_wrap=True)
+
+
+def _quiet(result: TableSyncResult) -> bool:
+    """Up to date with nothing to say: what a pass's listing may leave out."""
+    from sharesync.pipelines.run.results import TableOutcome
+
+    return result.outcome is TableOutcome.UP_TO_DATE and not result.warnings
 
 
 def esc(text: str) -> str:
