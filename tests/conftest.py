@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, settings
 from support.cli_runner import CliResult, cli_runner
-from support.engines import ENGINE_FIXTURE_NAMES, engine_param
+from support.engines import ENGINE_FIXTURE_NAMES, SAIL_CLUSTER, SPARK, SPARK_CLUSTER, engine_param
 
 from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import (
@@ -207,19 +207,19 @@ def pytest_configure(config: pytest.Config) -> None:
 # not once per worker; everything else is shared out test by test. xdist's own `xdist_group` mark
 # cannot do it under pytest 9 (xdist 3.8 renames the node id, which pytest 9 no longer lets it
 # do), so the scheduler reads the group from the node id: the engine's parameter id, or the test.
-ENGINE_GROUPS = {"spark": "apache-spark", "spark-cluster": "spark-cluster", "sail-cluster": "sail-cluster"}
-GROUPED_TESTS = {
-    "tests/e2e/test_remote_engine.py::test_the_spark_cluster_runs_jobs_on_two_workers": "spark-cluster",
-    "tests/e2e/test_remote_engine.py::test_the_local_cluster_runs_jobs_on_two_workers": "sail-cluster",
+GROUPED_TESTS = {  # the tests that take an engine server by its fixture rather than by parameter
+    "tests/e2e/test_remote_engine.py::test_the_spark_cluster_runs_jobs_on_two_workers": SPARK_CLUSTER,
+    "tests/e2e/test_remote_engine.py::test_the_local_cluster_runs_jobs_on_two_workers": SAIL_CLUSTER,
 }
-_ENGINE_ID = re.compile(r"(?:^|-)(spark-cluster|sail-cluster|spark)(?:-|$)")
+# An engine id as one dash-separated part of the parameter id (the clusters' ids contain "-").
+_ENGINE_ID = re.compile(rf"(?:^|-)({SPARK_CLUSTER}|{SAIL_CLUSTER}|{SPARK})(?:-|$)")
 
 
 def engine_group(nodeid: str) -> str | None:
     """The engine server a test needs, from its id (``…[spark-cluster-merge]`` → spark-cluster)."""
     name, _, params = nodeid.partition("[")
     found = _ENGINE_ID.search(params.rstrip("]"))
-    return ENGINE_GROUPS[found[1]] if found else GROUPED_TESTS.get(name)
+    return found[1] if found else GROUPED_TESTS.get(name)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
