@@ -24,7 +24,7 @@ from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.location import Location
-from sharesync.sync.planning import BootstrapReason, VersionRange
+from sharesync.sync.planning.sync_plan import BootstrapReason, VersionRange
 from sharesync.sync.predicates import Expr
 
 if TYPE_CHECKING:

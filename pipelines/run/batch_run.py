@@ -43,7 +43,7 @@ from sharesync.sync.core.errors import (
 )
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.timestamps import from_millis
-from sharesync.sync.planning import VersionRange
+from sharesync.sync.planning.sync_plan import VersionRange
 from sharesync.sync.protocol.changes import ChangeFile
 from sharesync.sync.protocol.client import ChangesResult, QueryResult
 from sharesync.sync.protocol.wire import Metadata

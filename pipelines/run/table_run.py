@@ -49,7 +49,7 @@ from sharesync.pipelines.run.target_check import (
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import HistoryUnavailable, SchemaIncompatible
-from sharesync.sync.planning import (
+from sharesync.sync.planning.sync_plan import (
     ApplyChanges,
     Bootstrap,
     BootstrapReason,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sharesync.sync.core.config import Mode
-from sharesync.sync.planning import (
+from sharesync.sync.planning.sync_plan import (
     ApplyChanges,
     Bootstrap,
     BootstrapReason,
