@@ -140,7 +140,7 @@ def sync_twice(config: Path, root: Path) -> None:
     """Observe and sync every table (with its checks), let the provider commit, and again."""
     import dagster as dg
 
-    from sharesync.pipelines.dagster.location import load_definitions
+    from sharesync.pipelines.dagster.code_location import load_definitions
     from sharesync.sync.server.samples import apply_random_commits, table_path
 
     defs = load_definitions(config)

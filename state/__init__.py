@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sharesync.state.domain import Checkpoint, Holder, Lease, PendingQuery, RunRecord, RunStats, RunStatus, Takeover
-from sharesync.state.holder import default_owner, is_alive_on_this_host, this_process
-from sharesync.state.keeper import LeaseKeeper
+from sharesync.state.lease_heartbeat import LeaseKeeper
+from sharesync.state.lease_holder import default_owner, is_alive_on_this_host, this_process
+from sharesync.state.records import Checkpoint, Holder, Lease, PendingQuery, RunRecord, RunStats, RunStatus, Takeover
 from sharesync.state.revisions import head_revision
 
 if TYPE_CHECKING:

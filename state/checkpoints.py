@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, delete, select, update
 
-from sharesync.state.base import AnyRow, StoreBase
-from sharesync.state.domain import CHECKPOINT_COLUMNS, Checkpoint, Lease
-from sharesync.state.leases import require_lease
+from sharesync.state.lease_table import require_lease
 from sharesync.state.models import CheckpointRow
+from sharesync.state.records import CHECKPOINT_COLUMNS, Checkpoint, Lease
+from sharesync.state.store_base import AnyRow, StoreBase
 from sharesync.sync.core.errors import CheckpointConflict
 
 _CHECKPOINT_COLUMNS = tuple(CheckpointRow.__table__.c[name] for name in CHECKPOINT_COLUMNS)

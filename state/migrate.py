@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
-from sharesync.state.engine import Database, database_for, parse_url, prepare_sqlite_file, sqlite_path
+from sharesync.state.database import Database, database_for, parse_url, prepare_sqlite_file, sqlite_path
 from sharesync.state.revisions import MIGRATIONS_DIR, VERSION_TABLE, head_revision, known_revisions
 from sharesync.sync.core.errors import StateError, StateSchemaTooNew
 

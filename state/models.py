@@ -8,7 +8,7 @@ its own. ``tests/state/test_migrations.py`` checks that
 these models and the migration scripts agree.
 
 Only the store (:mod:`sharesync.state.store` and the modules it is built from) uses these
-classes; they never leave the package (the store returns :mod:`sharesync.state.domain` values).
+classes; they never leave the package (the store returns :mod:`sharesync.state.records` values).
 :mod:`sharesync.state.sqlite` reads ``sharesync_checkpoints`` of a SQLite store with plain SQL,
 without SQLAlchemy; ``tests/state/test_sqlite_reader.py`` keeps the two reads equal.
 """

@@ -13,9 +13,9 @@ from dataclasses import replace
 
 from sqlalchemy import delete, select
 
-from sharesync.state.base import StoreBase
-from sharesync.state.domain import PendingQuery
 from sharesync.state.models import PendingQueryRow
+from sharesync.state.records import PendingQuery
+from sharesync.state.store_base import StoreBase
 
 _COLUMNS = (
     PendingQueryRow.table_name,

@@ -7,8 +7,8 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, func, select, update
 
-from sharesync.state.domain import RunStatus
 from sharesync.state.models import RunRow
+from sharesync.state.records import RunStatus
 from sharesync.sync.core.redact import redact
 
 # Stored error text is for people reading `status`; a full Spark trace would bloat every row.

@@ -22,11 +22,11 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from sharesync.state.base import AnyRow, StoreBase
-from sharesync.state.domain import Lease, RunRecord, RunStats, RunStatus
-from sharesync.state.leases import require_lease
+from sharesync.state.lease_table import require_lease
 from sharesync.state.models import RunRow
+from sharesync.state.records import Lease, RunRecord, RunStats, RunStatus
 from sharesync.state.run_rows import abandon_running, clean_error, prune_finished
+from sharesync.state.store_base import AnyRow, StoreBase
 from sharesync.sync.core.errors import RunAlreadyFinished, StateError
 
 ABANDONED = (

@@ -35,12 +35,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args, get_type_hints
 
-from sharesync.state.domain import CHECKPOINT_COLUMNS, Checkpoint
+from sharesync.state.records import CHECKPOINT_COLUMNS, Checkpoint
 from sharesync.state.revisions import VERSION_TABLE, head_revision
 
 log = logging.getLogger("sharesync.state")
 
-# Shared with the SQLAlchemy engine (sharesync.state.engine): how long to wait for another writer's lock.
+# Shared with the SQLAlchemy engine (sharesync.state.database): how long to wait for another writer's lock.
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 _SCHEMES = ("sqlite", "sqlite+pysqlite")

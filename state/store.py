@@ -12,7 +12,7 @@ Checkpoints (:mod:`sharesync.state.checkpoints`)
     compare-and-swap, never read-modify-write; lease-guarded advances are fenced by the
     lease's token in the same transaction.
 
-Leases (:mod:`sharesync.state.leases`)
+Leases (:mod:`sharesync.state.lease_table`)
     at most one sync per table, decided by the database; a crashed holder's lease expires by
     its ttl, or is taken over at once by a contender on the same host that finds the holder
     process gone. :meth:`StateStore.hold_lease` renews from a heartbeat thread while work runs.
@@ -26,7 +26,7 @@ Pending queries (:mod:`sharesync.state.queries`)
     an asynchronous query's idempotency key and ``queryId``, kept until its answer is read,
     so a killed sync resumes polling the same query.
 
-Time (:mod:`sharesync.state.base`)
+Time (:mod:`sharesync.state.store_base`)
     one clock per store, read once per transaction; comparisons happen in the database.
 
 Failures
@@ -38,13 +38,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sharesync.state.base import Clock
 from sharesync.state.checkpoints import Checkpoints
-from sharesync.state.engine import database_for, parse_url, prepare_sqlite_file
-from sharesync.state.leases import Leases
+from sharesync.state.database import database_for, parse_url, prepare_sqlite_file
+from sharesync.state.lease_table import Leases
 from sharesync.state.migrate import ensure_schema
 from sharesync.state.queries import PendingQueries
 from sharesync.state.runs import RunHistory
+from sharesync.state.store_base import Clock
 
 
 def open_store(url: str, *, clock: Clock | None = None, run_retention: timedelta | None = None) -> StateStore:

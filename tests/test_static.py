@@ -68,3 +68,13 @@ def test_no_module_is_over_400_lines() -> None:
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert over == {}, f"over {MAX_LINES} lines: {over}"
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """Issue 30 §3: a file name says one job, so a newcomer's search for it finds one module."""
+    seen: dict[str, list[str]] = {}
+    for folder in FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path.name != "__init__.py" and "migrations" not in path.parts:
+                seen.setdefault(path.name, []).append(path.relative_to(REPO).as_posix())
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

@@ -17,12 +17,12 @@ from pydantic import Field
 
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.automation import table_condition
-from sharesync.pipelines.dagster.failures import describe, raise_for
 from sharesync.pipelines.dagster.freshness import freshness_bound, freshness_policy
 from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri
-from sharesync.pipelines.dagster.resources import SharesyncResource
-from sharesync.pipelines.jobs.target_stats import TargetStats, read_target_stats
+from sharesync.pipelines.dagster.retry_policy import describe, raise_for
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.run.commit_time import version_commit_time
+from sharesync.pipelines.target.stats import TargetStats, read_target_stats
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact

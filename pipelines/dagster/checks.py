@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.dagster import naming
-from sharesync.pipelines.dagster.failures import describe
 from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_bound, freshness_check
 from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
-from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.retry_policy import describe
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.dagster.target_checks import (
     FULL_VERIFY,
     KEYS_UNIQUE,
@@ -39,9 +39,9 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_check,
     schema_check,
 )
-from sharesync.pipelines.jobs.history_target import current_rows
-from sharesync.pipelines.jobs.target_stats import read_target_stats
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
+from sharesync.pipelines.target.history_rows import current_rows
+from sharesync.pipelines.target.stats import read_target_stats
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location

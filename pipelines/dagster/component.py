@@ -27,10 +27,10 @@ import dagster as dg
 from pydantic import Field
 
 from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY
-from sharesync.pipelines.dagster.location import build_definitions
+from sharesync.pipelines.dagster.code_location import build_definitions
 from sharesync.pipelines.dagster.naming import ASSET_PREFIX, SOURCE_PREFIX, Names
-from sharesync.pipelines.dagster.resources import SharesyncResource
 from sharesync.pipelines.dagster.selection import with_selection
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import SharesyncConfig, load_config
 
 

@@ -18,8 +18,8 @@ import dagster as dg
 from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.jobs.target_stats import TargetStats
     from sharesync.pipelines.run.results import TableSyncResult
+    from sharesync.pipelines.target.stats import TargetStats
 
 # The keys, in one place for tests and dashboards.
 OUTCOME = "outcome"

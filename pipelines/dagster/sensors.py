@@ -39,10 +39,10 @@ import dagster as dg
 
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.checks import routine_check_keys
-from sharesync.pipelines.dagster.failures import describe
 from sharesync.pipelines.dagster.freshness import confirmation_due, freshness_bound
-from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.retry_policy import describe
 from sharesync.pipelines.dagster.selection import selection_news
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.dagster.sources import observation
 from sharesync.pipelines.run.target_check import written_for
 from sharesync.sync.core.config import SharesyncConfig, TableConfig

@@ -17,8 +17,8 @@ import dagster as dg
 
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.automation import source_condition
-from sharesync.pipelines.dagster.failures import describe
-from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.retry_policy import describe
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.redact import redact

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.jobs.columns import spelled
-from sharesync.pipelines.jobs.delta_target import open_target
-from sharesync.pipelines.jobs.target_stats import read_target_stats
+from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.target.stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.location import Location
@@ -177,7 +177,7 @@ _BREAKING = {
 
 def full_verify_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
     """``sharesync verify NAME --full``: identity, then keys and rows against the checkpoint's snapshot."""
-    from sharesync.pipelines.run.verify import verify_table
+    from sharesync.pipelines.run.verification import verify_table
 
     found = verify_table(engine, table.key, full=True)
     metadata: dict[str, dg.RawMetadataValue] = {"identity": found.identity}

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
 from sharesync.pipelines.jobs.conform import conform_target
-from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.target import (
@@ -26,6 +25,7 @@ from sharesync.pipelines.jobs.target import (
     require_replaceable,
 )
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
 from sharesync.sync.core.location import Place, locate
 

@@ -13,6 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.target.guard_columns import (
+    DELETED_COLUMN,
+    GUARD_COLUMNS,
+    TIMESTAMP_COLUMN,
+    VERSION_COLUMN,
+    written_by_sharesync,
+)
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.history_columns import (
     HISTORY_COLUMNS,
@@ -46,19 +53,6 @@ __all__ = [
     "spelled",
     "written_by_sharesync",
 ]
-
-VERSION_COLUMN = "_sharesync_version"
-TIMESTAMP_COLUMN = "_sharesync_commit_timestamp"
-DELETED_COLUMN = "_sharesync_deleted"
-GUARD_COLUMNS = (VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN)
-
-
-def written_by_sharesync(columns: Sequence[str]) -> bool:
-    """Whether a table has the columns sharesync writes in some mode: the one rule by which a
-    target may be replaced (the reset and rebuild paths) and someone else's table is refused."""
-    names = set(columns)
-    return bool({VERSION_COLUMN, VALID_FROM_VERSION} & names) or set(CHANGE_COLUMNS) <= names
-
 
 def quote_identifier(name: str) -> str:
     """A backtick-quoted identifier: column names may contain dots, spaces or backticks."""

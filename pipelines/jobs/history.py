@@ -1,8 +1,8 @@
 """History mode: the target keeps every image of every key, with its validity (SCD type 2).
 
-A batch is planned in Arrow (:mod:`sharesync.sync.staging.history_plan`: no netting across
+A batch is planned in Arrow (:mod:`sharesync.sync.planning.history_plan`: no netting across
 versions; exactly once by each key's watermark) against the target's rows, read with deltalake
-(:mod:`sharesync.pipelines.jobs.history_target`), and the plan is written in one Delta commit
+(:mod:`sharesync.pipelines.target.history_rows`), and the plan is written in one Delta commit
 (:mod:`sharesync.pipelines.jobs.history_write`): a MERGE, or a copy-on-write rewrite when the
 plan touches ``rewrite_threshold`` of the target's rows, as merge mode chooses. A re-applied
 batch plans nothing and writes nothing. The run's lease keeps other writers out between the
@@ -23,9 +23,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
 from sharesync.pipelines.jobs.conform import conform_target
-from sharesync.pipelines.jobs.history_target import read_history, table_schema
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
-from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, version_after
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
 from sharesync.pipelines.jobs.target import (
@@ -36,13 +34,15 @@ from sharesync.pipelines.jobs.target import (
     require_columns,
     require_replaceable,
 )
-from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, version_after
+from sharesync.pipelines.target.history_rows import read_history, table_schema
+from sharesync.pipelines.target.stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
 from sharesync.sync.core.location import Location, Place, locate
-from sharesync.sync.staging.history_plan import HistoryPlan, SnapshotAt, plan_history
+from sharesync.sync.planning.history_plan import HistoryPlan, SnapshotAt, plan_history
 from sharesync.sync.staging.netting import NETTED_FILE
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Write a history plan to its target in one Delta commit: a MERGE, or a copy-on-write rewrite.
 
-The plan (:mod:`sharesync.sync.staging.history_plan`) names each target row it changes by its
+The plan (:mod:`sharesync.sync.planning.history_plan`) names each target row it changes by its
 keys and ``_sharesync_valid_from_version`` (unique per key: one event per key and version), so
 one MERGE on that pair applies it — the classic SCD2 merge: rows to open carry a NULL match
 version, match nothing and are inserted; rows to close or update in place match their row;
@@ -29,7 +29,7 @@ from sharesync.pipelines.jobs.columns import (
 from sharesync.pipelines.jobs.target import TargetState, added_columns, inspect_target
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
-from sharesync.sync.staging.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
+from sharesync.sync.planning.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -33,7 +33,6 @@ from sharesync.pipelines.jobs.columns import (
     projection,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.metrics import ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.rewrite import can_rewrite, rewrite_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
@@ -45,8 +44,9 @@ from sharesync.pipelines.jobs.target import (
     register_target,
     require_columns,
 )
-from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.target.stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError

@@ -20,7 +20,6 @@ from sharesync.pipelines.jobs.columns import (
     keeps,
     projection,
 )
-from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.target import (
@@ -31,8 +30,9 @@ from sharesync.pipelines.jobs.target import (
     require_columns,
     require_replaceable,
 )
-from sharesync.pipelines.jobs.target_stats import row_count
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.target.stats import row_count
 from sharesync.sync.core.location import Place, locate
 
 if TYPE_CHECKING:

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from sharesync.pipelines.jobs.columns import col, written_by_sharesync
-from sharesync.pipelines.jobs.delta_target import open_target
-from sharesync.pipelines.jobs.metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
+from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.target.open import open_target
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 from sharesync.sync.core.location import DIR_MARKER, Location, probe_writable, storage_failure
 from sharesync.sync.core.storage import local_path

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.jobs.append import apply_append
 from sharesync.pipelines.jobs.history import HistoryStats, apply_history, bootstrap_history
 from sharesync.pipelines.jobs.merge import apply_merge
-from sharesync.pipelines.jobs.metrics import ApplyStats
 from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 from sharesync.pipelines.jobs.staged import staged_files
 from sharesync.pipelines.run.results import TargetChanges
+from sharesync.pipelines.target.commit_metrics import ApplyStats
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
 from sharesync.sync.core.config import Mode, TableConfig

@@ -3,7 +3,7 @@
 start a run record → ask the provider for the batch's files → check the config against the
 batch's schema → download and stage → check the lease is still ours → apply with Spark →
 advance the checkpoint by compare-and-swap, with the identity of the target state it now
-describes (:mod:`sharesync.pipelines.jobs.identity`) → finish the run record. A failure anywhere
+describes (:mod:`sharesync.pipelines.target.identity`) → finish the run record. A failure anywhere
 marks the run failed (redacted) and leaves the checkpoint where it was; the staged files go
 either way.
 
@@ -22,16 +22,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sharesync.pipelines.jobs.identity import read_identity
-from sharesync.pipelines.jobs.metrics import ApplyStats
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.run.apply import Applied
 from sharesync.pipelines.run.commit_time import commit_time, commit_time_after, filed_commit_times
-from sharesync.pipelines.run.context import TableContext, check_columns
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.submissions import submissions_for
+from sharesync.pipelines.run.table_context import TableContext, check_columns
+from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.target.identity import read_identity
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import (

@@ -41,7 +41,7 @@ from sharesync.sync.protocol.access import choose_access
 from sharesync.sync.protocol.asyncquery import SubmissionLog
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import Profile, parse_profile
-from sharesync.sync.protocol.results import ChangesResult, QueryResult, TableLike, TableMetadata
+from sharesync.sync.protocol.responses import ChangesResult, QueryResult, TableLike, TableMetadata
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import ChangesRequest, QueryRequest
 from sharesync.sync.server.app import create_app

@@ -2,7 +2,7 @@
 
 Per table: read the checkpoint and the provider's version (one cheap ``/version`` call; when
 nothing is new — and a glance at the target's ``_delta_log`` finds the commit the checkpoint
-recorded, :func:`~sharesync.pipelines.jobs.identity.glance` — the pass ends there, without a
+recorded, :func:`~sharesync.pipelines.target.identity.glance` — the pass ends there, without a
 lease, metadata or Spark). Otherwise take the
 table's lease, plan (:func:`sharesync.sync.planning.plan_sync`), and execute the plan batch by batch:
 fetch → prune → download and stage → apply with Spark → advance the checkpoint by
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from sharesync.pipelines.jobs.runtime import Runtime
     from sharesync.pipelines.run.table_run import TableRun
     from sharesync.state import StateStore
-    from sharesync.sync.core.selection import Selection
+    from sharesync.sync.core.include_patterns import Selection
     from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.retry import RetryPolicy
@@ -160,7 +160,7 @@ class SyncEngine:
     def select(self) -> Selection:
         """The tables of this pass: the explicit ones and those the ``include:`` patterns match now
         (each selected share listed once); ``config`` holds them from here on."""
-        from sharesync.pipelines.run.selection import select
+        from sharesync.pipelines.run.share_listings import select
 
         modes = {c.name: c.mode for c in self._stored_checkpoints()}
         self.selection = select(self.declared, self.client_for, modes)
@@ -175,7 +175,7 @@ class SyncEngine:
 
     def _follow_selection(self, *, every: bool) -> list[TableSyncResult]:
         """Select; a whole pass also reports the matched tables it does not sync."""
-        from sharesync.pipelines.run.selection import unsynced_results
+        from sharesync.pipelines.run.share_listings import unsynced_results
 
         selection = self.select()
         if not every or not (selection.removed or selection.needs_keys):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sharesync.state import Checkpoint
     from sharesync.sync.core.location import Location
     from sharesync.sync.protocol.client import SharingClient
-    from sharesync.sync.protocol.results import TableMetadata
+    from sharesync.sync.protocol.responses import TableMetadata
 
 __all__ = ["NewColumns", "judge_new_columns", "new_columns", "rebuild_change"]
 

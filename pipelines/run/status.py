@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from sharesync.state import Checkpoint, RunRecord, RunStatus
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import SharesyncError, TransportError
+from sharesync.sync.core.include_patterns import Selection, needs_keys_message
 from sharesync.sync.core.providers import DEFAULT_PROVIDER
-from sharesync.sync.core.selection import Selection, needs_keys_message
 from sharesync.sync.protocol.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
 
 def unsynced_rows(engine: SyncEngine, selection: Selection) -> list[TableStatus]:
     """Rows of the matched tables a pass does not sync: removed at provider, or needing keys."""
-    from sharesync.pipelines.run.selection import removed_note
+    from sharesync.pipelines.run.share_listings import removed_note
 
     unsynced = [(t, ProviderState.REMOVED, removed_note(t)) for t in selection.removed]
     unsynced += [(t, ProviderState.NEEDS_KEYS, needs_keys_message(t, m)) for t, m in selection.needs_keys]

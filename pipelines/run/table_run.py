@@ -2,7 +2,7 @@
 
 :class:`~sharesync.pipelines.run.engine.SyncEngine` decides *whether* a table needs work (one
 ``/version`` call) and takes the lease; :class:`TableRun` does the work: read the metadata, check
-the config against the shared schema (:mod:`~sharesync.pipelines.run.context`), plan
+the config against the shared schema (:mod:`~sharesync.pipelines.run.table_context`), plan
 (:func:`sharesync.sync.planning.plan_sync`, pure), then run each batch through the one skeleton of
 :mod:`~sharesync.pipelines.run.batch_run`. A history gap (or a breaking schema change on a table
 set to rebuild, :mod:`.schema_policy`) re-plans once, as a re-bootstrap.
@@ -20,18 +20,16 @@ import logging
 import time
 from functools import partial
 
-from sharesync.pipelines.jobs.history_target import history_start
-from sharesync.pipelines.jobs.identity import Glance, glance, high_water_mark, read_identity
 from sharesync.pipelines.jobs.target import check_storage_access
 from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
-from sharesync.pipelines.run.context import TableContext, table_context
 from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
 from sharesync.pipelines.run.results import BackfillRequest, BatchKind, BatchResult, TableOutcome, TableSyncResult
 from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
+from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import (
     REBUILT,
     Finding,
@@ -46,6 +44,8 @@ from sharesync.pipelines.run.target_check import (
     switches_history,
     written_for,
 )
+from sharesync.pipelines.target.history_rows import history_start
+from sharesync.pipelines.target.identity import Glance, glance, high_water_mark, read_identity
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import HistoryUnavailable, SchemaIncompatible
@@ -61,7 +61,7 @@ from sharesync.sync.planning.sync_plan import (
     VersionRange,
     plan_sync,
 )
-from sharesync.sync.protocol.results import TableMetadata
+from sharesync.sync.protocol.responses import TableMetadata
 
 log = logging.getLogger(__name__)
 

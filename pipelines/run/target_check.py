@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VALID_TO_VERSION, VERSION_COLUMN
-from sharesync.pipelines.jobs.identity import Glance, TargetIdentity, glance
+from sharesync.pipelines.target.identity import Glance, TargetIdentity, glance
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig

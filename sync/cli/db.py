@@ -61,7 +61,7 @@ def db() -> None:
 @click.pass_context
 def upgrade(ctx: click.Context, url: str | None) -> None:
     """Apply pending schema migrations and print the resulting revision."""
-    from sharesync.state.engine import display, parse_url
+    from sharesync.state.database import display, parse_url
     from sharesync.state.migrate import upgrade as upgrade_schema
 
     target = _state_store_url(ctx, url)
@@ -78,7 +78,7 @@ def upgrade(ctx: click.Context, url: str | None) -> None:
 @click.pass_context
 def current(ctx: click.Context, url: str | None) -> None:
     """Print the database's schema revision without changing anything."""
-    from sharesync.state.engine import display, parse_url
+    from sharesync.state.database import display, parse_url
     from sharesync.state.migrate import current_revision
     from sharesync.state.revisions import head_revision
 
@@ -108,7 +108,7 @@ def prune(ctx: click.Context, url: str | None, days: float | None) -> None:
     succeeded and last failed run stay."""
     from datetime import timedelta
 
-    from sharesync.state.engine import display, parse_url
+    from sharesync.state.database import display, parse_url
     from sharesync.state.store import open_store
 
     target = _state_store_url(ctx, url)

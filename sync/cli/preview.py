@@ -36,7 +36,7 @@ def preview(
 ) -> None:
     """Show the first matching rows of a shared table (no sync, no state)."""
     from sharesync.pipelines.run.clients import make_client
-    from sharesync.sync.staging.preview import preview as run_preview
+    from sharesync.sync.staging.first_rows import preview as run_preview
 
     config = load_config(ctx.obj["config_file"])
     where = _parse_where(where_json) if where_json else None

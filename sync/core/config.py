@@ -19,9 +19,9 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sharesync.sync.core.errors import ConfigError
+from sharesync.sync.core.include_patterns import IncludeConfig
 from sharesync.sync.core.providers import DEFAULT_PROVIDER, ProviderConfig, check_provider_name
 from sharesync.sync.core.redact import register_secret
-from sharesync.sync.core.selection import IncludeConfig
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
 from sharesync.sync.core.table_config import (
     DEFAULT_REWRITE_THRESHOLD,

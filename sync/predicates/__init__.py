@@ -1,7 +1,7 @@
 """User filters (``where: [{col, op, val}, …]``) as one typed tree and every function over it.
 
 * :func:`bind` / :func:`parse_where`: predicates + table schema → :data:`Expr` (ConfigError if wrong)
-* :func:`to_json_hints`, :func:`to_sql_hints`: best-effort server hints (never narrower than the filter)
+* :class:`ServerHints`, :func:`to_json_hints`, :func:`to_sql_hints`: best-effort server hints (never narrower than the filter)
 * :func:`to_spark`, :func:`to_arrow`, :func:`evaluate`: exact filtering, SQL three-valued logic
 * :func:`may_match`: may a file hold a matching row, given its partition values and stats?
 * :func:`parse_partition_value`: the protocol's partition value strings → typed values
@@ -38,7 +38,7 @@ from sharesync.sync.predicates.expr import (
     or_,
     rewrite_not,
 )
-from sharesync.sync.predicates.hints import to_json_hints, to_sql_hints
+from sharesync.sync.predicates.hints import ServerHints, to_json_hints, to_sql_hints
 from sharesync.sync.predicates.pruning import may_match
 from sharesync.sync.predicates.spark import to_spark
 from sharesync.sync.predicates.types import Kind, kind_of
@@ -65,6 +65,7 @@ __all__ = [
     "Or",
     "Predicate",
     "Ref",
+    "ServerHints",
     "and_",
     "bind",
     "columns_referenced",

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -48,6 +49,21 @@ from sharesync.sync.predicates.expr import (
 )
 from sharesync.sync.predicates.types import Kind
 from sharesync.sync.predicates.values import float32_text
+
+
+@dataclass(frozen=True)
+class ServerHints:
+    """The user's filter, as the hints the protocol lets us send (best effort on the server)."""
+
+    predicate_hints: list[str] | None = None
+    json_predicate_hints: str | None = None
+
+    @classmethod
+    def of(cls, expr: Expr | None, partition_columns: Sequence[str]) -> ServerHints:
+        if expr is None:
+            return cls()
+        return cls(to_sql_hints(expr) or None, to_json_hints(expr, partition_columns))
+
 
 # ---------------------------------------------------------------- jsonPredicateHints
 

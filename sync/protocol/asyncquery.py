@@ -25,7 +25,7 @@ from typing import Protocol
 
 from sharesync.sync.core.errors import AsyncQueryFailed, NotFound, ProtocolViolation
 from sharesync.sync.protocol.ndjson import ANY_FILES
-from sharesync.sync.protocol.results import TableRef
+from sharesync.sync.protocol.responses import TableRef
 from sharesync.sync.protocol.retry import PollPolicy
 from sharesync.sync.protocol.streams import FileStream, StreamCall, open_first_page
 from sharesync.sync.protocol.transport import SharingHttp

@@ -39,7 +39,7 @@ from sharesync.sync.protocol.options import (
     describe_query,
 )
 from sharesync.sync.protocol.profile import Profile
-from sharesync.sync.protocol.results import (
+from sharesync.sync.protocol.responses import (
     ChangesResult,
     QueryResult,
     TableLike,

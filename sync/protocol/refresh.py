@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.protocol.dvfiles import Downloadable, downloadables
-from sharesync.sync.protocol.results import ChangesResult, FilesResult, QueryResult
+from sharesync.sync.protocol.responses import ChangesResult, FilesResult, QueryResult
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.client import SharingClient

@@ -3,11 +3,11 @@
 Every ``ROOT/<share>/<schema>/<table>`` directory holding a ``_delta_log`` is shared. Used by
 tests (real HTTP, no mocks), ``sharesync serve``, the demo and benchmarks. Module map:
 ``logmodel`` (what the log says, parsed) and ``deltalog`` (reading it from disk),
-``deletionvectors`` (DV descriptors), ``catalog`` (which tables), ``history`` (which versions
-are still available), ``features`` (response format and the tables a client may read),
-``snapshots`` / ``changes`` (answers), ``answers`` / ``deltaformat`` (wire lines, parquet and
+``deletionvectors`` (DV descriptors), ``catalog`` (which tables), ``servable_versions`` (which versions
+are still available), ``negotiation`` (response format and the tables a client may read),
+``snapshots`` / ``change_answers`` (answers), ``answers`` / ``delta_lines`` (wire lines, parquet and
 delta format), ``streaming`` (NDJSON bodies), ``signing`` (presigned URLs and tokens),
-``auth``, ``faults`` (knobs + middleware), ``app`` (routes), ``runner`` (threads and ports),
+``tokens``, ``file_skipping`` (best-effort pruning), ``faults`` (knobs + middleware), ``app`` (routes), ``runner`` (threads and ports),
 ``samples`` (provider tables for tests and demos).
 """
 

@@ -7,7 +7,7 @@ the file lines are produced lazily while the body streams, so a failure there (a
 from disk while its size is needed, say) reaches the client as ``endStreamAction.errorMessage``
 (spec "EndStreamAction"). Parquet-format lines are built from the wire models in
 :mod:`sharesync.sync.protocol.wire` so server and client cannot drift apart; delta-format lines
-come from :mod:`~sharesync.sync.server.deltaformat`.
+come from :mod:`~sharesync.sync.server.delta_lines`.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from sharesync.sync.protocol.wire import (
     WireModel,
     wrap_action,
 )
-from sharesync.sync.server import deltaformat
+from sharesync.sync.server import delta_lines
 from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.deltalog import DeltaLog
-from sharesync.sync.server.features import DELTA, PARQUET, Capabilities
 from sharesync.sync.server.logmodel import FileEntry, JsonObject, LogError, Snapshot, TableMetadata, TableProtocol
+from sharesync.sync.server.negotiation import DELTA, PARQUET, Capabilities
 from sharesync.sync.server.problems import invalid
 from sharesync.sync.server.signing import SignatureError, Signer, file_id
 
@@ -150,7 +150,7 @@ class Answer:
 def protocol_line(ctx: Context, protocol: TableProtocol, *, version: int | None = None) -> JsonObject:
     """Parquet answers say reader version 1: the negotiation refused what parquet cannot carry."""
     if ctx.delta:
-        return deltaformat.protocol_line(protocol, version=version)
+        return delta_lines.protocol_line(protocol, version=version)
     return wrap_action(Protocol(min_reader_version=PARQUET_READER_VERSION))
 
 
@@ -173,7 +173,7 @@ def metadata_line(
     ``enableChangeDataFeed`` (the table's own properties stay private); in delta, all of it."""
     access = TableAccess(location=ctx.table.location, access_modes=ctx.table.access_modes)
     if ctx.delta:
-        return deltaformat.metadata_line(meta, version=version, snapshot=snapshot, extra=access.to_wire())
+        return delta_lines.metadata_line(meta, version=version, snapshot=snapshot, extra=access.to_wire())
     return wrap_action(
         Metadata(
             id=meta.id,
@@ -200,7 +200,7 @@ def file_line(
 ) -> JsonObject:
     """A file of a snapshot query."""
     if ctx.delta:
-        return deltaformat.file_line(ctx.sign_path, "add", entry, version=version, timestamp=timestamp)
+        return delta_lines.file_line(ctx.sign_path, "add", entry, version=version, timestamp=timestamp)
     url, expires = ctx.sign_path(entry.path)
     return wrap_action(
         File(
@@ -219,7 +219,7 @@ def file_line(
 def change_line(ctx: Context, kind: str, entry: FileEntry, version: int, timestamp: int) -> JsonObject:
     """``add``/``remove``/``cdf`` lines of a change query (spec "Data Change Files")."""
     if ctx.delta:
-        return deltaformat.file_line(ctx.sign_path, kind, entry, version=version, timestamp=timestamp)
+        return delta_lines.file_line(ctx.sign_path, kind, entry, version=version, timestamp=timestamp)
     url, expires = ctx.sign_path(entry.path)
     common: dict[str, Any] = {
         "url": url,

@@ -1,7 +1,7 @@
 """The HTTP routes of the local Delta Sharing server (spec "REST APIs"), as a Starlette app.
 
 Routes are thin: authenticate, parse parameters, ask :mod:`~sharesync.sync.server.snapshots` /
-:mod:`~sharesync.sync.server.changes` for an :class:`~sharesync.sync.server.answers.Answer` (in a worker thread,
+:mod:`~sharesync.sync.server.change_answers` for an :class:`~sharesync.sync.server.answers.Answer` (in a worker thread,
 the log is read from disk), and stream it (:mod:`~sharesync.sync.server.streaming`). Errors are
 ``{"errorCode", "message"}`` JSON like the reference server's. Faults are applied outside the
 routes by :class:`~sharesync.sync.server.faults.FaultMiddleware`, except ``history_error``,
@@ -37,15 +37,13 @@ from sharesync.sync.protocol.wire import (
 )
 from sharesync.sync.server.answers import Answer, Context
 from sharesync.sync.server.asyncqueries import status
-from sharesync.sync.server.auth import OAuthError
 from sharesync.sync.server.catalog import SharedTable, stable_id
-from sharesync.sync.server.changes import ChangesParams, answer_changes, answer_query_changes
+from sharesync.sync.server.change_answers import ChangesParams, answer_changes, answer_query_changes
 from sharesync.sync.server.credentials import issue, require_url
 from sharesync.sync.server.faults import FaultMiddleware, InjectedDisconnect, injected_history_error
-from sharesync.sync.server.features import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme, parse_capabilities
-from sharesync.sync.server.history import snapshot_at, version_at_or_after
 from sharesync.sync.server.listings import page, parse_max_results
 from sharesync.sync.server.logmodel import LogError
+from sharesync.sync.server.negotiation import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme, parse_capabilities
 from sharesync.sync.server.problems import (
     INTERNAL_ERROR,
     RESOURCE_DOES_NOT_EXIST,
@@ -55,10 +53,12 @@ from sharesync.sync.server.problems import (
     malformed,
     not_found,
 )
+from sharesync.sync.server.servable_versions import snapshot_at, version_at_or_after
 from sharesync.sync.server.serving import ServerState
 from sharesync.sync.server.signing import SignatureError
 from sharesync.sync.server.snapshots import QueryRequest, answer_metadata, answer_snapshot_query
 from sharesync.sync.server.streaming import CAPABILITIES_HEADER, NDJSON_TYPE, VERSION_HEADER, stream
+from sharesync.sync.server.tokens import OAuthError
 
 log = logging.getLogger(__name__)
 

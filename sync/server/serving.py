@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from sharesync.sync.core.remote_table import Keys, KeySource
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.asyncqueries import AsyncQueries
-from sharesync.sync.server.auth import Authenticator
 from sharesync.sync.server.catalog import Catalog
 from sharesync.sync.server.faults import Faults
 from sharesync.sync.server.settings import ServerSettings
 from sharesync.sync.server.signing import Signer
+from sharesync.sync.server.tokens import Authenticator
 
 
 @dataclass

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 from sharesync.sync.protocol import wire
 from sharesync.sync.server.answers import Answer, Context, file_line, lazily, metadata_line, protocol_line
-from sharesync.sync.server.history import ensure_positive, snapshot_at, version_as_of
+from sharesync.sync.server.file_skipping import apply_limit_hint, logical_names, prune_by_json_predicate
 from sharesync.sync.server.logmodel import FileEntry, JsonObject, Snapshot
 from sharesync.sync.server.problems import history_not_shared, invalid
-from sharesync.sync.server.pruning import apply_limit_hint, logical_names, prune_by_json_predicate
+from sharesync.sync.server.servable_versions import ensure_positive, snapshot_at, version_as_of
 from sharesync.sync.server.signing import SignatureError, checksum
 
 PAGE_TOKEN = "query-page"

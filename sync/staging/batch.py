@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharesync.sync.core.location import Location, Place, locate
-from sharesync.sync.predicates import Expr, may_match, to_json_hints, to_sql_hints
+from sharesync.sync.predicates import Expr, may_match
 from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
 from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
@@ -48,20 +48,6 @@ from sharesync.sync.staging.netting import write_netted
 
 log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-@dataclass(frozen=True)
-class ServerHints:
-    """The user's filter, as the hints the protocol lets us send (best effort on the server)."""
-
-    predicate_hints: list[str] | None = None
-    json_predicate_hints: str | None = None
-
-    @classmethod
-    def of(cls, expr: Expr | None, partition_columns: Sequence[str]) -> ServerHints:
-        if expr is None:
-            return cls()
-        return cls(to_sql_hints(expr) or None, to_json_hints(expr, partition_columns))
 
 
 @dataclass

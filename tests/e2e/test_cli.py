@@ -201,7 +201,7 @@ def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
     from sharesync.sync.predicates import Predicate
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.profile import load_profile
-    from sharesync.sync.staging.preview import preview
+    from sharesync.sync.staging.first_rows import preview
 
     path = workspace.table("p", rows=10, partitioned=False)
     for i in range(12):  # one file per append: 13 files, ids in disjoint ranges

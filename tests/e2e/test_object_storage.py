@@ -31,8 +31,8 @@ from support.verify import (
 )
 
 from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
-from sharesync.pipelines.jobs.identity import Glance, glance
 from sharesync.pipelines.run.results import TableOutcome
+from sharesync.pipelines.target.identity import Glance, glance
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.server.samples import sample_rows
@@ -172,8 +172,8 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
     moto servers) hold different tables at the same URI; each config's runtime reaches its own."""
     from support.s3 import s3_store
 
-    from sharesync.pipelines.jobs.identity import read_identity
     from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.pipelines.target.identity import read_identity
     from sharesync.sync.core.config import SparkConfig
 
     uri = f"{s3_server.prefix()}/t"

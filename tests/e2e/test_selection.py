@@ -122,7 +122,7 @@ def _rows(workspace: Workspace, target: str) -> int:
 def test_a_pass_lists_each_selected_share_once_and_asks_metadata_only_of_new_keyed_tables(
     workspace: Workspace,
 ) -> None:
-    from sharesync.pipelines.run.selection import select
+    from sharesync.pipelines.run.share_listings import select
 
     for name in ("a", "b", "c"):
         workspace.table(name, rows=2)

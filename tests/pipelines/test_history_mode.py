@@ -19,8 +19,8 @@ from support.jobs import SCHEMA, StageFn, commit_time, delete, ins, post, pre, r
 
 from sharesync.pipelines.jobs import history as history_job
 from sharesync.pipelines.jobs.history import HistoryStats
-from sharesync.pipelines.jobs.history_target import current_rows
 from sharesync.pipelines.jobs.merge import apply_merge
+from sharesync.pipelines.target.history_rows import current_rows
 from sharesync.sync.core.errors import SyncError, TargetError
 from sharesync.sync.core.location import locate
 from sharesync.sync.predicates import CmpOp, Comparison, Ref

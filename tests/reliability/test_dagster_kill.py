@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from support.reliability import REPO, Expectation, Site, assert_at_checkpoint, kill, poll
 
-from sharesync.state.holder import is_alive_on_this_host
+from sharesync.state.lease_holder import is_alive_on_this_host
 from sharesync.sync.core.errors import LeaseHeld
 
 pytestmark = pytest.mark.slow

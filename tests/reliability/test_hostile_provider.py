@@ -22,7 +22,7 @@ from deltalake import DeltaTable, write_deltalake
 from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version
 
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
-from sharesync.pipelines.run.verify import verify_table
+from sharesync.pipelines.run.verification import verify_table
 
 pytestmark = pytest.mark.slow
 

@@ -28,8 +28,8 @@ import pytest
 from support.reliability import Site
 from support.s3 import S3Store
 
-from sharesync.pipelines.dagster.location import build_definitions
-from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.code_location import build_definitions
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import load_config
 
 pytestmark = pytest.mark.slow

@@ -18,8 +18,8 @@ from support.cli_runner import CliResult
 from support.reliability import Site
 
 from sharesync.pipelines.dagster.checks import TOKEN_EXPIRY
-from sharesync.pipelines.dagster.location import build_definitions
-from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.code_location import build_definitions
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import load_config
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from support.pg_server import Unavailable, drop_state_tables, postgres_database
 from support.state import FakeClock
 
 from sharesync.state import StateStore, open_store
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 

@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 from support.state import read_only
 
 from sharesync.state import open_store
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 from sharesync.state.revisions import VERSION_TABLE
 from sharesync.sync.cli.main import main
 

@@ -25,7 +25,7 @@ from support.pg_server import drop_state_tables
 from support.reliability import poll
 
 from sharesync.state import StateStore, open_store, this_process
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from support.state import start_run
 
 from sharesync.state import current_revision, head_revision, open_store, upgrade
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 from sharesync.state.models import Base
 from sharesync.state.revisions import VERSION_TABLE
 from sharesync.sync.core.errors import LeaseHeld, StateSchemaTooNew

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from support.state import make_checkpoint, read_only
 
 from sharesync.state import open_store
-from sharesync.state.engine import parse_url
+from sharesync.state.database import parse_url
 from sharesync.state.sqlite import SQLITE_BUSY_TIMEOUT_MS
 from sharesync.sync.core.errors import ConfigError, StateStoreUnavailable
 from sharesync.sync.core.redact import redact
@@ -67,7 +67,7 @@ def test_sqlite_creates_its_directory_and_uses_wal_with_a_busy_timeout(tmp_path:
 def test_a_write_lock_held_past_the_busy_timeout_says_how_long_it_waited(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sharesync.state.engine.SQLITE_BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr("sharesync.state.database.SQLITE_BUSY_TIMEOUT_MS", 300)
     path = tmp_path / "state.db"
     store = open_store(f"sqlite:///{path}")  # a new file, so a new engine with the short timeout
     other = sqlite3.connect(path, isolation_level=None)
@@ -93,7 +93,7 @@ def test_read_only_sqlite_file_is_refused_with_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     url = f"sqlite:///{path}"
     open_store(url)
-    from sharesync.state.engine import dispose_engines
+    from sharesync.state.database import dispose_engines
 
     dispose_engines()
     with read_only(path), pytest.raises(StateStoreUnavailable, match="is read-only.*make it writable"):

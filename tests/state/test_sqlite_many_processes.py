@@ -5,7 +5,7 @@ state database "locked … while reading the schema revision", having waited no 
 SQLite answers a connection's first query with SQLITE_BUSY without calling the busy handler
 while the last other connection cleans up the WAL files as it closes, or while another runs WAL
 recovery (sqlite.org/wal.html). Processes that come and go, as CLI passes do, meet those
-windows; :func:`sharesync.state.engine._open_wal` retries them within the busy timeout.
+windows; :func:`sharesync.state.database._open_wal` retries them within the busy timeout.
 Each round every process opens the store, takes its table's lease, records a run, advances its
 checkpoint and closes every connection.
 """

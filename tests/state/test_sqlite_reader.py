@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from support.state import make_checkpoint, read_only
 
 from sharesync.state import head_revision, open_store, upgrade
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 from sharesync.state.revisions import VERSION_TABLE
 from sharesync.state.sqlite import read_checkpoints, sqlite_file
 
@@ -189,7 +189,7 @@ def test_other_urls_are_left_to_the_store(url: str) -> None:
 def test_checkpoint_columns_are_the_tables_columns() -> None:
     """The one column list (a Checkpoint's fields) names exactly the table's columns: a column
     added to one of them and not the other fails here, not in a no-op pass."""
-    from sharesync.state.domain import CHECKPOINT_COLUMNS
     from sharesync.state.models import CheckpointRow
+    from sharesync.state.records import CHECKPOINT_COLUMNS
 
     assert sorted(CHECKPOINT_COLUMNS) == sorted(CheckpointRow.__table__.c.keys())

@@ -1,6 +1,6 @@
 """A test site for the Dagster layer: provider tables, a running server, a config, definitions.
 
-``Site`` wraps what a test needs around :func:`sharesync.pipelines.dagster.location.build_definitions`, so a
+``Site`` wraps what a test needs around :func:`sharesync.pipelines.dagster.code_location.build_definitions`, so a
 test reads as "write a config, build defs, materialize, look at the events".
 """
 
@@ -16,8 +16,8 @@ import yaml
 from deltalake import DeltaTable
 
 from sharesync.pipelines.dagster import naming
-from sharesync.pipelines.dagster.location import build_definitions
-from sharesync.pipelines.dagster.resources import SharesyncResource
+from sharesync.pipelines.dagster.code_location import build_definitions
+from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import SharesyncConfig, load_config
 from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, table_path

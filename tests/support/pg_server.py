@@ -180,7 +180,7 @@ def postgres_database() -> Iterator[str]:
         try:
             yield server.set(database=name).render_as_string(hide_password=False)
         finally:
-            from sharesync.state.engine import dispose_engines
+            from sharesync.state.database import dispose_engines
 
             dispose_engines()
             with psycopg.connect(_conninfo(server), autocommit=True) as admin:

@@ -1,4 +1,4 @@
-"""History planning (:mod:`sharesync.sync.staging.history_plan`), checked against a plain-Python model.
+"""History planning (:mod:`sharesync.sync.planning.history_plan`), checked against a plain-Python model.
 
 Any split of a run of versions into consecutive batches must give the history the model builds
 one version at a time; re-applying a batch must plan nothing; a backfill replaying the same
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from support.history import HISTORY, HistoryModel, Row, apply_actions, sort_history
 
 from sharesync.sync.core.errors import TargetError
-from sharesync.sync.staging.history_plan import HistoryPlan, SnapshotAt, plan_history
+from sharesync.sync.planning.history_plan import HistoryPlan, SnapshotAt, plan_history
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 KEYS = ["id"]

@@ -20,7 +20,7 @@ import yaml
 from deltalake import DeltaTable, write_deltalake
 
 from sharesync.state import Checkpoint, open_store
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 from sharesync.sync.core.config import ENV_OVERRIDES, load_config
 from sharesync.sync.server.runner import SharingServer
 

@@ -8,7 +8,7 @@ import pytest
 
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.errors import ConfigError
-from sharesync.sync.core.selection import expand
+from sharesync.sync.core.include_patterns import expand
 
 
 def config(*include: dict[str, Any], tables: list[dict[str, Any]] | None = None) -> Any:

@@ -22,8 +22,8 @@ import pytest
 import yaml
 from support.dagster_site import MERGE_TABLE, Site, materialization, materialize
 
+from sharesync.pipelines.dagster.code_location import load_definitions
 from sharesync.pipelines.dagster.component import SharesyncComponent
-from sharesync.pipelines.dagster.location import load_definitions
 from sharesync.sync.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]

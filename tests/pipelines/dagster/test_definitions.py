@@ -14,7 +14,7 @@ import yaml
 
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY, KINDS, build_sync_asset_specs
-from sharesync.pipelines.dagster.location import load_definitions
+from sharesync.pipelines.dagster.code_location import load_definitions
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.errors import ConfigError
 

@@ -17,7 +17,7 @@ from support.dagster_site import Site
 from support.pg_server import Cluster, Unavailable, own_cluster
 
 from sharesync.pipelines.dagster.sensors import SENSOR_NAME
-from sharesync.state.engine import dispose_engines
+from sharesync.state.database import dispose_engines
 
 pytestmark = pytest.mark.postgres
 

@@ -42,7 +42,7 @@ from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.deletions import load_deletion_vectors
 from sharesync.sync.staging.files import StageLayout
-from sharesync.sync.staging.preview import preview
+from sharesync.sync.staging.first_rows import preview
 
 SHARE, SCHEMA = "st", "s"
 TABLES = {"dv": (True, False, False), "dvcm": (True, True, True)}  # name: (DVs, column mapping, partitioned)

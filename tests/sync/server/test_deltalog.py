@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 
 from sharesync.sync.server.deletionvectors import DeletionVector
 from sharesync.sync.server.deltalog import DeltaLog
+from sharesync.sync.server.file_skipping import apply_limit_hint, prune_by_json_predicate
 from sharesync.sync.server.logmodel import FileEntry, LogError, VersionUnavailable, monotonize, parse_commit
-from sharesync.sync.server.pruning import apply_limit_hint, prune_by_json_predicate
 from sharesync.sync.server.samples import SAMPLE_SCHEMA, apply_random_commits, create_sample_table, sample_rows
 from sharesync.sync.server.signing import SignatureError, Signer
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sharesync.pipelines.jobs.columns import DELETED_COLUMN
-from sharesync.pipelines.jobs.delta_target import open_target
+from sharesync.pipelines.target.guard_columns import DELETED_COLUMN
+from sharesync.pipelines.target.open import open_target
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:

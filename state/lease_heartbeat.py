@@ -16,7 +16,7 @@ import time
 from datetime import timedelta
 from typing import Protocol
 
-from sharesync.state.domain import Lease, Takeover
+from sharesync.state.records import Lease, Takeover
 from sharesync.sync.core.errors import LeaseHeld, StateError
 
 log = logging.getLogger("sharesync.state")

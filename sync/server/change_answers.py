@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sharesync.sync.server.answers import Answer, Context, change_line, lazily, metadata_line, protocol_line
-from sharesync.sync.server.history import (
+from sharesync.sync.server.logmodel import Commit, FileEntry, JsonObject, TableMetadata, TableProtocol
+from sharesync.sync.server.problems import cdf_disabled, invalid
+from sharesync.sync.server.servable_versions import (
     check_changes_available,
     data_change_actions,
     ensure_positive,
@@ -26,8 +28,6 @@ from sharesync.sync.server.history import (
     version_at,
     version_at_or_after,
 )
-from sharesync.sync.server.logmodel import Commit, FileEntry, JsonObject, TableMetadata, TableProtocol
-from sharesync.sync.server.problems import cdf_disabled, invalid
 from sharesync.sync.server.signing import checksum
 from sharesync.sync.server.snapshots import QueryRequest
 

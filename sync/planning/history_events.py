@@ -1,4 +1,4 @@
-"""The vectorised steps of history planning (:mod:`sharesync.sync.staging.history_plan`), in Arrow.
+"""The vectorised steps of history planning (:mod:`sharesync.sync.planning.history_plan`), in Arrow.
 
 A batch of a million change rows is planned without a Python loop over them: events are sorted
 once by key and version, and every "per key, in version order" rule becomes a comparison with

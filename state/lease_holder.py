@@ -21,7 +21,7 @@ import socket
 import uuid
 from pathlib import Path
 
-from sharesync.state.domain import Holder
+from sharesync.state.records import Holder
 
 _PROC = Path("/proc")
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from sharesync.sync.core.config import TableConfig, check_tracked_columns
 from sharesync.sync.core.errors import ConfigError
-from sharesync.sync.predicates import Expr, columns_referenced, parse_where
+from sharesync.sync.predicates import Expr, ServerHints, columns_referenced, parse_where
 from sharesync.sync.protocol.client import TableMetadata
 from sharesync.sync.protocol.wire import StructType
-from sharesync.sync.staging.batch import ServerHints
 from sharesync.sync.staging.files import StageLayout
 
 

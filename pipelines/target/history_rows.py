@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
-from sharesync.pipelines.jobs.delta_target import open_target
+from sharesync.pipelines.target.open import open_target
+from sharesync.sync.core.history_columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:

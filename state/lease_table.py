@@ -7,7 +7,7 @@ per-acquisition token.
 
 A crashed holder stops renewing and its lease expires: no manual cleanup. On the holder's own
 host nobody needs to wait that long: the lease records the holder process
-(:mod:`sharesync.state.holder`), and a contender that finds that process gone takes the lease
+(:mod:`sharesync.state.lease_holder`), and a contender that finds that process gone takes the lease
 over at once — compare-and-swapped on the dead holder's token, so of several contenders one
 wins — and closes the dead holder's running runs as abandoned in the same transaction. A
 holder on another host (or where the host cannot tell) still expires by its ttl only. A lease
@@ -25,12 +25,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, or_, select, update
 
-from sharesync.state.base import AnyRow, StoreBase, iso
-from sharesync.state.domain import Holder, Lease, Takeover
-from sharesync.state.holder import default_owner, is_alive_on_this_host, this_process
-from sharesync.state.keeper import LeaseKeeper
+from sharesync.state.lease_heartbeat import LeaseKeeper
+from sharesync.state.lease_holder import default_owner, is_alive_on_this_host, this_process
 from sharesync.state.models import LeaseRow
+from sharesync.state.records import Holder, Lease, Takeover
 from sharesync.state.run_rows import abandon_running
+from sharesync.state.store_base import AnyRow, StoreBase, iso
 from sharesync.sync.core.errors import LeaseHeld, StateError
 
 log = logging.getLogger("sharesync.state")

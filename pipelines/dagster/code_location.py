@@ -16,9 +16,9 @@ from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY, build_table
 from sharesync.pipelines.dagster.automation import build_automation_sensor
 from sharesync.pipelines.dagster.checks import build_table_checks
 from sharesync.pipelines.dagster.naming import DEFAULT_NAMES, Names
-from sharesync.pipelines.dagster.resources import RESOURCE_KEY, SharesyncResource
 from sharesync.pipelines.dagster.selection import with_selection
 from sharesync.pipelines.dagster.sensors import build_schedules, build_source_sensor
+from sharesync.pipelines.dagster.sharesync_resource import RESOURCE_KEY, SharesyncResource
 from sharesync.pipelines.dagster.sources import build_source_observer
 from sharesync.sync.core.config import SharesyncConfig, config_path, load_config
 from sharesync.sync.core.redact import install_log_redaction

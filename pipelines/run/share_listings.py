@@ -2,7 +2,7 @@
 
 Each provider's selected shares are listed once per pass (paginated by the client; one
 ``/all-tables`` listing per share, kept for the pass in :class:`Listings`), then the pure
-:func:`~sharesync.sync.core.selection.expand` decides. A matched table that was never synced
+:func:`~sharesync.sync.core.include_patterns.expand` decides. A matched table that was never synced
 and whose mode needs keys costs one ``/metadata`` call, to see whether it has the pattern's key
 columns. A share the provider no longer shares lists nothing (its tables are ``removed at
 provider``); a provider that cannot be listed at all keeps its known tables, which then fail or
@@ -22,7 +22,7 @@ from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
 from sharesync.state import RunStats, RunStatus
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import LeaseHeld, NotFound, SharesyncError
-from sharesync.sync.core.selection import Selection, expand, needs_keys_message
+from sharesync.sync.core.include_patterns import Selection, expand, needs_keys_message
 from sharesync.sync.core.table_config import Mode
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from sharesync.sync.core.history_columns import (
     VALID_TO,
     VALID_TO_VERSION,
 )
-from sharesync.sync.staging.history_events import (
+from sharesync.sync.planning.history_events import (
     OPEN,
     POS,
     ROW,

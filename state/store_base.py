@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, text
 
-from sharesync.state.engine import Database
+from sharesync.state.database import Database
 
 Clock = Callable[[], datetime]
 AnyRow = Row[*tuple[Any, ...]]
