@@ -51,7 +51,7 @@ from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
 from sharesync.sync.core.location import Place, locate
-from sharesync.sync.staging.netting import net_staged_batch
+from sharesync.sync.staging.netted import read_netted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -85,9 +85,9 @@ def apply_merge(
     overwritten by this batch even when not older — the replay re-applies history the target
     already claims to have. Re-running such a batch rewrites the same values again.
 
-    The net change per key is computed in Arrow (:mod:`sharesync.sync.staging.netting`): the
-    stager nets a merge batch as it downloads it, and a batch staged otherwise is netted here, in
-    place — a Spark window over the key cost two thirds of an incremental sync on Sail. Keys
+    ``staged`` is a finished batch, netted per key in Arrow (:mod:`sharesync.sync.staging.netting`):
+    the stager nets a merge batch as it downloads it, and the run nets a batch staged otherwise
+    before this job starts — a Spark window over the key cost two thirds of an incremental sync on Sail. Keys
     match with plain ``=`` when no key in the batch is NULL (cheaper than NULL-safe ``<=>``; a
     NULL-keyed target row cannot be matched by such a batch anyway).
 
@@ -106,7 +106,7 @@ def apply_merge(
     session = session_of(spark)
     data_columns = projection(read_staged(session, staged, files), keys, columns)
     by_lower = {c.lower(): c for c in data_columns}
-    netted = net_staged_batch(staged, [by_lower[k.lower()] for k in keys])
+    netted = read_netted(staged, [by_lower[k.lower()] for k in keys])
     null_keys, rows = netted.null_keys, netted.rows_before
     df = read_staged(session, staged)
     net = _merge_source(df, data_columns, row_filter)

@@ -14,10 +14,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.history import HistoryStats, apply_history, bootstrap_history
+from sharesync.pipelines.jobs.history import HistoryStats
 from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 from sharesync.pipelines.jobs.staged import staged_files
+from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TargetChanges
 from sharesync.pipelines.target.commit_metrics import ApplyStats
 from sharesync.state import Checkpoint
@@ -26,6 +27,7 @@ from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.sync_plan import BootstrapReason, VersionRange
 from sharesync.sync.predicates import Expr
+from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -153,6 +155,8 @@ def apply_changes(
         return _append(spark, table, target, staged, expr, row_filter, batch.start - 1)
     if table.mode is not Mode.MERGE:  # pragma: no cover - snapshot mode never plans changes
         raise AssertionError(table.mode)
+    if table.keys:  # staging's last step, before the job reads the batch (the job refuses no keys)
+        net_staged_batch(staged, table.keys)
     stats = apply_merge(
         spark,
         staged,

@@ -44,6 +44,7 @@ from sharesync.sync.protocol.wire import (
 from sharesync.sync.staging.deletions import DeletionVectors, load_deletion_vectors
 from sharesync.sync.staging.direct import DirectFiles
 from sharesync.sync.staging.files import StageLayout, load_file, stage_file
+from sharesync.sync.staging.netted import spelled_keys
 from sharesync.sync.staging.netting import write_netted
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ def _stage(
         if net_keys is not None:
             # File-name order, as the engine would read staged files: ties net the same every time.
             batch = pa.concat_tables([sink.tables.pop(name) for name in sorted(sink.tables)], promote_options="none")
-            staged.rows = write_netted(batch, _key_columns(layout, net_keys), data).rows_before
+            staged.rows = write_netted(batch, spelled_keys(layout.columns, net_keys), data).rows_before
             del batch
             pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
     return staged
@@ -272,12 +273,6 @@ class _Sink:
             else:
                 self.rows_per_file[name] = stage_file(done.path, self.data.join(name), change, self.layout, rows)
         done.path.unlink(missing_ok=True)  # keep disk use bounded by what is still in flight
-
-
-def _key_columns(layout: StageLayout, keys: Sequence[str]) -> list[str]:
-    """The configured keys as the batch spells them (names match case-insensitively)."""
-    by_lower = {c.lower(): c for c in layout.columns}
-    return [by_lower.get(k.lower(), k) for k in keys]
 
 
 def snapshot_change_files(result: QueryResult) -> list[ChangeFile]:

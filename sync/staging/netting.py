@@ -18,7 +18,6 @@ and the job that applies it knows not to net it again.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,19 +25,18 @@ import pyarrow.parquet as pq
 
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.errors import SchemaIncompatible
-from sharesync.sync.core.location import Location, Place, locate
+from sharesync.sync.core.location import Place, locate
 from sharesync.sync.staging.files import staged_writer
+from sharesync.sync.staging.netted import (
+    NETTED_FILE,
+    ROWS_BEFORE,
+    NettedBatch,
+    has_null_keys,
+    netted_info,
+    spelled_keys,
+)
 
-NETTED_FILE = "netted.parquet"
-_ROWS_BEFORE = b"sharesync.rows_before"
 _RANK = "__sharesync_rank"
-
-
-@dataclass(frozen=True)
-class NettedBatch:
-    rows_before: int
-    rows_after: int
-    null_keys: bool  # some key column is NULL in the batch: the engine must match NULL-safe
 
 
 def net_table(table: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -93,41 +91,29 @@ def _group_starts(table: pa.Table, keys: Sequence[str]) -> pa.Array:
 def write_netted(table: pa.Table, keys: Sequence[str], directory: Place) -> NettedBatch:
     """Net ``table`` and write it as the batch's one file (published whole: see ``Location.publish``)."""
     netted = net_table(table, keys)
-    metadata = {**(netted.schema.metadata or {}), _ROWS_BEFORE: str(table.num_rows).encode()}
+    metadata = {**(netted.schema.metadata or {}), ROWS_BEFORE: str(table.num_rows).encode()}
     target = locate(directory).join(NETTED_FILE)
     netted = netted.replace_schema_metadata(metadata)
     with target.publish() as path, staged_writer(path, netted.schema, target.filesystem) as writer:
         writer.write_table(netted)
-    return NettedBatch(table.num_rows, netted.num_rows, _has_null_keys(netted, keys))
+    return NettedBatch(table.num_rows, netted.num_rows, has_null_keys(netted, keys))
 
 
 def net_staged_batch(directory: Place, keys: Sequence[str]) -> NettedBatch:
-    """Make a staged batch one netted file; a batch netted already (by the stager) is only read."""
+    """Make a staged batch one netted file; a batch netted already (by the stager) is only read.
+
+    The run calls this before the merge job starts, so staging's last write is done when the
+    job reads the batch. ``keys`` match the batch's columns case-insensitively."""
     files = [f for f in locate(directory).files() if f.name.endswith(".parquet")]
     if not files:
         return NettedBatch(0, 0, False)
     if [f.name for f in files] == [NETTED_FILE]:
-        done = _netted_info(files[0], keys)
+        done = netted_info(files[0], keys)
         if done is not None:
             return done
     table = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
-    info = write_netted(table, keys, directory)
+    info = write_netted(table, spelled_keys(table.column_names, keys), directory)
     for f in files:
         if f.name != NETTED_FILE:
             f.delete()
     return info
-
-
-def _netted_info(file: Location, keys: Sequence[str]) -> NettedBatch | None:
-    """What a netted file says of itself; ``None`` if it is not one (no row count recorded)."""
-    with file.open_input() as source:
-        parquet = pq.ParquetFile(source)
-        recorded = (parquet.schema_arrow.metadata or {}).get(_ROWS_BEFORE)
-        if recorded is None:
-            return None
-        keys_only = parquet.read(columns=list(keys))
-        return NettedBatch(int(recorded), parquet.metadata.num_rows, _has_null_keys(keys_only, keys))
-
-
-def _has_null_keys(table: pa.Table, keys: Sequence[str]) -> bool:
-    return any(table.column(k).null_count for k in keys)

@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
-from support.jobs import SCHEMA, StageFn, delete, ins, post, pre, read_target, version_of
+from support.jobs import SCHEMA, StageFn, apply_merge, delete, ins, post, pre, read_target, version_of
 
 from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:

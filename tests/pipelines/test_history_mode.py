@@ -15,11 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from support.history import CURRENT, VF, VT, HistoryModel, Row, sort_history
-from support.jobs import SCHEMA, StageFn, commit_time, delete, ins, post, pre, read_target, version_of
+from support.jobs import SCHEMA, StageFn, apply_merge, commit_time, delete, ins, post, pre, read_target, version_of
 
-from sharesync.pipelines.jobs import history as history_job
 from sharesync.pipelines.jobs.history import HistoryStats
-from sharesync.pipelines.jobs.merge import apply_merge
+from sharesync.pipelines.run import history_batch as history_job
 from sharesync.pipelines.target.history_rows import current_rows
 from sharesync.sync.core.errors import SyncError, TargetError
 from sharesync.sync.core.location import locate

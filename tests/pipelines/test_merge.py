@@ -31,8 +31,10 @@ from support.jobs import (
     read_target,
     version_of,
 )
+from support.jobs import (
+    apply_merge as netted_then_merged,
+)
 
-from sharesync.pipelines.jobs import merge as merge_job
 from sharesync.pipelines.jobs.append import apply_append
 from sharesync.pipelines.jobs.snapshot import apply_snapshot
 from sharesync.pipelines.target.commit_metrics import ApplyStats
@@ -55,8 +57,9 @@ def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def apply_merge(*args: Any, **kwargs: Any) -> ApplyStats:
-    """``sharesync.pipelines.jobs.merge.apply_merge`` with this test's strategy."""
-    return merge_job.apply_merge(*args, rewrite_threshold=_threshold, **kwargs)
+    """The run's merge step (staging nets, then ``sharesync.pipelines.jobs.merge.apply_merge``) with this test's strategy."""
+    stats: ApplyStats = netted_then_merged(*args, rewrite_threshold=_threshold, **kwargs)
+    return stats
 
 
 def r(id: int | None, name: str | None, score: int | None) -> dict[str, Any]:

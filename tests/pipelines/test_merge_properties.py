@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.jobs import data_rows, delete, ins, post, pre, write_batch
-
-from sharesync.pipelines.jobs.merge import apply_merge
+from support.jobs import apply_merge, data_rows, delete, ins, post, pre, write_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
-from support.jobs import StageFn, data_rows, delete, ins, post, pre, read_target
-
-from sharesync.pipelines.jobs.merge import apply_merge
+from support.jobs import StageFn, apply_merge, data_rows, delete, ins, post, pre, read_target
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -7,10 +7,20 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from support.jobs import SCHEMA, StageFn, commit_time, data_rows, delete, ins, post, read_target, version_of
+from support.jobs import (
+    SCHEMA,
+    StageFn,
+    apply_merge,
+    commit_time,
+    data_rows,
+    delete,
+    ins,
+    post,
+    read_target,
+    version_of,
+)
 
 from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 

@@ -22,12 +22,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support.jobs import StageFn, delete, ins, post, pre, write_direct_batch
+from support.jobs import StageFn, apply_merge, delete, ins, post, pre, write_direct_batch
 
 from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.history import apply_history, bootstrap_history
-from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
+from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]

@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from support.jobs import apply_merge
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS
-from sharesync.pipelines.jobs.merge import apply_merge
 from sharesync.pipelines.jobs.staged import read_staged
 from sharesync.pipelines.jobs.target import added_columns, inspect_target
 from sharesync.pipelines.jobs.widening import widen_target

@@ -97,3 +97,15 @@ def write_direct_batch(
     assert kept.take(downloaded, "part-000.parquet", change) == len(rows)
     kept.finish()
     return directory
+
+
+def apply_merge(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    """What the run does for a merge batch (pipelines/run/apply.py): staging nets the batch,
+    then the merge job applies it. A batch without keys goes straight to the job, which refuses it."""
+    from sharesync.pipelines.jobs.merge import apply_merge as merge_job
+    from sharesync.sync.staging.netting import net_staged_batch
+
+    keys = kwargs.get("keys")
+    if keys and not isinstance(keys, str):
+        net_staged_batch(staged, keys)
+    return merge_job(spark, staged, target, **kwargs)

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharesync.sync.core.errors import SchemaIncompatible
-from sharesync.sync.staging.netting import NETTED_FILE, net_staged_batch, net_table, write_netted
+from sharesync.sync.core.errors import SchemaIncompatible, SyncError
+from sharesync.sync.staging.netted import NETTED_FILE, read_netted
+from sharesync.sync.staging.netting import net_staged_batch, net_table, write_netted
 
 RANK = {"insert": 0, "update_postimage": 0, "delete": 1, "update_preimage": 2}
 
@@ -120,6 +121,17 @@ def test_a_file_named_like_a_netted_batch_but_without_its_record_is_netted(tmp_p
     result = net_staged_batch(tmp_path, ["id"])
     assert (result.rows_before, result.rows_after) == (2, 1)
     assert pq.read_table(tmp_path / NETTED_FILE).column("_change_type").to_pylist() == ["delete"]
+
+
+def test_the_job_side_only_reads_a_netted_batch_and_refuses_one_not_netted(tmp_path: Path) -> None:
+    pq.write_table(batch([(1, 1, "insert", "a"), (1, 2, "delete", "a")]), tmp_path / "part-0.parquet")
+    with pytest.raises(SyncError, match="not netted per key; net it"):
+        read_netted(tmp_path, ["id"])
+    assert [p.name for p in tmp_path.iterdir()] == ["part-0.parquet"]  # nothing written by reading
+
+    netted = net_staged_batch(tmp_path, ["ID"])  # configured keys match the batch's columns case-insensitively
+    assert read_netted(tmp_path, ["ID"]) == netted
+    assert (netted.rows_before, netted.rows_after) == (2, 1)
 
 
 def test_a_key_missing_from_an_older_batch_is_named() -> None:
