@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
 from sharesync.pipelines.jobs.schema_evolution import compare_schema, fields_of
-from sharesync.pipelines.jobs.target import TargetState, inspect_target
+from sharesync.pipelines.target.preflight import TargetState, inspect_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

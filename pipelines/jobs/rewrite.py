@@ -27,7 +27,7 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.target import TargetState
+from sharesync.pipelines.target.preflight import TargetState
 from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.location import Location
 

@@ -24,8 +24,8 @@ from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
 from sharesync.pipelines.jobs.history import HistoryStats, PlannedHistory, tracked_columns, write_history
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import staged_files
-from sharesync.pipelines.jobs.target import TargetState, inspect_target, require_columns, require_replaceable
 from sharesync.pipelines.target.history_rows import read_history, table_schema
+from sharesync.pipelines.target.preflight import TargetState, inspect_target, require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError

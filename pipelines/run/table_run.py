@@ -20,7 +20,6 @@ import logging
 import time
 from functools import partial
 
-from sharesync.pipelines.jobs.target import check_storage_access
 from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
@@ -46,6 +45,7 @@ from sharesync.pipelines.run.target_check import (
 )
 from sharesync.pipelines.target.history_rows import history_start
 from sharesync.pipelines.target.identity import Glance, glance, high_water_mark, read_identity
+from sharesync.pipelines.target.preflight import check_storage_access
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import HistoryUnavailable, SchemaIncompatible

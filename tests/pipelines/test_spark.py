@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
     code = (
         "import sys\n"
-        "from sharesync.pipelines.jobs import append, merge, rewrite, session, snapshot, staged, target_stats\n"
+        "from sharesync.pipelines.jobs import append, merge, rewrite, session, snapshot, staged\n"
+        "from sharesync.pipelines.target import identity, preflight, stats\n"
         "heavy = [m for m in ('pyspark', 'pysail', 'deltalake') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
