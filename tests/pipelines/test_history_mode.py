@@ -18,7 +18,7 @@ from support.history import CURRENT, VF, VT, HistoryModel, Row, sort_history
 from support.jobs import SCHEMA, StageFn, apply_merge, commit_time, delete, ins, post, pre, read_target, version_of
 
 from sharesync.pipelines.jobs.history import HistoryStats
-from sharesync.pipelines.run import history_batch as history_job
+from sharesync.pipelines.run import history_batch
 from sharesync.pipelines.target.history_rows import current_rows
 from sharesync.sync.core.errors import SyncError, TargetError
 from sharesync.sync.core.location import locate
@@ -42,11 +42,11 @@ def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def apply_history(*args: Any, **kwargs: Any) -> HistoryStats:
-    return history_job.apply_history(*args, keys=KEYS, rewrite_threshold=_threshold, **kwargs)
+    return history_batch.apply_history(*args, keys=KEYS, rewrite_threshold=_threshold, **kwargs)
 
 
 def bootstrap(*args: Any, **kwargs: Any) -> HistoryStats:
-    return history_job.bootstrap_history(*args, keys=KEYS, rewrite_threshold=_threshold, **kwargs)
+    return history_batch.bootstrap_history(*args, keys=KEYS, rewrite_threshold=_threshold, **kwargs)
 
 
 def r(id: int | None, name: str | None, score: int | None) -> dict[str, Any]:
@@ -174,12 +174,12 @@ def test_untracked_changes_update_the_current_row_in_place(spark: SparkSession, 
             post(4, **r(1, "x", 7)),  # score only: in place on the row opened at 3
             post(4, **r(2, "n2", 2)),  # nothing changed: no change
         ]
-        stats = history_job.apply_history(spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option)
+        stats = history_batch.apply_history(spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option)
         model = replay(HistoryModel(KEYS, COLUMNS, ["name"]), SNAPSHOT)
         assert history(path) == replay(model, batch).sorted_rows()
         assert (stats.opened, stats.closed, stats.updated) == (1, 1, 1)
         version = version_of(path)
-        again = history_job.apply_history(spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option)
+        again = history_batch.apply_history(spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option)
         assert again.changed_rows == 0 and version_of(path) == version
 
 
@@ -195,12 +195,12 @@ def test_a_backfill_with_tracked_columns_replays_the_same_history(
         post(5, **r(2, "x", 7)),  # name: a new row
     ]
     option = {"keys": KEYS, "rewrite_threshold": _threshold, "track_history": ["name"]}
-    history_job.apply_history(spark, stage(batch), target, **option)
+    history_batch.apply_history(spark, stage(batch), target, **option)
     before = history(target)
     assert before == replay(replay(HistoryModel(KEYS, COLUMNS, ["name"]), SNAPSHOT), batch).sorted_rows()
     for start in (2, 3, 4, 5):
         replayed = [c for c in batch if c["_commit_version"] >= start]
-        history_job.apply_history(spark, stage(replayed), target, replay_from=start, **option)
+        history_batch.apply_history(spark, stage(replayed), target, replay_from=start, **option)
         assert history(target) == before, f"replayed from {start}"
 
 
