@@ -75,6 +75,6 @@ def test_no_two_modules_share_a_file_name() -> None:
     seen: dict[str, list[str]] = {}
     for folder in FOLDERS:
         for path in sorted((REPO / folder).rglob("*.py")):
-            if path.name != "__init__.py" and "migrations" not in path.parts:
+            if path.name != "__init__.py":
                 seen.setdefault(path.name, []).append(path.relative_to(REPO).as_posix())
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
