@@ -250,21 +250,18 @@ class TableRun:
         try:
             return self._execute(plan_run(state, self._start_version(state)), context, checkpoint)
         except HistoryUnavailable as exc:
-            again = replan(state, *self._stored_now(), history_gap=True)
-            if again is None:
-                raise
-            log.warning("%s: %s; re-bootstrapping", self.table.name, exc.server_message)
-        except SchemaIncompatible as exc:  # nothing written; on_breaking_change: rebuild re-plans once
-            change = rebuild_change(self.table, exc)
-            again = None if change is None else replan(state, *self._stored_now(), schema_change=change)
-            if again is None:
-                raise
+            error: Exception = exc
+            gap, change = True, None
+        except SchemaIncompatible as exc:  # nothing written; on_breaking_change: rebuild plans again
+            error, gap, change = exc, False, rebuild_change(self.table, exc)
+        stored = self.services.store.get_checkpoint(self.table.key)
+        again = replan(state, _view(stored, self.table), bool(self.batches), history_gap=gap, schema_change=change)
+        if again is None:
+            raise error
+        if isinstance(error, HistoryUnavailable):
+            log.warning("%s: %s; re-bootstrapping", self.table.name, error.server_message)
         self.attempt.recorded = False
-        return self._carry_out(again, context, self.services.store.get_checkpoint(self.table.key))
-
-    def _stored_now(self) -> tuple[CheckpointView | None, bool]:
-        """The stored checkpoint as planning sees it, and whether batches of this pass got in."""
-        return _view(self.services.store.get_checkpoint(self.table.key), self.table), bool(self.batches)
+        return self._carry_out(again, context, stored)
 
     # ------------------------------------------------------------ execution
 
