@@ -29,7 +29,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from sharesync.pipelines.jobs.session import SparkEngine
-from sharesync.pipelines.run.engine import SyncEngine
+from sharesync.pipelines.run.sync_pass import SyncEngine
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.runner import SharingServer

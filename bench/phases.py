@@ -126,7 +126,7 @@ def instrument() -> None:
 
 def child(config: str) -> None:
     began = time.monotonic()
-    import sharesync.pipelines.run.engine  # noqa: F401
+    import sharesync.pipelines.run.sync_pass  # noqa: F401
     import sharesync.sync.cli.main as cli
     import sharesync.sync.cli.syncing  # noqa: F401
 

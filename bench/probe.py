@@ -34,7 +34,7 @@ def _timed(fn):  # noqa: ANN001, ANN202
 
 def noop(config_file: str, repeat: int) -> dict[str, object]:
     began = time.perf_counter()
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.sync.core.config import load_config
 
     imported = time.perf_counter() - began
@@ -61,7 +61,7 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
 
 
 def poll(config_file: str, repeat: int) -> dict[str, object]:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.sync.core.config import load_config
 
     config = load_config(config_file)

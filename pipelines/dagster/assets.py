@@ -29,8 +29,8 @@ from sharesync.sync.core.redact import redact
 from sharesync.sync.core.timestamps import given_timestamp
 
 if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
-    from sharesync.pipelines.run.engine import SyncEngine
     from sharesync.pipelines.run.results import BackfillRequest, TableSyncResult
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 KINDS = {"deltasharing", "delta", "spark"}
 

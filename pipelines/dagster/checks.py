@@ -47,7 +47,7 @@ from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 ROW_COUNT = "row_count_matches_source"
 TOKEN_EXPIRY = "profile_token_expiry"

@@ -27,7 +27,7 @@ from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.state import Checkpoint
 
 FRESHNESS = "freshness"

@@ -29,7 +29,7 @@ def with_selection(config: SharesyncConfig) -> SharesyncConfig:
     """``config`` with the tables its ``include:`` patterns match now (unchanged without patterns)."""
     if not config.include:
         return config
-    from sharesync.pipelines.run.engine import SyncEngine  # only configs with patterns pay for it at load
+    from sharesync.pipelines.run.sync_pass import SyncEngine  # only configs with patterns pay for it at load
 
     try:
         with SyncEngine(config) as engine:

@@ -49,7 +49,7 @@ from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.state import Checkpoint
 
 SENSOR_NAME = "sharesync_source_versions"

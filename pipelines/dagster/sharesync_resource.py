@@ -18,7 +18,7 @@ import dagster as dg
 from sharesync.sync.core.config import SharesyncConfig, load_config
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 RESOURCE_KEY = "sharesync"
 
@@ -36,7 +36,7 @@ class SharesyncResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def engine(self) -> Iterator[SyncEngine]:
         """A :class:`SyncEngine` for this run; its clients are created on first use, closed on exit."""
         # Imported here: the engine's dependencies (SQLAlchemy, Alembic, httpx) cost at run time, not at load.
-        from sharesync.pipelines.run.engine import SyncEngine
+        from sharesync.pipelines.run.sync_pass import SyncEngine
 
         config = self.load_config()
         with SyncEngine(config) as engine:  # lease TTL: from the config

@@ -35,7 +35,7 @@ from sharesync.sync.core.location import Location
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 KEYS_UNIQUE = "keys_unique"
 SCHEMA_DRIFT = "schema_matches_source"

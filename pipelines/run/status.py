@@ -22,7 +22,7 @@ from sharesync.sync.core.providers import DEFAULT_PROVIDER
 from sharesync.sync.protocol.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 TOKEN_WARNING_DAYS = 7
 STATUS_RETRY = RetryPolicy(max_attempts=2, total_seconds=5.0)

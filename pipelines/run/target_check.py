@@ -1,4 +1,4 @@
-"""Is the target still the table its checkpoint was written for? The decision, without I/O.
+"""Is the target still the table its checkpoint was written for? The comparison, without I/O.
 
 A checkpoint says "source version N is applied" — to one Delta table, in one state: the table id
 and target version recorded with it. Before a batch is applied the target is compared with that
@@ -18,12 +18,13 @@ record (:func:`judge`), and each finding has one answer:
 A target the config moves into or out of history mode is refused (:func:`switch_refusal`): either
 way the table would be rewritten in another layout — its history lost, or a history begun on rows
 that never had one. ``sharesync reset`` is the deliberate way to do that.
+
+What a pass does about each finding is decided in :mod:`sharesync.sync.planning.run_plan`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VALID_TO_VERSION, VERSION_COLUMN
 from sharesync.pipelines.target.identity import Glance, TargetIdentity, glance
@@ -32,18 +33,8 @@ from sharesync.sync.core.changefeed import COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import SharesyncError, TargetError
 from sharesync.sync.core.storage import StorageSection
-
-
-class Finding(StrEnum):
-    INTACT = "intact"
-    UNRECORDED = "unrecorded"
-    LOST = "lost"
-    REPLACED = "replaced"
-    FOREIGN = "foreign"
-    ROLLED_BACK = "rolled back"
-
-
-REBUILT = (Finding.LOST, Finding.REPLACED)
+from sharesync.sync.planning.run_plan import Finding as Finding  # re-exported: verify asks for it here
+from sharesync.sync.planning.run_plan import TargetFact
 
 
 @dataclass(frozen=True)
@@ -79,6 +70,10 @@ class TargetCheck:
             case Finding.ROLLED_BACK if current is not None:
                 return f"target {target} was rolled back to an older state ({self._how()})"
         raise AssertionError(self)  # pragma: no cover
+
+    def fact(self, high_water: int | None = None) -> TargetFact:
+        """The finding as the run's planning sees it (:func:`~sharesync.sync.planning.run_plan.prepare_run`)."""
+        return TargetFact(self.finding, self.target, self.describe(), high_water)
 
     def _how(self) -> str:
         assert self.current is not None
@@ -120,29 +115,6 @@ def high_water_columns(mode: Mode) -> tuple[str, ...]:
     return (VERSION_COLUMN,)
 
 
-def replay_checkpoint(mode: Mode, high_water: int, checkpoint_version: int) -> int:
-    """The checkpoint version to replay a rolled-back target's changes from.
-
-    Append: after its newest rows (every batch is one commit: the log up to them is whole).
-    Merge and history: from its newest rows' version itself — re-applying a version is a no-op
-    per key (merge's guards, history's watermarks), and a state restored between two commits of
-    one batch is then completed.
-    """
-    after = high_water if mode is Mode.APPEND else max(high_water - 1, 0)
-    return min(after, checkpoint_version)
-
-
-def rebuild_warning(check: TargetCheck, mode: Mode, version: int) -> str:
-    """What the run record, the CLI and Dagster say when the target is rebuilt from a snapshot."""
-    lost = "was lost" if check.finding is Finding.LOST else check.describe().removeprefix(f"target {check.target} ")
-    said = f"target {check.target} {lost}; rebuilt from the provider's snapshot at version {version}"
-    if mode is Mode.APPEND:
-        said += f" (its change history before version {version} is gone)"
-    elif mode is Mode.HISTORY:
-        said += f" (the history of its rows before version {version} is gone: it starts again there)"
-    return said
-
-
 def written_for(checkpoint: Checkpoint, table: TableConfig) -> bool:
     """Whether the checkpoint describes the target and mode the config names now. When not, the
     next sync rebuilds the target (``BootstrapReason.TARGET_CHANGED``) — the one rule the engine's
@@ -163,21 +135,6 @@ def switch_refusal(checkpoint: Checkpoint, table: TableConfig) -> TargetError:
         f"target {table.target} was synced in '{checkpoint.mode}' mode and the config now says "
         f"'{table.mode.value}'; sharesync will not convert it ({kept}). Run 'sharesync reset {table.key}' "
         "to rebuild it from the provider's snapshot in the new mode, or point 'target' at a new path"
-    )
-
-
-def replay_warning(check: TargetCheck, start: int, high_water: int) -> str:
-    return (
-        f"{check.describe()}; its rows reach source version {high_water}, so the provider's changes are "
-        f"replayed from version {start}"
-    )
-
-
-def refusal(check: TargetCheck, name: str) -> TargetError:
-    """The error for a foreign table at the target: named, with what to do, and nothing written."""
-    return TargetError(
-        f"{check.describe()}; sharesync will not overwrite it. Move that table elsewhere (the next sync of "
-        f"{name} then rebuilds the target from the provider's snapshot), or point 'target' at a new path"
     )
 
 

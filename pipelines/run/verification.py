@@ -27,7 +27,7 @@ from sharesync.sync.core.config import Mode, TableConfig
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.sync.protocol.client import QueryResult
 
 EXAMPLES = 5  # keys shown per kind of difference

@@ -41,7 +41,7 @@ def demo(directory: str, keep_serving: bool) -> None:
     """Build sample tables, serve them, sync, change them, sync again."""
     from rich.console import Console
 
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.sync.cli.rendering import print_results
     from sharesync.sync.core.config import load_config
     from sharesync.sync.server.runner import SharingServer

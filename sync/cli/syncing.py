@@ -1,6 +1,6 @@
 """``sharesync sync | status | backfill | reset``: the engine's commands.
 
-Each loads the config, builds one :class:`sharesync.pipelines.run.engine.SyncEngine` and prints what
+Each loads the config, builds one :class:`sharesync.pipelines.run.sync_pass.SyncEngine` and prints what
 happened: the results table on stdout, each error on stderr. ``sync`` exits 1 when any table
 failed (the others still ran), 2 when a table's config turned out wrong against the shared table
 (a key or column it lacks; the others still ran); config, profile and state-store problems exit
@@ -32,9 +32,9 @@ from sharesync.sync.core.timestamps import given_timestamp
 
 if TYPE_CHECKING:
     from sharesync.pipelines.jobs.runtime import Runtime
-    from sharesync.pipelines.run.engine import SyncEngine
     from sharesync.pipelines.run.results import TableSyncResult
     from sharesync.pipelines.run.services import ProgressFactory
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 
 def _config(ctx: click.Context) -> SharesyncConfig:
@@ -45,7 +45,7 @@ def _config(ctx: click.Context) -> SharesyncConfig:
 def _engine(
     ctx: click.Context, *, progress: bool = False, config: SharesyncConfig | None = None, runtime: Runtime | None = None
 ) -> Iterator[SyncEngine]:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
     config = config or _config(ctx)
     display = Display() if progress and sys.stderr.isatty() else None
@@ -212,7 +212,7 @@ def _report(results: Sequence[TableSyncResult]) -> None:
 @click.pass_context
 def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool) -> None:
     """Re-apply a table's changes from a timestamp, then continue normally."""
-    from sharesync.pipelines.run.engine import BackfillRequest
+    from sharesync.pipelines.run.sync_pass import BackfillRequest
 
     request = BackfillRequest(
         given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh

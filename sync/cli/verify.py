@@ -24,7 +24,7 @@ from sharesync.sync.core.config import load_config
 @click.pass_context
 def verify_command(ctx: click.Context, name: str, full: bool) -> None:
     """Check a table's target against its checkpoint, changing nothing."""
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.pipelines.run.verification import verify_table
 
     with SyncEngine(load_config(ctx.obj["config_file"])) as engine:

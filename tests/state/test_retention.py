@@ -114,7 +114,7 @@ def test_db_prune_command(
 
 
 def test_a_pass_prunes_with_the_configs_retention(tmp_path: Path, clock: FakeClock) -> None:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.sync.core.config import parse_config
 
     url = f"sqlite:///{tmp_path}/state.db"

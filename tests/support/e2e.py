@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import yaml
 
-from sharesync.pipelines.run.engine import SyncEngine
+from sharesync.pipelines.run.sync_pass import SyncEngine
 from sharesync.state import StateStore
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.core.errors import StateStoreUnavailable

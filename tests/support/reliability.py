@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from sharesync.pipelines.run.engine import SyncEngine
+from sharesync.pipelines.run.sync_pass import SyncEngine
 from sharesync.state import Checkpoint, StateStore, open_store
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.server.runner import SharingServer

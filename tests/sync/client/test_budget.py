@@ -139,7 +139,7 @@ def test_a_pass_syncs_one_table_per_cpu_at_most_eight_unless_told(
 
 def test_a_pass_shares_the_budget_its_config_sets(tmp_path: Path) -> None:
     """``defaults.max_concurrent_downloads`` and ``max_staged_megabytes`` bound every table of a pass."""
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
     from sharesync.sync.core.config import parse_config
 
     limits = {"max_concurrent_downloads": 3, "max_staged_megabytes": 5}

@@ -70,7 +70,7 @@ def test_sharesyncs_client_asks_and_verifies(sharing_server: SharingServer, tmp_
 
 
 def test_the_config_setting_reaches_the_engines_client(sharing_server: SharingServer, tmp_path: Path) -> None:
-    from sharesync.pipelines.run.engine import SyncEngine
+    from sharesync.pipelines.run.sync_pass import SyncEngine
 
     raw = {"profile": str(sharing_server.write_profile(tmp_path / "p.share")), "file_id_hash": "delta"}
     engine = SyncEngine(parse_config(raw, base_dir=tmp_path))

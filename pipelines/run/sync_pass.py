@@ -1,4 +1,4 @@
-"""The sync engine: one pass over the configured tables, each incrementally and exactly once.
+"""The sync pass: which tables, in what order and parallelism, each under its lease.
 
 Per table: read the checkpoint and the provider's version (one cheap ``/version`` call; when
 nothing is new — and a glance at the target's ``_delta_log`` finds the commit the checkpoint
@@ -10,10 +10,10 @@ compare-and-swap. The checkpoint moves only after the target commit, and every j
 idempotent, so a crash anywhere repeats at most one batch and never skips or doubles a row.
 
 One table's pass under its lease lives in :mod:`sharesync.pipelines.run.table_run`. Whatever goes
-wrong inside it — ours or a library's — fails that table only (:mod:`~sharesync.pipelines.run.failures`
-says whether it is transient) and is on record in the run history; when it left the Spark session
-unusable, the session is stopped and the next table starts a new one. The CLI and the Dagster assets
-both call :class:`SyncEngine`; neither re-implements a step.
+wrong inside it fails that table only and is on record (:mod:`~sharesync.pipelines.run.failure_recorder`);
+what a pass works with — clients, store, budget, Spark — is made on first use by
+:mod:`~sharesync.pipelines.run.pass_resources`. The CLI, the Dagster assets and the benchmarks all
+call :class:`SyncEngine`, the one entry point; none re-implements a step.
 
 A pass syncs up to ``max_parallel_tables`` tables at once, each in a thread of its own: they share
 the sharing client (httpx is thread-safe), the Spark Connect session (its client is made for use
@@ -35,8 +35,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self
 
 from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
-from sharesync.pipelines.run.failures import Attempt, describe, is_transient, record_failure, session_gone
-from sharesync.pipelines.run.resources import EngineResources
+from sharesync.pipelines.run.failure_recorder import FailureRecorder
+from sharesync.pipelines.run.failures import Attempt, describe
+from sharesync.pipelines.run.pass_resources import PassResources
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome, TableSyncResult
 from sharesync.pipelines.run.services import ProgressFactory
 from sharesync.pipelines.run.target_check import is_up_to_date, nothing_new
@@ -85,14 +86,15 @@ class SyncEngine:
         self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
         self.selection: Selection | None = None
-        self.resources = EngineResources(
+        self.resources = PassResources(
             config, client=client, store=store, spark=spark, progress=progress, runtime=runtime
         )
+        self.failures = FailureRecorder(self.resources)
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
         self._in_parallel = False  # tables of a pass are syncing in threads right now
 
-    # ------------------------------------------------------------ resources (lazy: resources.py)
+    # ------------------------------------------------------------ resources (lazy: pass_resources.py)
 
     @property
     def client(self) -> SharingClient:
@@ -211,11 +213,7 @@ class SyncEngine:
     def backfill(self, name: str, request: BackfillRequest) -> TableSyncResult:
         """Replay one table from a moment; its failure is its result, as in a pass."""
         table = self.table(name)
-        started = time.monotonic()
-        try:
-            return self.sync_table(name, backfill=request)
-        except Exception as exc:  # noqa: BLE001 - the table's failure, whatever raised it, is its result
-            return self._failed(table, self._checkpoint_after_failure(table), None, exc, started)
+        return self.failures.contain(table, None, time.monotonic(), lambda: self.sync_table(name, backfill=request))
 
     def _start_engine(self) -> None:
         """Start Spark in this (the main) thread before tables need it in theirs: pyspark cannot be
@@ -232,12 +230,11 @@ class SyncEngine:
         """One table's part of a pass; whatever fails becomes its result, never the pass's."""
         started = time.monotonic()
         if isinstance(polled, SharesyncError):
-            self._record_failure(table, polled, checkpoint, None)
-            return self._failed(table, checkpoint, None, polled, started)
-        try:
-            return self._sync(table, None, polled, checkpoint, up_to_date)
-        except Exception as exc:  # noqa: BLE001 - one table's failure, whatever raised it, is that table's only
-            return self._failed(table, self._checkpoint_after_failure(table), polled, exc, started)
+            self.failures.record(table, polled, checkpoint, None)
+            return self.failures.failed(table, checkpoint, None, polled, started)
+        return self.failures.contain(
+            table, polled, started, lambda: self._sync(table, None, polled, checkpoint, up_to_date)
+        )
 
     def sync_table(
         self,
@@ -254,10 +251,14 @@ class SyncEngine:
         (a pass looks once per table); None: look here."""
         return self._sync(self.table(name), backfill, source_version, checkpoint, up_to_date)
 
-    # fmt: off
-    def _sync(self, table: TableConfig, backfill: BackfillRequest | None, source_version: int | None,
-              checkpoint: Checkpoint | None, up_to_date: bool | None) -> TableSyncResult:
-        # fmt: on
+    def _sync(
+        self,
+        table: TableConfig,
+        backfill: BackfillRequest | None,
+        source_version: int | None,
+        checkpoint: Checkpoint | None,
+        up_to_date: bool | None,
+    ) -> TableSyncResult:
         started = time.monotonic()
         attempt = Attempt()
         used: list[SparkSession] = []
@@ -292,10 +293,7 @@ class SyncEngine:
                 services = self.resources.services(spark, table.provider)
                 return run(services, table, keeper, attempt).run(backfill, started)
         except Exception as exc:
-            if session_gone(exc):
-                self.resources.drop_spark(exc, used)
-            if not attempt.recorded:  # failed before (or between) its batches: on record all the same
-                self._record_failure(table, exc, checkpoint, source_version)
+            self.failures.after_attempt(table, exc, attempt, used, checkpoint, source_version)
             raise
 
     def reset(self, name: str) -> Checkpoint | None:
@@ -326,50 +324,6 @@ class SyncEngine:
             return list(self.config.tables)
         wanted = {t.key: t for t in map(self.table, names)}  # each table once, however often named
         return list(wanted.values()) or list(self.config.tables)
-
-    def _record_failure(
-        self, table: TableConfig, exc: Exception, checkpoint: Checkpoint | None, source_version: int | None
-    ) -> None:
-        try:
-            store = self.store
-        except SharesyncError as error:  # the store is what failed: the result still reports the failure
-            log.warning("could not record the failure of %s: %s", table.key, error)
-            return
-        version = checkpoint.version if checkpoint else None
-        record_failure(store, table.key, exc, checkpoint=version, source=source_version)
-
-    def _checkpoint_after_failure(self, table: TableConfig) -> Checkpoint | None:
-        """Where the failed table stands now (batches before the failure may have advanced it)."""
-        try:
-            return self.store.get_checkpoint(table.key)
-        except SharesyncError:  # the store is what failed: the result still reports the failure
-            return None
-
-    def _failed(
-        self,
-        table: TableConfig,
-        checkpoint: Checkpoint | None,
-        source_version: int | None,
-        exc: Exception,
-        started: float,
-    ) -> TableSyncResult:
-        # Reported to the caller in the result (the CLI prints it, Dagster fails the asset); a
-        # library's exception keeps its traceback in the log (``-v``) for whoever debugs it.
-        transient = is_transient(exc)
-        kind = "transient" if transient else "permanent"
-        log.info("%s: failed (%s): %s", table.key, kind, describe(exc), exc_info=not isinstance(exc, SharesyncError))
-        return TableSyncResult(
-            table.key,
-            table.mode,
-            TableOutcome.FAILED,
-            checkpoint.version if checkpoint else None,
-            source_version,
-            error=describe(exc),
-            transient=transient,
-            exception=exc,
-            seconds=time.monotonic() - started,
-            checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
-        )
 
 
 def _table_run(*, spark_too: bool) -> type[TableRun]:

@@ -1,9 +1,9 @@
-"""What a :class:`~sharesync.pipelines.run.engine.SyncEngine` works with, each made on first use.
+"""What a sync pass works with — the service locator of :class:`~sharesync.pipelines.run.sync_pass.SyncEngine`.
 
-The sharing client, the state store, the pass's transfer budget and the runtime (Spark engine,
-storage settings, target access: :class:`~sharesync.pipelines.jobs.runtime.Runtime`): apart from
-the engine's pass scheduling so that a pass with nothing new creates none of them (no SQLAlchemy,
-no Spark), and so that whichever thread asks first creates each exactly once.
+The sharing clients, the state store, the pass's transfer budget and the runtime (Spark engine,
+storage settings, target access: :class:`~sharesync.pipelines.jobs.runtime.Runtime`), each made
+on first use: a pass with nothing new creates none of them (no SQLAlchemy, no Spark), and
+whichever thread asks first creates each exactly once.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class EngineResources:
+class PassResources:
     """The lazy client, store, budget and Spark of one config (given ones are used as they are)."""
 
     def __init__(

@@ -1,0 +1,296 @@
+"""Decide one table's pass around :func:`plan_sync` — pure, no I/O.
+
+:func:`plan_sync` says which batches bring a checkpoint up to the provider. Before it, a pass
+may have to move the checkpoint itself, and after a failed batch it may have to decide again;
+those decisions live here, taking frozen facts the run read (checkpoint, provider, what the
+target check found, the backfill asked for) and returning what to do, which
+:mod:`sharesync.pipelines.run.table_run` carries out:
+
+* :func:`prepare_run` — refuse a foreign target; otherwise the checkpoint moves to make before
+  anything is written (a rolled-back target replays from its own high-water mark, a backfill
+  rewinds to before its replay, a full refresh to its snapshot version: moved first, the
+  checkpoint never claims more than the target holds if the pass crashes), the warnings to
+  give, and the :class:`PlanState` to plan from (a lost or replaced target is rebuilt).
+* :func:`plan_run` — the plan for that state (:func:`plan_sync`, with the rebuild's warning and
+  whether the bootstrap rewrites a history).
+* :func:`replan` — after the provider's history ran out (``HistoryUnavailable``) or a breaking
+  schema change on a table set to rebuild: the state to plan again from, at most once per cause;
+  None when that cause was already answered (the run then fails).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sharesync.sync.core.config import Mode
+from sharesync.sync.planning.sync_plan import (
+    Bootstrap,
+    CheckpointView,
+    PlanOptions,
+    SourceView,
+    SyncPlan,
+    plan_sync,
+)
+
+
+class Finding(StrEnum):
+    """What comparing the target with its checkpoint's record found (see ``target_check``)."""
+
+    INTACT = "intact"
+    UNRECORDED = "unrecorded"
+    LOST = "lost"
+    REPLACED = "replaced"
+    FOREIGN = "foreign"
+    ROLLED_BACK = "rolled back"
+
+
+REBUILT = (Finding.LOST, Finding.REPLACED)
+
+
+@dataclass(frozen=True)
+class TargetFact:
+    """The target check's finding, for a target that is not what its checkpoint recorded."""
+
+    finding: Finding
+    target: str
+    said: str  # the check's one-sentence description
+    # Rolled back (not snapshot mode): the newest source version its rows carry; None: no rows.
+    high_water: int | None = None
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A backfill, its timestamps resolved to versions."""
+
+    replay_from: int
+    full_refresh: bool = False
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What one pass read before deciding; ``checkpoint.target_matches``: written for this target and mode."""
+
+    name: str
+    mode: Mode
+    checkpoint: CheckpointView | None
+    source: SourceView
+    max_versions_per_batch: int = 100
+    target: TargetFact | None = None  # None: the target is what the checkpoint recorded
+    backfill: Backfill | None = None
+    until_version: int | None = None  # a backfill's end
+    history_start: int | None = None  # history mode: the version the target's history starts at
+
+
+def wants_high_water(finding: Finding, mode: Mode) -> bool:
+    """Whether :attr:`TargetFact.high_water` is needed: a rolled-back target replays from it."""
+    return finding is Finding.ROLLED_BACK and mode is not Mode.SNAPSHOT
+
+
+@dataclass(frozen=True)
+class RecordTarget:
+    """Put the checkpoint at ``version`` and record the target's identity as it is now."""
+
+    version: int
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """Move the checkpoint back to ``version`` (``why``: for the log)."""
+
+    version: int
+    why: str
+
+
+Move = RecordTarget | Rewind
+
+
+@dataclass(frozen=True)
+class PlanState:
+    """What planning starts from, after the moves."""
+
+    mode: Mode
+    checkpoint: CheckpointView | None
+    source: SourceView
+    max_versions_per_batch: int
+    until_version: int | None
+    replay_from: int | None
+    refresh_from: int | None  # a backfill that re-bootstraps from this version
+    rebuild: TargetFact | None  # the target is rebuilt from a snapshot (lost, replaced, no rows)
+    applied: bool = False  # batches of this pass are applied already (a re-plan)
+    history_gap: bool = False
+    schema_change: str | None = None
+
+    @property
+    def first_sync(self) -> bool:
+        """Planned as a first sync from the configured ``start``: nothing to resume from, no refresh."""
+        return self.checkpoint is None and self.refresh_from is None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    moves: tuple[Move, ...]
+    notices: tuple[str, ...]  # warnings for the result and the next run record
+    state: PlanState
+    # No batch this pass: record the intact target anew, so the next pass's glance finds it.
+    record_if_idle: bool = False
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Nothing may be written: the error message."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    plan: SyncPlan
+    rewrites_from: int | None = None  # the bootstrap rewrites the target's history from this version
+
+
+def prepare_run(facts: RunFacts) -> Prepared | Refused:
+    """The checkpoint moves and the planning state of one pass (see the module docstring)."""
+    target, mode, view = facts.target, facts.mode, facts.checkpoint
+    if target is not None and target.finding is Finding.FOREIGN:
+        return Refused(
+            f"{target.said}; sharesync will not overwrite it. Move that table elsewhere (the next sync of "
+            f"{facts.name} then rebuilds the target from the provider's snapshot), or point 'target' at a new path"
+        )
+    moves: list[Move] = []
+    notices: list[str] = []
+    rebuild: TargetFact | None = None
+    version = view.version if view is not None else None
+    if target is not None and version is not None and target.finding in (*REBUILT, Finding.ROLLED_BACK):
+        if target.finding in REBUILT or mode is Mode.SNAPSHOT or target.high_water is None:
+            rebuild = target
+        else:
+            after = replay_checkpoint(mode, target.high_water, version)
+            if after < version:  # else its rows reach the checkpoint: nothing to replay
+                notices.append(replay_warning(target, after + 1, target.high_water))
+            moves.append(RecordTarget(after))  # on record before anything is written, as a backfill does
+            version = after
+    backfill = facts.backfill
+    replay_from = backfill.replay_from if backfill is not None else None
+    refresh_from = _refreshes_from(facts)
+    # History mode rewinds for a full refresh too: a crash after its bootstrap then leaves a
+    # checkpoint from which the next pass replays the rest of the history it removed.
+    rewinds = refresh_from is None or mode is Mode.HISTORY
+    if replay_from is not None and version is not None and rewinds and mode is not Mode.SNAPSHOT:
+        if 1 <= replay_from <= version:  # else nothing applied is replayed (or from the very start)
+            moves.append(Rewind(replay_from - 1, f"replaying from version {replay_from}"))
+            version = replay_from - 1
+    if refresh_from is not None and version is not None and refresh_from < version:
+        # The refresh makes the target that snapshot; moved back first, the checkpoint tells the
+        # truth whether or not a crash comes before the write.
+        moves.append(Rewind(refresh_from, f"full refresh from version {refresh_from}"))
+        version = refresh_from
+    state = PlanState(
+        mode=mode,
+        checkpoint=None if view is None or version is None else dataclasses.replace(view, version=version),
+        source=facts.source,
+        max_versions_per_batch=facts.max_versions_per_batch,
+        until_version=facts.until_version,
+        replay_from=None if refresh_from is not None else replay_from,
+        refresh_from=refresh_from,
+        rebuild=rebuild,
+    )
+    intact = target is not None and target.finding is Finding.INTACT and view is not None
+    return Prepared(tuple(moves), tuple(notices), state, record_if_idle=intact)
+
+
+def _refreshes_from(facts: RunFacts) -> int | None:
+    """The version a backfill re-bootstraps from: a full refresh, a replay from version 0 and, in
+    history mode, a replay from where the target's history starts or earlier (the rows it opened
+    there came from a snapshot, which the changes after that version cannot rebuild)."""
+    backfill = facts.backfill
+    if backfill is None:
+        return None
+    if backfill.full_refresh or backfill.replay_from == 0:
+        return backfill.replay_from
+    start = facts.history_start
+    if facts.mode is Mode.HISTORY and start is not None and backfill.replay_from <= start:
+        return backfill.replay_from
+    return None
+
+
+def plan_run(state: PlanState, start_version: int | None = None) -> RunPlan:
+    """The plan for ``state``; ``start_version``: the configured start, resolved (first sync only)."""
+    fresh = state.refresh_from is not None and not state.applied
+    rebuilding = state.rebuild if not state.applied else None
+    view = state.checkpoint
+    if fresh:
+        view = None  # a full refresh is planned like a first sync, from its own version
+    elif view is not None and rebuilding is not None:
+        view = dataclasses.replace(view, target_matches=False)  # as for a target new to the config
+    options = PlanOptions(
+        mode=state.mode,
+        max_versions_per_batch=state.max_versions_per_batch,
+        start_version=state.refresh_from if state.refresh_from is not None else start_version,
+        replay_from=state.replay_from,
+        until_version=state.until_version,
+        history_gap=state.history_gap,
+        schema_change=state.schema_change,
+    )
+    plan = plan_sync(view, state.source, options)
+    if not isinstance(plan, Bootstrap):
+        return RunPlan(plan)
+    if rebuilding is not None:
+        plan = dataclasses.replace(plan, warning=rebuild_warning(rebuilding, state.mode, plan.version))
+    # A full refresh rewrites history from its version; a bootstrap the provider's lost history
+    # moved elsewhere keeps the history synced before.
+    return RunPlan(plan, state.refresh_from if fresh and plan.version == state.refresh_from else None)
+
+
+def replan(
+    state: PlanState,
+    checkpoint: CheckpointView | None,
+    applied: bool,
+    *,
+    history_gap: bool = False,
+    schema_change: str | None = None,
+) -> PlanState | None:
+    """The state to plan again from after a failed plan (``checkpoint``: as stored now,
+    ``applied``: whether batches of this pass got in); None when this cause was answered before."""
+    if history_gap and state.history_gap or schema_change is not None and state.schema_change is not None:
+        return None
+    if not history_gap and schema_change is None:
+        return None
+    return dataclasses.replace(
+        state,
+        checkpoint=checkpoint,
+        applied=state.applied or applied,
+        history_gap=state.history_gap or history_gap,
+        schema_change=state.schema_change if schema_change is None else schema_change,
+    )
+
+
+def replay_checkpoint(mode: Mode, high_water: int, checkpoint_version: int) -> int:
+    """The checkpoint version to replay a rolled-back target's changes from.
+
+    Append: after its newest rows (every batch is one commit: the log up to them is whole).
+    Merge and history: from its newest rows' version itself — re-applying a version is a no-op
+    per key (merge's guards, history's watermarks), and a state restored between two commits of
+    one batch is then completed.
+    """
+    after = high_water if mode is Mode.APPEND else max(high_water - 1, 0)
+    return min(after, checkpoint_version)
+
+
+def rebuild_warning(target: TargetFact, mode: Mode, version: int) -> str:
+    """What the run record, the CLI and Dagster say when the target is rebuilt from a snapshot."""
+    lost = "was lost" if target.finding is Finding.LOST else target.said.removeprefix(f"target {target.target} ")
+    said = f"target {target.target} {lost}; rebuilt from the provider's snapshot at version {version}"
+    if mode is Mode.APPEND:
+        said += f" (its change history before version {version} is gone)"
+    elif mode is Mode.HISTORY:
+        said += f" (the history of its rows before version {version} is gone: it starts again there)"
+    return said
+
+
+def replay_warning(target: TargetFact, start: int, high_water: int) -> str:
+    return (
+        f"{target.said}; its rows reach source version {high_water}, so the provider's changes are "
+        f"replayed from version {start}"
+    )
