@@ -1,4 +1,4 @@
-"""The benchmark's goals (issues 12, 14, 16, 29) checked against a run's medians: PASS, MISS or not measured."""
+"""The benchmark's goals (issues 12, 14, 16, 29, 34) checked against a run's medians: PASS, MISS or not measured."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bench.scenarios import Bench
+
+
+XL_CURVE = {"xl-20m": 2.0, "xl-50m": 3.0}  # incremental wall as a multiple of xl-1m's (issue 34)
+XL_RSS_MIB = 2048  # peak RSS of any XL run (issue 34)
 
 
 def ratio_cell(mine: dict | None, other: dict | None, field_: str) -> str:
@@ -74,6 +78,15 @@ def check_goals(bench: Bench, summary: dict, labels: list[str]) -> list[str]:
                 check(f"peak RSS L/M ({scenario}, sharesync)",
                       ratio(get(f"L-{scenario}/sharesync", "maxrss_mib"), get(f"M-{scenario}/sharesync", "maxrss_mib")),
                       1.3)  # fmt: skip
+    for label, bound in XL_CURVE.items():  # issue 34: incremental cost follows the change, not the table
+        if label in labels and "xl-1m" in labels and "incremental" in ran:
+            check(f"{label}-incremental: wall vs xl-1m's (sharesync)",
+                  ratio(get(f"{label}-incremental/sharesync"), get("xl-1m-incremental/sharesync")), bound)  # fmt: skip
+    for label in (label for label in labels if label.startswith("xl-")):
+        for scenario in ("bootstrap", "incremental"):
+            if scenario in ran:
+                check(f"{label}-{scenario}: peak RSS (sharesync)", get(f"{label}-{scenario}/sharesync", "maxrss_mib"),
+                      XL_RSS_MIB, " MiB")  # fmt: skip
     if "history" in ran:
         from bench import history
 
