@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from bench.workload import Shape
+    from bench.shapes import Shape
 
 Log = Callable[[str], object]
 DV_KINDS = {"append": 0.3, "update": 0.35, "delete": 0.35}
@@ -44,7 +44,8 @@ def _kinds(rng: np.random.Generator, versions: int) -> list[str]:
 
 def generate(path: Path, shape: Shape, seed: int, base_commits: int, log: Log) -> tuple[list[str], int, int]:
     """Write the table; returns (kinds of the change versions, live rows, change rows)."""
-    from bench.workload import _live_range, make_rows
+    from bench.generate import live_range
+    from bench.shapes import make_rows
     from sharesync.sync.server.samples import embedded_spark, enable_change_data_feed
 
     rng = np.random.default_rng(seed)
@@ -80,7 +81,7 @@ def generate(path: Path, shape: Shape, seed: int, base_commits: int, log: Log) -
                 live = np.concatenate([live, ids])
                 change_rows += len(ids)
             else:
-                low, high, chosen = _live_range(rng, live, shape.change_rows)
+                low, high, chosen = live_range(rng, live, shape.change_rows)
                 where = f"id >= {low} AND id <= {high}"
                 if kind == "update":
                     spark.sql(f"UPDATE {table} SET {updates} WHERE {where}")

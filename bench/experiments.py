@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child, args.size)
         return 0
-    from bench.run import PYTHON, Server, log, run_child, serving_root
+    from bench.measure import PYTHON, log, run_child
+    from bench.servers import Server, serving_root
 
     _ = serving_root  # the server must serve the generated tables: reuse bench.run's root
     root = WORK / "root"

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING
 from bench import workload as wl
 
 if TYPE_CHECKING:
-    from bench.run import Bench
+    from bench.scenarios import Bench
 
 MODES = ("merge", "history")
 GOAL = 1.5  # history mode's wall time and peak RSS, as a multiple of merge mode's
 
 
 def scenario(bench: Bench, label: str, w: wl.Workload) -> None:
-    from bench.run import log, sharesync_argv
+    from bench.commands import sharesync_argv
+    from bench.measure import log
 
     log(f"{label}: history vs merge mode, v{w.start_version + 1}..v{w.latest_version} "
         f"({w.change_file_rows:,} change rows); setting up the start states …")  # fmt: skip
@@ -69,7 +70,7 @@ def verify(w: wl.Workload, merge_target: Path, history_target: Path) -> None:
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
-    from bench.run import verify as verify_merge
+    from bench.start_state import verify as verify_merge
 
     verify_merge(w, {"merge": merge_target})
     expected = wl.provider_table(w)

@@ -27,7 +27,10 @@ from pathlib import Path
 import yaml
 
 from bench import workload as wl
-from bench.run import REPO, Server, log, remove, restore, run_child, serving_root, sharesync_argv, start_state, verify
+from bench.commands import remove, restore, sharesync_argv
+from bench.measure import REPO, log, run_child
+from bench.servers import Server, serving_root
+from bench.start_state import start_state, verify
 
 MOTO = REPO / "tests" / "support" / "moto_process.py"
 BUCKET = "bench"

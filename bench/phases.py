@@ -152,7 +152,7 @@ def child(config: str) -> None:
 
 def instrumented(config: Path, prepare: Callable[[], None], log_to: Path, server_pid: int | None) -> dict:
     """One instrumented ``sharesync sync`` as a fresh child: its phases, wall, peak RSS and CPU."""
-    from bench.run import PYTHON, run_child
+    from bench.measure import PYTHON, run_child
 
     prepare()
     m = run_child([PYTHON, "-m", "bench.phases", "--config", str(config)], log_to=log_to, server_pid=server_pid)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.config:  # the child imports nothing of the bench's (numpy, pyarrow) before the CLI does
         child(args.config)
     else:
-        from bench.workload import SHAPES
+        from bench.shapes import SHAPES
 
         labels = list(SHAPES) if "all" in args.shape else args.shape
         if unknown := set(labels) - set(SHAPES):
