@@ -29,7 +29,8 @@ from bench import workload as wl
 
 
 def dagster_argv(asset: str) -> list[str]:
-    run_config: dict[str, object] = {"execution": {"config": {"in_process": {}}}}  # the run is the process, as with sharesync
+    # In-process executor: the run is the process, as with sharesync.
+    run_config: dict[str, object] = {"execution": {"config": {"in_process": {}}}}
     return [str(br.VENV_BIN / "dagster"), "asset", "materialize", "-m", "sharesync.pipelines.dagster.definitions",
             "--select", asset, "--config-json", json.dumps(run_config)]  # fmt: skip
 
@@ -37,7 +38,7 @@ def dagster_argv(asset: str) -> list[str]:
 def _diff(dagster: dict[str, object], sharesync: dict[str, object], field: str) -> str:
     a, b = dagster[field], sharesync[field]
     assert isinstance(a, float) and isinstance(b, float)
-    return f"{a - b:.2f} ({a / b:.2f}× sharesync's)"
+    return f"{a - b:.2f} s ({a / b:.2f}× sharesync's)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {k} | {r['wall']:.2f} | {r['maxrss_mib']:.0f} | {r['cpu']:.1f} |" for k, r in results.items()]
     for case in ("no-op", "change"):
         d, s = results[f"dagster {case}"], results[f"sharesync {case}"]
-        lines.append(f"{case}: a Dagster run adds {_diff(d, s, 'wall')} s wall and {_diff(d, s, 'cpu')} s CPU")
+        lines.append(f"{case}: a Dagster run adds {_diff(d, s, 'wall')} wall and {_diff(d, s, 'cpu')} CPU")
     text = "\n".join(lines)
     print(text, flush=True)
     out = Path(args.results)
