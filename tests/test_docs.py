@@ -233,3 +233,21 @@ def test_a_link_out_of_docs_points_at_the_repository_file(repo_url: str, expecte
     markdown = "See [the report](../bench/README.md) and [modes](modes.md).\n```\n[x](../bench/README.md)\n```\n"
     out = _hook().on_page_markdown(markdown, page, config, None)  # type: ignore[attr-defined]
     assert out == f"See {expected} and [modes](modes.md).\n```\n[x](../bench/README.md)\n```\n"
+
+
+# A module named in docs/architecture.md: `name.py` or `folder/name.py` in backticks.
+MODULE_NAME = re.compile(r"`(?:[\w/]+/)?(\w+\.py)`")
+
+
+def test_the_architecture_page_names_every_module_and_no_module_that_is_gone() -> None:
+    """Issue 30's "the module table matches the code": file names are unique (tests/test_static.py),
+    so a name in the page is one module, and a renamed, added or deleted module fails here."""
+    named = set(MODULE_NAME.findall((DOCS / "architecture.md").read_text(encoding="utf-8")))
+    modules = {
+        path.name
+        for folder in ("sync", "pipelines", "state")
+        for path in (REPO / folder).rglob("*.py")
+        if path.name != "__init__.py" and "migrations" not in path.parts
+    }
+    assert sorted(modules - named) == [], "modules the architecture page does not describe"
+    assert sorted(named - modules - {"test_layers.py"}) == [], "modules the page names that do not exist"
