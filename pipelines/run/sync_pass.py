@@ -4,7 +4,7 @@ Per table: read the checkpoint and the provider's version (one cheap ``/version`
 nothing is new — and a glance at the target's ``_delta_log`` finds the commit the checkpoint
 recorded, :func:`~sharesync.pipelines.target.identity.glance` — the pass ends there, without a
 lease, metadata or Spark). Otherwise take the
-table's lease, plan (:func:`sharesync.sync.planning.plan_sync`), and execute the plan batch by batch:
+table's lease, decide and plan (:mod:`sharesync.sync.planning.run_plan`), and execute the plan batch by batch:
 fetch → prune → download and stage → apply with Spark → advance the checkpoint by
 compare-and-swap. The checkpoint moves only after the target commit, and every job is
 idempotent, so a crash anywhere repeats at most one batch and never skips or doubles a row.

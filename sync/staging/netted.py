@@ -16,7 +16,16 @@ import pyarrow.parquet as pq
 from sharesync.sync.core.errors import SyncError
 from sharesync.sync.core.location import Location, Place, locate
 
-__all__ = ["NETTED_FILE", "ROWS_BEFORE", "NettedBatch", "has_null_keys", "netted_info", "read_netted", "spelled_keys"]
+__all__ = [
+    "NETTED_FILE",
+    "ROWS_BEFORE",
+    "NettedBatch",
+    "find_netted",
+    "has_null_keys",
+    "netted_info",
+    "read_netted",
+    "spelled_keys",
+]
 
 NETTED_FILE = "netted.parquet"
 ROWS_BEFORE = b"sharesync.rows_before"
@@ -34,16 +43,22 @@ def read_netted(directory: Place, keys: Sequence[str]) -> NettedBatch:
 
     Raises :class:`SyncError` for a batch that is not one netted file: netting is staging's
     work, done before the job starts (:func:`net_staged_batch`)."""
-    files = [f for f in locate(directory).files() if f.name.endswith(".parquet")]
-    if not files:
-        return NettedBatch(0, 0, False)
-    done = netted_info(files[0], keys) if [f.name for f in files] == [NETTED_FILE] else None
+    _, done = find_netted(directory, keys)
     if done is None:
         raise SyncError(
             f"staged batch '{locate(directory)}' is not netted per key; "
             "net it (sharesync.sync.staging.netting.net_staged_batch) before the merge job"
         )
     return done
+
+
+def find_netted(directory: Place, keys: Sequence[str]) -> tuple[list[Location], NettedBatch | None]:
+    """A staged batch's parquet files, and what it says of itself if it is netted already (an
+    empty batch is: nothing to net)."""
+    files = [f for f in locate(directory).files() if f.name.endswith(".parquet")]
+    if not files:
+        return files, NettedBatch(0, 0, False)
+    return files, netted_info(files[0], keys) if [f.name for f in files] == [NETTED_FILE] else None
 
 
 def spelled_keys(columns: Sequence[str], keys: Sequence[str]) -> list[str]:

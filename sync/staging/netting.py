@@ -31,8 +31,8 @@ from sharesync.sync.staging.netted import (
     NETTED_FILE,
     ROWS_BEFORE,
     NettedBatch,
+    find_netted,
     has_null_keys,
-    netted_info,
     spelled_keys,
 )
 
@@ -104,13 +104,9 @@ def net_staged_batch(directory: Place, keys: Sequence[str]) -> NettedBatch:
 
     The run calls this before the merge job starts, so staging's last write is done when the
     job reads the batch. ``keys`` match the batch's columns case-insensitively."""
-    files = [f for f in locate(directory).files() if f.name.endswith(".parquet")]
-    if not files:
-        return NettedBatch(0, 0, False)
-    if [f.name for f in files] == [NETTED_FILE]:
-        done = netted_info(files[0], keys)
-        if done is not None:
-            return done
+    files, done = find_netted(directory, keys)
+    if done is not None:
+        return done
     table = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
     info = write_netted(table, spelled_keys(table.column_names, keys), directory)
     for f in files:
