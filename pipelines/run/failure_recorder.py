@@ -45,21 +45,21 @@ class FailureRecorder:
     def after_attempt(
         self,
         table: TableConfig,
-        exc: Exception,
+        exc: BaseException,
         attempt: Attempt,
         used: list[SparkSession],
         checkpoint: Checkpoint | None,
         source_version: int | None,
     ) -> None:
         """What a failed attempt leaves behind: a dead session stopped, the failure on record
-        (unless a batch put it there)."""
+        (unless a batch put it there); a Ctrl+C (KeyboardInterrupt) is recorded as an interruption."""
         if session_gone(exc):
             self._resources.drop_spark(exc, used)
         if not attempt.recorded:  # failed before (or between) its batches: on record all the same
             self.record(table, exc, checkpoint, source_version)
 
     def record(
-        self, table: TableConfig, exc: Exception, checkpoint: Checkpoint | None, source_version: int | None
+        self, table: TableConfig, exc: BaseException, checkpoint: Checkpoint | None, source_version: int | None
     ) -> None:
         try:
             store = self._resources.store

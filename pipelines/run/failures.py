@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The record of a run stopped by Ctrl+C (SIGINT), in place of "KeyboardInterrupt: ".
+INTERRUPTED = (
+    "interrupted (Ctrl+C) before it finished; the next sync continues from the checkpoint (none: bootstraps anew)"
+)
+
 # Spark Connect error classes that say the session cannot be used again: closed on the client
 # (NO_ACTIVE_SESSION), or unknown to the server, e.g. after a restart (INVALID_HANDLE.*).
 _SESSION_GONE = ("NO_ACTIVE_SESSION", "INVALID_HANDLE")
@@ -39,6 +44,8 @@ def describe(exc: BaseException) -> str:
     message stays in the log's traceback (``-v``)."""
     if isinstance(exc, SharesyncError):
         return redact(str(exc))
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
     line, more = exception_line(exc)
     return redact(line + (" (more in the log at -v)" if more else ""))
 

@@ -292,7 +292,7 @@ class SyncEngine:
                 run = _table_run(spark_too=self._in_parallel)
                 services = self.resources.services(spark, table.provider)
                 return run(services, table, keeper, attempt).run(backfill, started)
-        except Exception as exc:
+        except (Exception, KeyboardInterrupt) as exc:  # Ctrl+C too: an interrupted bootstrap is on record
             self.failures.after_attempt(table, exc, attempt, used, checkpoint, source_version)
             raise
 

@@ -4,7 +4,7 @@ Commands are imported only when invoked (a lazy click group) so that ``sharesync
 with nothing to do never pays for importing Spark or Dagster. Exit codes: 0 all fine,
 1 a table failed (the others still ran), 2 the command could not run — usage, config, profile,
 provider or state-store error — or a table's config is wrong against its shared table (a key
-or column it lacks; the others still ran). Every error is one redacted line on stderr.
+or column it lacks; the others still ran), 130 interrupted by Ctrl+C. Every error is one redacted line on stderr.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ COMMANDS: dict[str, str] = {
 }
 
 EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl+C stopped
+
+# What Ctrl+C left behind, by command: a sync's tables carry on from their checkpoints.
+_INTERRUPTED = {
+    "sync": "sync interrupted (Ctrl+C); nothing is half-applied: the next sync continues from the checkpoint",
+    "backfill": "backfill interrupted (Ctrl+C); nothing is half-applied: the next sync continues from the checkpoint",
+}
 
 
 class OneLineUsageError(click.UsageError):
@@ -85,6 +92,10 @@ class LazyGroup(click.Group):
             raise _one_line(exc) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own (exit 1), --help's exit 0, Ctrl+C at a prompt
+        except KeyboardInterrupt:  # one line and 130, not click's "Aborted!" and 1
+            command = ctx.invoked_subcommand or ""
+            click.echo(_INTERRUPTED.get(command, f"{command} interrupted (Ctrl+C)".strip()), err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except Exception as exc:  # noqa: BLE001 - a library's error (deltalake, Spark): one line too
             logging.getLogger("sharesync.cli").debug("the command failed", exc_info=True)
             fail(f"{exception_line(exc)[0]} (run with -vv for the traceback)")
