@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
+import tempfile
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,9 +211,49 @@ def load_profile(
         ) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"profile file '{file}' must be a JSON object with shareCredentialsVersion and endpoint")
+    _check_private(file)
     profile = parse_profile(raw, source=str(file))
     check_expiry(profile, allow_expired=allow_expired, now=now)
     return profile
+
+
+def write_profile_file(path: str | Path, raw: dict[str, Any]) -> Path:
+    """Write a profile (it holds a secret) readable by its owner alone: created mode 0600 under a
+    temporary name (``mkstemp``'s mode) and renamed into place, so no moment exists at which
+    another user could read it — as a ``chmod`` after writing would leave."""
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(json.dumps(raw, indent=2) + "\n")
+        os.replace(temporary, file)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return file
+
+
+def _check_private(file: Path) -> None:
+    """Warn when other users may read the profile's secret (as ssh does for a private key)."""
+    if os.name != "posix":
+        return
+    try:
+        mode = stat.S_IMODE(file.stat().st_mode)
+    except OSError:
+        return
+    if mode & 0o077:
+        _warn_readable(str(file), mode)
+
+
+@cache  # once per file and mode in a process: ``sync --every`` reads the profile every pass
+def _warn_readable(file: str, mode: int) -> None:
+    logger.warning(
+        "profile file '%s' is readable by other users (mode %04o) and holds a secret; run 'chmod 600 %s'",
+        file,
+        mode,
+        file,
+    )
 
 
 def parse_profile(raw: dict[str, Any], *, source: str = "profile") -> Profile:

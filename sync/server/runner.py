@@ -10,7 +10,6 @@ before stay valid. ``faults``, ``queries`` and ``clock`` are live: change them w
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import socket
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import uvicorn
 
 from sharesync.sync.core.redact import register_secret
+from sharesync.sync.protocol.profile import write_profile_file
 from sharesync.sync.server.app import create_app
 from sharesync.sync.server.asyncqueries import AsyncQueries
 from sharesync.sync.server.faults import Faults
@@ -116,9 +116,8 @@ class SharingServer:
         return {"shareCredentialsVersion": 1, "endpoint": self.endpoint, "bearerToken": self.token}
 
     def write_profile(self, path: Path | str, *, oauth: bool = False) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.profile(oauth=oauth), indent=2) + "\n", encoding="utf-8")
+        """Write this server's profile, readable by its owner alone (it holds the token)."""
+        path = write_profile_file(path, self.profile(oauth=oauth))
         if not oauth:
             self.profile_path = path
         return path

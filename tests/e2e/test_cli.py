@@ -63,6 +63,7 @@ def test_demo_works_from_a_fresh_directory(tmp_path: Path, cli: Callable[..., Cl
         end_version=source_version(provider / "customers"),
     )
     assert "lag 0" in run.out
+    assert (directory / "provider.share").stat().st_mode & 0o777 == 0o600  # the profile holds a token
 
 
 def test_status_json_before_and_after_the_first_sync_and_reset(

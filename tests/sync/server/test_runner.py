@@ -59,6 +59,8 @@ def _sharesync(*args: str) -> list[str]:
 
 def test_cli_serve_writes_a_profile_and_serves(provider_root: Path, tmp_path: Path) -> None:
     profile = tmp_path / "local.share"
+    profile.write_text("{}")
+    profile.chmod(0o644)  # an older profile others could read: replaced by a private one
     process = subprocess.Popen(
         _sharesync("serve", str(provider_root), "--port", "0", "--profile-out", str(profile), "--url-ttl", "60"),
         stdout=subprocess.PIPE,
@@ -72,6 +74,7 @@ def test_cli_serve_writes_a_profile_and_serves(provider_root: Path, tmp_path: Pa
         endpoint = first.rsplit(" at ", 1)[1].strip()
         assert process.stdout.readline().strip() == f"Profile written to {profile}"
         written = json.loads(profile.read_text())
+        assert profile.stat().st_mode & 0o777 == 0o600  # it holds the bearer token
         assert written["endpoint"] == endpoint and written["shareCredentialsVersion"] == 1
         headers = {"Authorization": f"Bearer {written['bearerToken']}"}
         response = httpx.get(f"{endpoint}/shares/demo/all-tables", headers=headers, timeout=10)
