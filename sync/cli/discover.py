@@ -107,6 +107,8 @@ def discover(
     """List the shared tables (all, or the ones named): version, CDF, partition columns, reader features."""
     # A failure before any table is described is a SharesyncError: the sharesync group
     # (sharesync.sync.cli.main) prints it, exit 2. A failing table exits 1 after the listing.
+    if as_json and as_config:
+        raise click.UsageError("--json and --config are two ways to print the listing; choose one")
     config = load_config((ctx.obj or {}).get("config_file"))
     providers = _providers(config, only)
     found: list[DiscoveredTable] = []

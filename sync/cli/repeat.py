@@ -31,6 +31,7 @@ from types import FrameType
 # Set across a restart, as "<pid>:<passes done>": only the same process (execve keeps the PID)
 # numbers on; a value inherited from elsewhere is ignored.
 PASSES_DONE_VARIABLE = "SHARESYNC_PASSES_DONE"
+MIN_INTERVAL_SECONDS = 1.0  # a shorter --every is refused: passes back to back, a busy loop
 _SLICE_SECONDS = 0.2  # a stop request ends the wait between passes within this
 
 _INTERVAL = re.compile(r"(?P<amount>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")

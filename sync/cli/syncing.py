@@ -18,11 +18,19 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from sharesync.sync.cli.main import EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE
 from sharesync.sync.cli.progress import Display
 from sharesync.sync.cli.rendering import print_pass, print_results, print_statuses
-from sharesync.sync.cli.repeat import StopRequest, parse_interval, passes_done_before, run_passes, stop_on_signals
+from sharesync.sync.cli.repeat import (
+    MIN_INTERVAL_SECONDS,
+    StopRequest,
+    parse_interval,
+    passes_done_before,
+    run_passes,
+    stop_on_signals,
+)
 from sharesync.sync.cli.restart import restart_if_due
 from sharesync.sync.core.config import SharesyncConfig, load_config
 from sharesync.sync.core.errors import ConfigError, SharesyncError
@@ -100,6 +108,8 @@ def sync_command(
     if every is None:
         if passes is not None:
             raise click.UsageError("--passes counts the passes of --every; add --every INTERVAL")
+        if ctx.get_parameter_source("max_rss_mib") is not ParameterSource.DEFAULT:
+            raise click.UsageError("--max-rss-mib bounds the process of --every; add --every INTERVAL")
         with _engine(ctx, progress=True) as engine:
             results = engine.sync_all(list(names) or None, parallel=parallel)
         _report(results)
@@ -108,6 +118,9 @@ def sync_command(
         interval = parse_interval(every)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--every") from None
+    if interval < MIN_INTERVAL_SECONDS:
+        # 0s would start pass after pass with no pause: a busy loop on the provider and the state store.
+        raise click.BadParameter(f"{every!r} is under one second; use 1s or more (e.g. 30s)", param_hint="--every")
     code = _sync_every(ctx, list(names) or None, parallel, interval, passes, max_rss_mib)
     if code != EXIT_OK:
         sys.exit(code)

@@ -29,7 +29,8 @@ CLI = [sys.executable, "-m", "sharesync.sync.cli.main"]
 
 
 def _between_passes(monkeypatch: pytest.MonkeyPatch, after: dict[int, Callable[[], None]]) -> None:
-    """Run ``after[n]()`` once pass ``n`` is done (the real loop and passes otherwise)."""
+    """Run ``after[n]()`` once pass ``n`` is done (the real loop and passes otherwise), the passes
+    back to back: the tests give ``--every 1s``, the shortest interval the command takes."""
     real = syncing.run_passes
 
     def run_passes(run_pass: Callable[[int], None], every: float, stop: Any, **kwargs: Any) -> int:
@@ -38,7 +39,7 @@ def _between_passes(monkeypatch: pytest.MonkeyPatch, after: dict[int, Callable[[
             if number in after:
                 after[number]()
 
-        return real(wrapped, every, stop, **kwargs)
+        return real(wrapped, 0, stop, **kwargs)
 
     monkeypatch.setattr(syncing, "run_passes", run_passes)
 
@@ -57,7 +58,7 @@ def test_each_pass_applies_what_the_provider_committed_since_in_one_engine(
 
     monkeypatch.setattr(SparkEngine, "session", recording)
     _between_passes(monkeypatch, {1: lambda: workspace.commit("m", 3, seed=7)})
-    run = cli("--config", str(workspace.config_file), "sync", "--every", "0", "--passes", "3")
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "1s", "--passes", "3")
 
     assert run.code == 0, run.err
     lines = [line for line in run.out.splitlines() if " UTC pass " in line]
@@ -85,7 +86,7 @@ def test_a_pass_that_cannot_start_is_reported_and_the_next_one_tries_again(
         workspace.commit("m", 1, seed=3)
 
     _between_passes(monkeypatch, {1: break_config, 2: lambda: workspace.config_file.write_text(good)})
-    run = cli("--config", str(workspace.config_file), "sync", "--every", "0", "--passes", "3")
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "1s", "--passes", "3")
 
     assert run.code == 0, run.err  # the last pass's code
     assert run.err.count("error: pass 2:") == 1 and "surprise" in run.err and "the next pass tries again" in run.err
@@ -146,7 +147,7 @@ def test_a_process_above_its_memory_bound_restarts_itself_between_passes(
             str(workspace.config_file),
             "sync",
             "--every",
-            "0",
+            "1s",  # the shortest interval taken; a pass of a table with nothing new takes about as long
             "--passes",
             "3",
             "--max-rss-mib",
@@ -185,7 +186,7 @@ def test_each_pass_reads_the_profile_again(
         workspace.commit("m", 1, seed=5)
 
     _between_passes(monkeypatch, {1: revoke, 2: lambda: profile.write_text(json.dumps(good))})
-    run = cli("--config", str(workspace.config_file), "sync", "--every", "0", "--passes", "3")
+    run = cli("--config", str(workspace.config_file), "sync", "--every", "1s", "--passes", "3")
 
     assert run.code == 0, run.err
     summaries = [line.split(" UTC ")[1].split(" (")[0] for line in run.out.splitlines() if " UTC pass " in line]
