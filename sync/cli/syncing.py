@@ -254,8 +254,13 @@ def reset_command(ctx: click.Context, name: str) -> None:
 def status_command(ctx: click.Context, as_json: bool) -> None:
     """Each table's checkpoint, the provider's version, lag and last run."""
     from sharesync.pipelines.run.status import table_statuses
+    from sharesync.sync.protocol.profile import load_profile
 
-    with _engine(ctx) as engine:
+    config = _config(ctx)
+    providers = config.all_providers()
+    if len(providers) == 1:  # its mistake stops status before the state store is opened (or created)
+        load_profile(next(iter(providers.values())).profile)
+    with _engine(ctx, config=config) as engine:
         rows, warnings = table_statuses(engine)
     if as_json:
         click.echo(json.dumps({"tables": [row.to_json() for row in rows], "warnings": warnings}, indent=2))

@@ -343,3 +343,19 @@ def test_a_target_whose_schema_no_longer_fits_fails_the_table_and_keeps_the_targ
 
 def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+@pytest.mark.parametrize("case", [c for c in PROFILE_CASES if not c.reaches_store], ids=lambda c: c.id)
+def test_status_with_a_bad_profile_stops_before_creating_the_state_database(
+    site: Site, cli: Callable[..., CliResult], case: Case
+) -> None:
+    """As docs/troubleshooting.md says: profile mistakes stop before the state store is opened."""
+    site.table("t", rows=10)
+    config_file = site.write_raw(case.setup(site, site.raw_config(site.spec("t"))))
+
+    result = cli("--config", str(config_file), "status")
+
+    assert result.code == case.code, (result.code, result.out, result.err)
+    errors = [line for line in result.err.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("error: ") and case.message in errors[0], result.err
+    assert not site.state_db.exists(), "status created the state database although the profile was refused"
