@@ -32,7 +32,7 @@ from sharesync.sync.cli.repeat import (
     stop_on_signals,
 )
 from sharesync.sync.cli.restart import restart_if_due
-from sharesync.sync.core.config import SharesyncConfig, load_config
+from sharesync.sync.core.config import SharesyncConfig, config_path, load_config
 from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
@@ -47,6 +47,17 @@ if TYPE_CHECKING:
 
 def _config(ctx: click.Context) -> SharesyncConfig:
     return load_config(ctx.obj["config_file"])
+
+
+def _config_to_sync(ctx: click.Context) -> SharesyncConfig:
+    """The config of a pass, which must name something to sync (``discover`` and ``status`` take an empty one)."""
+    config = _config(ctx)
+    if not config.tables and not config.include:
+        raise ConfigError(
+            f"{config_path(ctx.obj['config_file'])}: tables: no table listed and no include: pattern, so there "
+            "is nothing to sync; add tables ('sharesync discover --config' prints entries ready to paste)"
+        )
+    return config
 
 
 @contextmanager
@@ -110,7 +121,7 @@ def sync_command(
             raise click.UsageError("--passes counts the passes of --every; add --every INTERVAL")
         if ctx.get_parameter_source("max_rss_mib") is not ParameterSource.DEFAULT:
             raise click.UsageError("--max-rss-mib bounds the process of --every; add --every INTERVAL")
-        with _engine(ctx, progress=True) as engine:
+        with _engine(ctx, progress=True, config=_config_to_sync(ctx)) as engine:
             results = engine.sync_all(list(names) or None, parallel=parallel)
         _report(results)
         return
@@ -157,7 +168,7 @@ def _sync_every(
         nonlocal last, started_with, runtime
         started = time.monotonic()
         try:
-            config = _config(ctx)
+            config = _config_to_sync(ctx)
             if restartable and number > done + 1:
                 restart_if_due(number, config, started_with, max_rss_mib, first_here=done + 1)
             if started_with is None:

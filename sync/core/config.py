@@ -257,10 +257,21 @@ def load_config(path: str | os.PathLike[str] | None = None) -> SharesyncConfig:
     try:
         raw = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file '{file}' is not valid YAML: {exc}") from None
+        raise ConfigError(f"config file '{file}' is not valid YAML: {_yaml_problem(exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file '{file}' must be a YAML mapping with at least 'profile: PATH'")
     return parse_config(raw, base_dir=file.parent, source=str(file))
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line, placed in the file (its own text says ``"<unicode string>"`` and spans lines)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return " ".join(str(exc).split())
+    mark = exc.problem_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    if exc.context and exc.context_mark is not None:
+        where += f" ({exc.context} at line {exc.context_mark.line + 1})"
+    return f"{where}; check the indentation and quoting there"
 
 
 def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:

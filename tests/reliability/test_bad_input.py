@@ -170,6 +170,12 @@ CONFIG_CASES = [
     ),
     Case("empty-target", lambda s, r: _table(r, target=""), 2, "tables[0].target"),
     Case(
+        "no-tables",
+        lambda s, r: {**r, "tables": []},
+        2,
+        "tables: no table listed and no include: pattern, so there is nothing to sync; add tables",
+    ),
+    Case(
         "duplicate-table-names",
         lambda s, r: {**r, "tables": [*r["tables"], {**r["tables"][0], "target": "wh/x"}]},
         2,
@@ -359,3 +365,21 @@ def test_status_with_a_bad_profile_stops_before_creating_the_state_database(
     errors = [line for line in result.err.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: ") and case.message in errors[0], result.err
     assert not site.state_db.exists(), "status created the state database although the profile was refused"
+
+
+def test_malformed_yaml_names_the_file_and_the_line_on_one_line(site: Site, cli: Callable[..., CliResult]) -> None:
+    config_file = site.root / "sharesync.yaml"
+    config_file.write_text(
+        f"profile: {site.server.profile_path}\ntables:\n  - name: {site.name('t')}\n   target: warehouse/t\n",
+        encoding="utf-8",
+    )
+
+    result = cli("--config", str(config_file), "sync")
+
+    assert result.code == 2, (result.out, result.err)
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert lines == [
+        f"error: config file '{config_file}' is not valid YAML: line 4, column 4: did not find expected '-' "
+        "indicator (while parsing a block collection at line 3); check the indentation and quoting there"
+    ]
+    assert not site.state_db.exists()
