@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,8 +232,20 @@ def _check_local(local: Path, shown: str) -> None:
         )
     probe = [existing, existing / "_delta_log"] if (existing / "_delta_log").is_dir() else [existing]
     for directory in probe:
-        if not os.access(directory, os.W_OK | os.X_OK):
+        if not os.access(directory, os.W_OK | os.X_OK) or (directory is existing and not _can_create_in(existing)):
             raise TargetError(
                 f"target '{shown}' is not writable ('{directory}' denies write access to this user); "
                 "fix its permissions or choose another path"
             )
+
+
+def _can_create_in(directory: Path) -> bool:
+    """Whether this process can create an entry in ``directory``, found by doing it: ``os.access``
+    says yes to root everywhere, and ``/proc`` or a file system mounted read-only refuse what the
+    mode bits allow. The probe is a hidden directory (no Delta reader looks at those), gone at once."""
+    try:
+        probe = tempfile.mkdtemp(prefix=".sharesync-probe-", dir=directory)
+    except OSError:
+        return False
+    os.rmdir(probe)
+    return True

@@ -250,6 +250,14 @@ PROFILE_CASES = [
 
 TARGET_CASES = [
     Case("target-parent-is-a-file", _blocked_parent, 1, "is a file, not a directory", reaches_store=True),
+    Case(  # /proc: writable by its mode bits for root, yet nothing can be created there
+        "target-under-proc",
+        lambda s, r: _table(r, target="/proc/sharesync-target/t"),
+        1,
+        "target '/proc/sharesync-target/t' is not writable ('/proc' denies write access to this user); "
+        "fix its permissions or choose another path",
+        reaches_store=True,
+    ),
     Case(
         "target-not-a-delta-table",
         lambda s, r: _foreign_target(s, r, _user_files),
