@@ -7,6 +7,8 @@ a file download is being held by the server, then sends SIGINT as a terminal's C
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from support.reliability import Site, kill, poll
@@ -49,3 +51,23 @@ def test_ctrl_c_during_a_bootstrap_says_so_exits_130_and_leaves_an_interrupted_r
     again = site.run_cli("sync")  # and the next sync carries on
     assert again.returncode == 0, again.stdout + again.stderr
     assert site.checkpoint("t") is not None
+
+
+def test_ctrl_c_before_a_tables_first_batch_is_on_record_too(site: Site) -> None:
+    """Interrupted before any batch started a run (here as its sync begins, where the CLI's
+    progress display watches it): the attempt is still on record, as an interruption."""
+    site.table("t", rows=10)
+    config = site.config(site.spec("t"))
+
+    @contextmanager
+    def ctrl_c(name: str) -> Iterator[None]:
+        raise KeyboardInterrupt  # what Python raises in the main thread on SIGINT
+        yield  # pragma: no cover
+
+    with pytest.raises(KeyboardInterrupt):
+        site.engine(config, watch=ctrl_c).sync_all()
+
+    runs = site.store().runs_for(site.name("t"))
+    assert [r.status.value for r in runs] == ["failed"], runs
+    assert (runs[0].error or "").startswith("interrupted (Ctrl+C)"), runs[0].error
+    assert site.checkpoint("t") is None
