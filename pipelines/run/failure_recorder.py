@@ -53,7 +53,7 @@ class FailureRecorder:
     ) -> None:
         """What a failed attempt leaves behind: a dead session stopped, the failure on record
         (unless a batch put it there); a Ctrl+C (KeyboardInterrupt) is recorded as an interruption."""
-        if session_gone(exc):
+        if isinstance(exc, Exception) and session_gone(exc):
             self._resources.drop_spark(exc, used)
         if not attempt.recorded:  # failed before (or between) its batches: on record all the same
             self.record(table, exc, checkpoint, source_version)
