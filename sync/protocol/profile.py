@@ -211,9 +211,9 @@ def load_profile(
         ) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"profile file '{file}' must be a JSON object with shareCredentialsVersion and endpoint")
-    _check_private(file)
     profile = parse_profile(raw, source=str(file))
     check_expiry(profile, allow_expired=allow_expired, now=now)
+    _check_private(file)  # after the checks: a profile refused is said in one line, without this warning
     return profile
 
 
