@@ -391,3 +391,20 @@ def test_malformed_yaml_names_the_file_and_the_line_on_one_line(site: Site, cli:
         "indicator (while parsing a block collection at line 3); check the indentation and quoting there"
     ]
     assert not site.state_db.exists()
+
+
+def test_a_profile_others_can_read_is_warned_about_once_on_stderr(site: Site) -> None:
+    """``status`` reads the profile twice (before the state store, then for token warnings): one line."""
+    site.table("t", rows=10)
+    site.config(site.spec("t"))
+    profile = site.server.profile_path
+    assert profile is not None and profile.stat().st_mode & 0o777 == 0o600  # as sharesync writes it
+    profile.chmod(0o644)
+
+    status = site.run_cli("status")
+
+    assert status.returncode == 0, status.stderr
+    warnings = [line for line in status.stderr.splitlines() if "chmod 600" in line]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        f"profile file '{profile}' is readable by other users (mode 0644) and holds a secret; run 'chmod 600 {profile}'"
+    ), status.stderr
