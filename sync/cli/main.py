@@ -4,7 +4,8 @@ Commands are imported only when invoked (a lazy click group) so that ``sharesync
 with nothing to do never pays for importing Spark or Dagster. Exit codes: 0 all fine,
 1 a table failed (the others still ran), 2 the command could not run — usage, config, profile,
 provider or state-store error — or a table's config is wrong against its shared table (a key
-or column it lacks; the others still ran), 130 interrupted by Ctrl+C. Every error is one redacted line on stderr.
+or column it lacks; the others still ran), 130 interrupted by Ctrl+C. Every error is one
+redacted line on stderr.
 """
 
 from __future__ import annotations
