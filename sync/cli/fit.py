@@ -53,7 +53,8 @@ def fitted_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
         max(max(map(len, c.header.split())), min(w, MAX_ITEM) if c.kind is Kind.LIST else min(n, MIN_FLEX))
         for c, n, w in zip(cols, cells, words, strict=True)
     ]
-    keep = list(range(len(cols)))
+    # An optional column with nothing in it (every cell "-" or "—") says nothing: left out first.
+    keep = [i for i, c in enumerate(cols) if not (c.optional and all(_empty(row[i]) for row in rows))]
 
     def layout() -> list[int] | None:
         return _layout([cols[i] for i in keep], [natural[i] for i in keep], [least[i] for i in keep], width)
@@ -62,7 +63,7 @@ def fitted_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
     while widths is None and any(cols[i].optional for i in keep):
         keep.remove(next(i for i in reversed(keep) if cols[i].optional))
         widths = layout()
-    dropped = [c.header for i, c in enumerate(cols) if i not in keep]
+    dropped = [c.header for i, c in enumerate(cols) if i not in keep and not all(_empty(row[i]) for row in rows)]
     caption = f"({', '.join(dropped)} left out at this width; --json has every field)" if dropped else None
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for n, i in enumerate(keep):
@@ -110,3 +111,7 @@ def _longest_word(cell: str) -> int:
     from rich.text import Text
 
     return max((len(word) for word in Text.from_markup(cell).plain.replace(",", " ").split()), default=0)
+
+
+def _empty(cell: str) -> bool:
+    return cell.strip() in ("", "-", "—")

@@ -272,8 +272,8 @@ def test_the_rich_listing_marks_failing_tables(mixed_server: SharingServer, tmp_
     assert result.exit_code == 1, (result.output, result.stderr)
     assert "6 shared tables, 2 failed" in result.stdout
     rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line.strip().count(".") >= 2}
-    assert rows["features.modern.dv"] == ["2", "yes", "—", "deletionVectors", "—"]  # no description
-    assert rows["samples.all_types.plain"] == ["0", "yes", "—", "—", "—"]
+    assert rows["features.modern.dv"] == ["2", "yes", "—", "deletionVectors"]
+    assert rows["samples.all_types.plain"] == ["0", "yes", "—", "—"]
     for name in FAILING:
         assert rows[name][0] == "failed", rows
     assert "HTTP 500" not in result.stdout  # errors go to stderr, each on one line
