@@ -26,7 +26,7 @@ import click
 from sharesync.sync.cli.main import EXIT_TABLE_FAILED
 from sharesync.sync.core.config import SharesyncConfig, load_config
 from sharesync.sync.core.errors import SharesyncError, printable
-from sharesync.sync.core.providers import DEFAULT_PROVIDER
+from sharesync.sync.core.providers import DEFAULT_PROVIDER, credentials_refused
 from sharesync.sync.core.redact import redact
 from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
@@ -148,7 +148,8 @@ def discover(
         except SharesyncError as exc:
             if len(providers) == 1:
                 raise
-            unreachable.append(f"provider '{provider}': {exc}")  # the other providers are still listed
+            named = str(exc) if str(exc).startswith(f"provider '{provider}'") else f"provider '{provider}': {exc}"
+            unreachable.append(named)  # the other providers are still listed
             continue
         found += discovered.tables
         shares += [(provider, share) for share in discovered.shares]
@@ -182,8 +183,13 @@ def _providers(config: SharesyncConfig, only: str | None) -> list[str]:
 def discover_provider(
     config: SharesyncConfig, provider: str, names: Sequence[str] = (), *, workers: int = 8
 ) -> Discovered:
-    """:func:`discover_tables` of one provider of the config, each row naming it."""
-    profile = load_profile(config.provider(provider).profile)
-    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
-        found = discover_tables(client, names, workers=workers)
+    """:func:`discover_tables` of one provider of the config, each row naming it; a refused
+    credential names the provider and its profile file."""
+    path = config.provider(provider).profile
+    profile = load_profile(path)
+    try:
+        with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+            found = discover_tables(client, names, workers=workers)
+    except SharesyncError as exc:
+        raise credentials_refused(exc, provider, path) from None
     return Discovered([replace(t, provider=provider) for t in found.tables], found.shares)

@@ -29,6 +29,14 @@ SHARE = {
 }
 
 
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("SHARESYNC_RETRY_TOTAL_SECONDS", "2")
+    for name in ("SHARESYNC_PROFILE", "SHARESYNC_CONFIG", "SHARESYNC_STATE_STORE", "SHARESYNC_STAGING_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_one_line_removes_what_could_forge_or_drive_a_terminal() -> None:
     shown = one_line(HOSTILE)
     assert shown is not None and len(shown) == TEXT_CHARS and shown.endswith("…")
@@ -98,3 +106,45 @@ def test_named_tables_get_their_share_words_too(wordy_server: SharingServer, tmp
     result = _discover(wordy_server, tmp_path, "sales.s.plain", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["shares"][0]["display_name"] == "Sales ]0;title Share"
+
+
+def test_one_unreachable_provider_is_an_error_line_and_exit_1_the_others_listed(
+    wordy_server: SharingServer, tmp_path: Path
+) -> None:
+    """docs/commands.md: "a provider that cannot be listed is an error line and exit 1, the
+    others are still listed" (issue 40 §3)."""
+    gone = tmp_path / "gone.share"
+    gone.write_text(
+        json.dumps(
+            {
+                "shareCredentialsVersion": 1,
+                "endpoint": f"http://127.0.0.1:{_closed_port()}/ds",
+                "bearerToken": "t-123456",
+            }
+        ),
+        encoding="utf-8",
+    )
+    refused = tmp_path / "refused.share"
+    refused.write_text(json.dumps({**wordy_server.profile(), "bearerToken": "not-the-token-42"}), encoding="utf-8")
+    config = tmp_path / "sharesync.yaml"
+    config.write_text(
+        f"providers:\n  live: {{profile: {wordy_server.profile_path}}}\n  gone: {{profile: {gone}}}\n"
+        f"  beta: {{profile: {refused}}}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(cli, ["--config", str(config), "discover", "--json"])
+    assert result.exit_code == 1, (result.output, result.stderr)
+    assert {t["provider"] for t in json.loads(result.stdout)["tables"]} == {"live"}
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 2, errors
+    assert errors[0].startswith("error: provider 'gone': list shares: connection failed"), errors
+    assert errors[1].startswith(f"error: provider 'beta' ({refused}): list shares: HTTP 401"), errors
+    assert "not-the-token-42" not in result.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
