@@ -5,7 +5,8 @@ included: a version ``1234567890`` became ``12345…``. Here numbers (and short 
 mode) are never cut. When the natural widths do not fit, lists fold onto more lines and a
 free-text line (a provider's description) is shortened with ``…`` first, then names fold; when
 that would leave any of them narrower than :data:`MIN_FLEX` characters, optional columns are
-dropped, the last first.
+dropped, the last first; and when even that does not fit, numbers and words wrap at their
+spaces (``+12345678 ~2345678`` over two lines), a number itself is never split.
 """
 
 from __future__ import annotations
@@ -46,55 +47,62 @@ def fitted_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int,
 
     cells = [max((_cell_width(row[i]) for row in rows), default=0) for i in range(len(cols))]
     natural = [max(_cell_width(c.header), n) for c, n in zip(cols, cells, strict=True)]
-    # The least a flexible column gets: its header's longest word, and MIN_FLEX (or all it needs);
-    # a list, its longest item (up to MAX_ITEM): "deletionVectors" is not to be split.
-    words = [max((_longest_word(row[i]) for row in rows), default=0) for i in range(len(cols))]
+    words = [max([_longest_word(c.header), *(_longest_word(row[i]) for row in rows)]) for i, c in enumerate(cols)]
+    # The least a column gets. A number or word: all of it — or, as the last resort, its longest
+    # token (it wraps at spaces, no number is split). A name or line: MIN_FLEX (or all it needs);
+    # a list: its longest item (up to MAX_ITEM), "deletionVectors" is not to be split.
+    heads = [_longest_word(c.header) for c in cols]
     least = [
-        max(max(map(len, c.header.split())), min(w, MAX_ITEM) if c.kind is Kind.LIST else min(n, MIN_FLEX))
-        for c, n, w in zip(cols, cells, words, strict=True)
+        nat if _fixed(c) else max(h, min(w, MAX_ITEM) if c.kind is Kind.LIST else min(n, MIN_FLEX))
+        for c, n, w, h, nat in zip(cols, cells, words, heads, natural, strict=True)
     ]
     # An optional column with nothing in it (every cell "-" or "—") says nothing: left out first.
     keep = [i for i, c in enumerate(cols) if not (c.optional and all(_empty(row[i]) for row in rows))]
 
-    def layout() -> list[int] | None:
-        return _layout([cols[i] for i in keep], [natural[i] for i in keep], [least[i] for i in keep], width)
+    def layout(squeeze: bool) -> list[int] | None:
+        floor = [words[i] if squeeze and _fixed(cols[i]) else least[i] for i in keep]
+        return _layout([cols[i] for i in keep], [natural[i] for i in keep], floor, width)
 
-    widths = layout()
+    widths = layout(squeeze=False)
     while widths is None and any(cols[i].optional for i in keep):
         keep.remove(next(i for i in reversed(keep) if cols[i].optional))
-        widths = layout()
+        widths = layout(squeeze=False)
+    widths = widths or layout(squeeze=True) or [natural[i] for i in keep]
     dropped = [c.header for i, c in enumerate(cols) if i not in keep and not all(_empty(row[i]) for row in rows)]
     caption = f"({', '.join(dropped)} left out at this width; --json has every field)" if dropped else None
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for n, i in enumerate(keep):
+    for allotted, i in zip(widths, keep, strict=True):
         col = cols[i]
-        allotted = widths[n] if widths is not None else natural[i]
-        fixed = col.kind in (Kind.NUMBER, Kind.WORD)
+        whole = _fixed(col) and allotted >= natural[i]
         table.add_column(
             col.header,
             justify="right" if col.kind is Kind.NUMBER else "left",
-            no_wrap=col.kind not in (Kind.NAME, Kind.LIST),
+            no_wrap=whole or col.kind is Kind.LINE,
             overflow="ellipsis" if col.kind is Kind.LINE else "fold",
-            min_width=natural[i] if fixed else None,
-            max_width=None if fixed else max(1, allotted),
+            min_width=allotted if _fixed(col) else None,
+            max_width=max(1, allotted),
         )
     for row in rows:
         table.add_row(*(row[i] for i in keep))
     return table
 
 
+def _fixed(col: Col) -> bool:
+    return col.kind in (Kind.NUMBER, Kind.WORD)
+
+
 def _layout(cols: Sequence[Col], natural: Sequence[int], least: Sequence[int], width: int) -> list[int] | None:
-    """Each column's width: fixed ones their own; every flexible one its ``least``, then what is
-    left to names first, narrowest first; None when even the least widths do not fit."""
-    fixed = [c.kind in (Kind.NUMBER, Kind.WORD) for c in cols]
-    widths = [n if f else m for n, m, f in zip(natural, least, fixed, strict=True)]
+    """Each column's ``least``, then what is left: numbers and words back to whole, then names
+    (shared out evenly), then the rest; None when even the least widths do not fit."""
+    widths = list(least)
     left = width - _EDGES - _GAP * (len(cols) - 1) - sum(widths)
     if left < 0:
         return None
-    flex = [i for i, f in enumerate(fixed) if not f]
-    for names in (True, False):
-        for i in sorted((i for i in flex if (cols[i].kind is Kind.NAME) == names), key=lambda i: natural[i]):
-            more = min(natural[i] - widths[i], left)
+    for rank in (0, 1, 2):
+        wanted = [i for i, c in enumerate(cols) if (0 if _fixed(c) else 1 if c.kind is Kind.NAME else 2) == rank]
+        for k, i in enumerate(sorted(wanted, key=lambda i: natural[i])):
+            share = left if rank == 0 else left // (len(wanted) - k)  # names share what numbers leave
+            more = min(natural[i] - widths[i], share)
             widths[i] += more
             left -= more
     return widths
@@ -108,9 +116,10 @@ def _cell_width(cell: str) -> int:
 
 
 def _longest_word(cell: str) -> int:
+    from rich.cells import cell_len
     from rich.text import Text
 
-    return max((len(word) for word in Text.from_markup(cell).plain.replace(",", " ").split()), default=0)
+    return max((cell_len(word) for word in Text.from_markup(cell).plain.replace(",", " ").split()), default=0)
 
 
 def _empty(cell: str) -> bool:

@@ -9,10 +9,12 @@ Provider tables are written by deltalake.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.cli_runner import CliResult
 
 from sharesync.pipelines.run.circuit import ProviderCircuits, provider_down
 from sharesync.pipelines.run.results import TableOutcome
@@ -132,3 +134,24 @@ def test_only_no_answer_or_a_gateways_answer_opens_the_circuit() -> None:
     assert str(reason) == f"provider 'p' is down (not asked again this pass): {refused}"
     assert circuits.reason("q") is None
     assert provider_down(ServerError(502, None, "bad gateway")) and not provider_down(ValueError("x"))
+
+
+def test_sync_json_prints_every_field_of_the_results_table(
+    tmp_path: Path, start_server: Callable[..., SharingServer], cli: Callable[..., CliResult]
+) -> None:
+    dead = start_server(_provider(tmp_path / "dead", "dead", ["a", "b"]))
+    _down(dead)
+    assert dead.profile_path is not None
+    config = tmp_path / "sharesync.yaml"
+    config.write_text(
+        f"providers: {{dead: {{profile: {dead.profile_path}}}}}\nstate_store: sqlite:///state.db\n"
+        "tables:\n  - {name: dead.s.a, provider: dead, target: w/a, mode: snapshot}\n"
+        "  - {name: dead.s.b, provider: dead, target: w/b, mode: snapshot}\n",
+        encoding="utf-8",
+    )
+    run = cli("--config", str(config), "sync", "--json")
+    assert run.code == 1, run.err
+    rows = json.loads(run.out)["tables"]
+    assert [(r["name"], r["outcome"]) for r in rows] == [("dead/dead.s.a", "failed"), ("dead/dead.s.b", "failed")]
+    assert set(rows[0]) >= {"first_version", "checkpoint_version", "changes", "files_downloaded", "seconds", "error"}
+    assert "HTTP 503" in rows[1]["error"] and dead.faults.faulted == ATTEMPTS
