@@ -192,7 +192,8 @@ class TableSyncResult:
         stats = self.stats
         return {
             "name": self.name,
-            "mode": self.mode.value,
+            # A pattern's table without its keys has no mode until it gets them (or a fallback_mode).
+            "mode": None if self.outcome is TableOutcome.NEEDS_KEYS else self.mode.value,
             "outcome": self.outcome.value,
             "first_version": self.first_version,
             "checkpoint_version": self.checkpoint_version,

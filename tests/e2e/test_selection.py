@@ -89,6 +89,9 @@ def test_patterns_follow_tables_that_come_and_go_on_two_providers(
     assert "removed at provider" not in third.out
     rows = {row["name"]: row for row in json.loads(cli(*config, "status", "--json").out)["tables"]}
     assert rows["partner/p.x.one"]["removed_at_provider"] is False and rows["partner/p.x.one"]["lag_versions"] == 0
+    results = {row["name"]: row for row in json.loads(cli(*config, "sync", "--json").out)["tables"]}
+    assert (results["e2e.s.nk1"]["outcome"], results["e2e.s.nk1"]["mode"]) == ("needs_keys", None)
+    assert (results["partner/p.x.one"]["outcome"], results["partner/p.x.one"]["mode"]) == ("up_to_date", "append")
 
 
 def test_discover_config_prints_entries_that_load(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
