@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.protocol.responses import ShareInfo, TableRef
 
 if TYPE_CHECKING:
@@ -55,6 +56,12 @@ class ProviderWords:
 
 
 def provider_words(client: SharingClient, table: str) -> ProviderWords:
-    """Two small requests: the table's metadata (its description) and its share (Get Share)."""
+    """Two small requests: the table's metadata (its description) and its share (Get Share; a
+    provider that will not describe the share leaves it at its name)."""
     description = client.metadata(table).description
-    return ProviderWords(description, ShareInfo.of(client.get_share(TableRef.of(table).share)))
+    share = TableRef.of(table).share
+    try:
+        return ProviderWords(description, ShareInfo.of(client.get_share(share)))
+    except SharesyncError as exc:
+        log.info("%s: the provider does not describe share %s: %s", table, share, exc)
+        return ProviderWords(description, ShareInfo(share))
