@@ -155,3 +155,21 @@ def test_sync_json_prints_every_field_of_the_results_table(
     assert [(r["name"], r["outcome"]) for r in rows] == [("dead/dead.s.a", "failed"), ("dead/dead.s.b", "failed")]
     assert set(rows[0]) >= {"first_version", "checkpoint_version", "changes", "files_downloaded", "seconds", "error"}
     assert "HTTP 503" in rows[1]["error"] and dead.faults.faulted == ATTEMPTS
+
+
+def test_sync_every_json_prints_a_line_per_pass(
+    tmp_path: Path, start_server: Callable[..., SharingServer], cli: Callable[..., CliResult]
+) -> None:
+    dead = start_server(_provider(tmp_path / "dead", "dead", ["a"]))
+    _down(dead)
+    assert dead.profile_path is not None
+    config = tmp_path / "sharesync.yaml"
+    config.write_text(
+        f"profile: {dead.profile_path}\nstate_store: sqlite:///state.db\n"
+        "tables:\n  - {name: dead.s.a, target: w/a, mode: snapshot}\n",
+        encoding="utf-8",
+    )
+    run = cli("--config", str(config), "sync", "--every", "1s", "--passes", "2", "--json")
+    assert run.code == 1, run.err
+    passes = [json.loads(line) for line in run.out.splitlines()]
+    assert [(p["pass"], [t["outcome"] for t in p["tables"]]) for p in passes] == [(1, ["failed"]), (2, ["failed"])]
