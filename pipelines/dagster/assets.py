@@ -18,7 +18,8 @@ from pydantic import Field
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.automation import table_condition
 from sharesync.pipelines.dagster.freshness import freshness_bound, freshness_policy
-from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri
+from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri, words_metadata
+from sharesync.pipelines.dagster.provider_facts import ProviderWords, provider_words
 from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.run.commit_time import version_commit_time
@@ -99,8 +100,9 @@ def _spec(config: SharesyncConfig, table: TableConfig, names: naming.Names) -> d
 
 
 def describe_table(table: TableConfig) -> str:
-    """What the asset is, from the table's config (the provider's own description is recorded
-    on observations of the source, which need the network)."""
+    """What the asset is, from the table's config: specs are built when definitions load, which
+    never touches the network. The provider's own words need it: each materialization records
+    them (``provider_description``, ``share_*``), as of that run, and so do observations of the source."""
     how = {
         Mode.MERGE: f"merged on {', '.join(table.keys)}" + (" with soft deletes" if table.soft_delete else ""),
         Mode.APPEND: "as an append-only change log",
@@ -111,6 +113,7 @@ def describe_table(table: TableConfig) -> str:
         parts.append("Rows are filtered by the configured `where`.")
     if table.columns is not None:
         parts.append(f"Columns: {', '.join(table.columns)}.")
+    parts.append("The provider's description is in the latest materialization's `provider_description`.")
     return " ".join(parts)
 
 
@@ -163,12 +166,14 @@ def sync_table_asset(
             result = engine.sync_table(table.key, backfill=backfill)
             commit_from, commit_to = _commit_range(engine, table, result)
             stats = _target_stats(context, engine, table)
+            words = _provider_words(context, engine, table)
     except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
         context.log.error(f"{name}: sync failed: {describe(exc)}")
         raise_for(exc, name, policy)
     metadata = materialization_metadata(
         result, target=table.target, stats=stats, commit_from=commit_from, commit_to=commit_to, now=datetime.now(UTC)
     )
+    metadata |= words_metadata(words) if words is not None else {}
     context.log.info(_summary(result))
     for warning in result.warnings:
         context.log.warning(redact(f"{name}: {warning}"))
@@ -202,6 +207,16 @@ def _target_stats(context: dg.AssetExecutionContext, engine: "SyncEngine", table
         return read_target_stats(engine.runtime.locate(table.target), soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
         context.log.warning(f"{table.key}: cannot read the target's row count and schema: {describe(exc)}")
+        return None
+
+
+def _provider_words(
+    context: dg.AssetExecutionContext, engine: "SyncEngine", table: TableConfig
+) -> "ProviderWords | None":
+    try:
+        return provider_words(engine.client_for(table.provider), table.name)
+    except Exception as exc:  # noqa: BLE001 - the sync succeeded; the provider's words are extras
+        context.log.warning(f"{table.key}: cannot read the provider's description: {describe(exc)}")
         return None
 
 

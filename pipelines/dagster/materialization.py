@@ -18,6 +18,7 @@ import dagster as dg
 from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
+    from sharesync.pipelines.dagster.provider_facts import ProviderWords
     from sharesync.pipelines.run.results import TableSyncResult
     from sharesync.pipelines.target.stats import TargetStats
 
@@ -32,6 +33,11 @@ CHECKPOINT_VERSION = "checkpoint_version"
 BATCHES = "batches"
 DURATION = "duration_seconds"
 LAG = "lag_seconds"
+# The provider's words (one line each, bounded: sharesync.sync.core.provider_text).
+PROVIDER_DESCRIPTION = "provider_description"
+SHARE_DISPLAY_NAME = "share_display_name"
+SHARE_COMMENT = "share_comment"
+SHARE_PROPERTIES = "share_properties"
 # Dagster's own keys (docs: "Asset metadata" → standard keys): the UI and lineage know them.
 URI = "dagster/uri"
 ROW_COUNT = "dagster/row_count"
@@ -89,6 +95,18 @@ def materialization_metadata(
         metadata[COLUMN_SCHEMA] = dg.MetadataValue.table_schema(column_schema(stats))
         metadata["target_delta_version"] = dg.MetadataValue.int(stats.version)
     return metadata
+
+
+def words_metadata(words: ProviderWords) -> dict[str, Any]:
+    """What the provider says of the table and its share, as text entries (absent when it says nothing)."""
+    share = words.share
+    said = {
+        PROVIDER_DESCRIPTION: words.description,
+        SHARE_DISPLAY_NAME: share.display_name,
+        SHARE_COMMENT: share.comment,
+        SHARE_PROPERTIES: ", ".join(f"{k}={v}" for k, v in share.properties.items()) or None,
+    }
+    return {key: dg.MetadataValue.text(value) for key, value in said.items() if value}
 
 
 def column_schema(stats: TargetStats) -> dg.TableSchema:

@@ -6,12 +6,20 @@ row-count check needs the source's record count at the checkpoint version; both 
 extra, file-less request each (commit times: :func:`sharesync.pipelines.run.commit_time.version_commit_time`) (the presigned URLs in the answers are never downloaded).
 Every function answers ``None`` when the provider cannot tell — no change data feed, no
 history, no stats — instead of failing the materialization or check that asked.
+
+What the provider says about the table and its share (:func:`provider_words`: the table's
+description, the share's display name, comment and properties) is asked on each
+materialization, so a provider's new description shows at the next one.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.protocol.responses import ShareInfo, TableRef
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.client import SharingClient
@@ -37,3 +45,23 @@ def snapshot_num_records(client: SharingClient, table: str, version: int, *, lat
         deleted = file.deletion_vector.cardinality if file.deletion_vector is not None else 0
         total += stats.num_records - deleted
     return total
+
+
+@dataclass(frozen=True)
+class ProviderWords:
+    """The provider's own words about one table, made safe to show (``sharesync.sync.core.provider_text``)."""
+
+    description: str | None
+    share: ShareInfo
+
+
+def provider_words(client: SharingClient, table: str) -> ProviderWords:
+    """Two small requests: the table's metadata (its description) and its share (Get Share; a
+    provider that will not describe the share leaves it at its name)."""
+    description = client.metadata(table).description
+    share = TableRef.of(table).share
+    try:
+        return ProviderWords(description, ShareInfo.of(client.get_share(share)))
+    except SharesyncError as exc:
+        log.info("%s: the provider does not describe share %s: %s", table, share, exc)
+        return ProviderWords(description, ShareInfo(share))

@@ -21,7 +21,7 @@ from sharesync.pipelines.dagster.retry_policy import describe
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
-from sharesync.sync.core.redact import redact
+from sharesync.sync.core.providers import credentials_refused
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.client import TableMetadata
@@ -66,8 +66,8 @@ def described_observation_metadata(answer: "TableMetadata") -> dict[str, dg.Meta
             ]
         )
     )
-    if metadata.description:
-        entries["description"] = dg.MetadataValue.text(redact(metadata.description))
+    if answer.description:  # the provider's words: one line, bounded, redacted (provider_text)
+        entries["description"] = dg.MetadataValue.text(answer.description)
     if metadata.num_files is not None:
         entries["num_files"] = dg.MetadataValue.int(metadata.num_files)
     if metadata.size is not None:
@@ -101,10 +101,11 @@ def build_source_observer(
         with sharesync.engine() as engine:
 
             def ask(key: dg.AssetKey) -> "TableMetadata | SharesyncError":
+                provider = tables[key].provider
                 try:  # a provider whose profile cannot be read fails its own tables' observations only
-                    return engine.client_for(tables[key].provider).metadata(tables[key].name)
+                    return engine.client_for(provider).metadata(tables[key].name)
                 except SharesyncError as exc:
-                    return exc
+                    return credentials_refused(exc, provider, engine.config.provider(provider).profile)
 
             with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(keys)))) as pool:
                 answers = list(pool.map(ask, keys))

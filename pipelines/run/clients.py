@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.run.circuit import ProviderCircuits
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 
@@ -49,21 +50,39 @@ def make_client(config: SharesyncConfig, provider: str, *, retry: RetryPolicy | 
 
 
 def poll_versions(
-    tables: list[TableConfig], clients: dict[str, SharingClient | SharesyncError]
+    tables: list[TableConfig],
+    clients: dict[str, SharingClient | SharesyncError],
+    circuits: ProviderCircuits | None = None,
 ) -> dict[str, int | SharesyncError]:
-    """Each table's version from its provider's client (or that provider's failure), by key."""
+    """Each table's version from its provider's client (or that provider's failure), by key.
+
+    The first table of each provider is asked first (all providers at once): a provider it
+    finds down (``circuits``) fails its other tables at once instead of each retrying."""
+    circuits = circuits if circuits is not None else ProviderCircuits()
 
     def poll(table: TableConfig) -> int | SharesyncError:
         polling = clients[table.provider]
         if isinstance(polling, SharesyncError):
             return polling
+        down = circuits.reason(table.provider)
+        if down is not None:
+            return down
         try:
             return polling.table_version(table.name).version
         except SharesyncError as exc:
+            circuits.trip(table.provider, exc)
             return exc
 
+    firsts: dict[str, TableConfig] = {}
+    for table in tables:
+        firsts.setdefault(table.provider, table)
+    first_keys = {t.key for t in firsts.values()}
+    waves = (list(firsts.values()), [t for t in tables if t.key not in first_keys])
+    found: dict[str, int | SharesyncError] = {}
     with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(tables)))) as pool:
-        return dict(zip([t.key for t in tables], pool.map(poll, tables), strict=True))
+        for wave in waves:
+            found.update(zip([t.key for t in wave], pool.map(poll, wave), strict=True))
+    return {t.key: found[t.key] for t in tables}
 
 
 def clients_by_provider(

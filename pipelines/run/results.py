@@ -185,3 +185,24 @@ class TableSyncResult:
     @property
     def first_version(self) -> int | None:
         return self.batches[0].start_version if self.batches else None
+
+    def to_json(self) -> dict[str, object]:
+        """The ``sync --json`` / ``backfill --json`` shape of the row the results table prints,
+        with every column (a narrow terminal may leave some out of the table)."""
+        stats = self.stats
+        return {
+            "name": self.name,
+            # A pattern's table without its keys has no mode until it gets them (or a fallback_mode).
+            "mode": None if self.outcome is TableOutcome.NEEDS_KEYS else self.mode.value,
+            "outcome": self.outcome.value,
+            "first_version": self.first_version,
+            "checkpoint_version": self.checkpoint_version,
+            "source_version": self.source_version,
+            "changes": self.changes.counts() if self.batches else {},
+            "files_downloaded": stats.files_downloaded,
+            "bytes_downloaded": stats.bytes_downloaded,
+            "seconds": round(self.seconds, 3),
+            "warnings": list(self.warnings),
+            "error": self.error,
+            "transient": self.transient,
+        }

@@ -108,7 +108,8 @@ def unsynced_results(store: StateStore, selection: Selection, lease_ttl: timedel
         run = latest.get(table.key)
         if run is None or run.note != note:
             _record(store, table.key, version, note, lease_ttl)
-        results.append(TableSyncResult(table.key, table.mode, TableOutcome.REMOVED, version, None, warnings=(note,)))
+        mode = Mode(checkpoint.mode) if checkpoint is not None else table.mode  # as synced, e.g. a fallback_mode
+        results.append(TableSyncResult(table.key, mode, TableOutcome.REMOVED, version, None, warnings=(note,)))
     for table, missing in selection.needs_keys:
         warning = needs_keys_message(table, missing)
         results.append(TableSyncResult(table.key, table.mode, TableOutcome.NEEDS_KEYS, None, None, warnings=(warning,)))

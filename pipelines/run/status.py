@@ -9,7 +9,7 @@ run's failure only. ``status`` reports rather than waits: it asks with a short r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -27,16 +27,13 @@ if TYPE_CHECKING:
 TOKEN_WARNING_DAYS = 7
 STATUS_RETRY = RetryPolicy(max_attempts=2, total_seconds=5.0)
 
-JsonValue = str | int | None
+JsonValue = str | int | bool | list[str] | None
 
 
 class ProviderState(StrEnum):
     OK = "ok"  # it answered with the table's version
     UNREACHABLE = "unreachable"  # no answer at all: refused, reset or timed out
     ERROR = "error"  # it answered with an error (credentials, a table it no longer shares, …)
-    # An include: pattern's table: gone from its share's listing (target and checkpoint kept) …
-    REMOVED = "removed at provider"
-    NEEDS_KEYS = "needs keys"  # … or without the pattern's key columns (and no fallback_mode)
 
 
 @dataclass(frozen=True)
@@ -45,7 +42,7 @@ class TableStatus:
 
     name: str
     target: str
-    mode: Mode
+    mode: Mode | None  # None: a pattern's table that needs keys has no mode until it gets them
     checkpoint_version: int | None
     source_version: int | None
     lag_versions: int | None
@@ -57,13 +54,19 @@ class TableStatus:
     provider: ProviderState = ProviderState.OK
     provider_error: str | None = None  # why the provider's version is unknown
     provider_name: str = DEFAULT_PROVIDER  # which provider of the config shares it
+    # An include: pattern's table the pass does not sync: gone from its share's listing (target
+    # and checkpoint kept), or lacking the pattern's key columns (and no fallback_mode); ``note``: why.
+    removed_at_provider: bool = False
+    needs_keys: bool = False
+    missing_keys: tuple[str, ...] = ()
+    note: str | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
         """The ``status --json`` shape: enums as their values, times in ISO 8601."""
         return {
             "name": self.name,
             "target": self.target,
-            "mode": self.mode.value,
+            "mode": self.mode.value if self.mode is not None else None,
             "checkpoint_version": self.checkpoint_version,
             "source_version": self.source_version,
             "lag_versions": self.lag_versions,
@@ -74,6 +77,10 @@ class TableStatus:
             "provider": self.provider.value,
             "provider_error": self.provider_error,
             "provider_name": self.provider_name,
+            "removed_at_provider": self.removed_at_provider,
+            "needs_keys": self.needs_keys,
+            "missing_keys": list(self.missing_keys),
+            "note": self.note,
         }
 
 
@@ -105,12 +112,20 @@ def unsynced_rows(engine: SyncEngine, selection: Selection) -> list[TableStatus]
     """Rows of the matched tables a pass does not sync: removed at provider, or needing keys."""
     from sharesync.pipelines.run.share_listings import removed_note
 
-    unsynced = [(t, ProviderState.REMOVED, removed_note(t)) for t in selection.removed]
-    unsynced += [(t, ProviderState.NEEDS_KEYS, needs_keys_message(t, m)) for t, m in selection.needs_keys]
-    runs = engine.store.latest_runs([t.key for t, _, _ in unsynced])
-    return [
-        _row(table, engine.store.get_checkpoint(table.key), runs.get(table.key), state, why, None, None)
-        for table, state, why in unsynced
+    store = engine.store
+    keys = [t.key for t in selection.removed] + [t.key for t, _ in selection.needs_keys]
+    runs = store.latest_runs(keys)
+
+    def row(table: TableConfig) -> TableStatus:
+        checkpoint = store.get_checkpoint(table.key)
+        shown = _row(table, checkpoint, runs.get(table.key), ProviderState.OK, None, None, None)
+        # The mode it was synced in (a pattern's fallback_mode, say), not the pattern's.
+        return replace(shown, mode=Mode(checkpoint.mode)) if checkpoint is not None else shown
+
+    removed = [replace(row(t), removed_at_provider=True, note=removed_note(t)) for t in selection.removed]
+    return removed + [
+        replace(row(t), mode=None, needs_keys=True, missing_keys=tuple(m), note=needs_keys_message(t, m))
+        for t, m in selection.needs_keys
     ]
 
 

@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, TypeVar
 
+from sharesync.pipelines.run.circuit import ProviderCircuits
 from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failure_recorder import FailureRecorder
 from sharesync.pipelines.run.failures import Attempt, describe
@@ -44,6 +45,7 @@ from sharesync.pipelines.run.target_check import is_up_to_date, nothing_new
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.providers import credentials_refused
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,6 +61,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _IMPORTS = threading.Lock()
+
+V = TypeVar("V")
 
 # (table name) → what the caller holds while that table syncs under its lease: a display of running tables.
 TableWatch = Callable[[str], AbstractContextManager[object]]
@@ -136,16 +140,23 @@ class SyncEngine:
         own tables only."""
         return self._poll(self._tables(names), retry)
 
-    def _poll(self, tables: list[TableConfig], retry: RetryPolicy | None = None) -> dict[str, int | SharesyncError]:
+    def _poll(
+        self, tables: list[TableConfig], retry: RetryPolicy | None = None, circuits: ProviderCircuits | None = None
+    ) -> dict[str, int | SharesyncError]:
         own = retry is not None
         make = (lambda provider: make_client(self.config, provider, retry=retry)) if own else self.client_for
         several = len(self.config.all_providers()) > 1  # one provider's broken profile stops the command
         clients = clients_by_provider({t.provider for t in tables}, make, contain=several)  # before the threads
         try:
-            return poll_versions(tables, clients)
+            polled = poll_versions(tables, clients, circuits)
         finally:
             if own:
                 close_clients(clients)
+        return {t.key: self._named(t, polled[t.key]) for t in tables}
+
+    def _named(self, table: TableConfig, polled: V) -> V:
+        """A refused credential names the table's provider and profile file, not only the table."""
+        return credentials_refused(polled, table.provider, self.config.provider(table.provider).profile)
 
     def client_for(self, provider: str) -> SharingClient:
         return self.resources.client_for(provider)
@@ -186,7 +197,8 @@ class SyncEngine:
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
-        versions = self._poll(tables)
+        circuits = ProviderCircuits()  # this pass's: a provider down costs one retry budget (circuit.py)
+        versions = self._poll(tables, circuits=circuits)
         checkpoints = {c.name: c for c in self._stored_checkpoints()}
 
         # Looked at once per pass: a remote target's glance is two requests.
@@ -194,7 +206,7 @@ class SyncEngine:
         idle = {t.key for t in tables if is_up_to_date(t, versions[t.key], checkpoints.get(t.key), storage)}
 
         def one(table: TableConfig) -> TableSyncResult:
-            return self._pass_table(table, versions[table.key], checkpoints.get(table.key), table.key in idle)
+            return self._pass_table(table, versions[table.key], checkpoints.get(table.key), table.key in idle, circuits)
 
         busy = [t for t in tables if t.key not in idle and not isinstance(versions[t.key], SharesyncError)]
         workers = min(parallel or self.config.defaults.parallel_tables(), len(busy))
@@ -225,7 +237,12 @@ class SyncEngine:
             log.warning("the Spark engine did not start (%s); the tables that need it will fail", describe(exc))
 
     def _pass_table(
-        self, table: TableConfig, polled: int | SharesyncError, checkpoint: Checkpoint | None, up_to_date: bool
+        self,
+        table: TableConfig,
+        polled: int | SharesyncError,
+        checkpoint: Checkpoint | None,
+        up_to_date: bool,
+        circuits: ProviderCircuits,
     ) -> TableSyncResult:
         """One table's part of a pass; whatever fails becomes its result, never the pass's."""
         started = time.monotonic()
@@ -233,7 +250,7 @@ class SyncEngine:
             self.failures.record(table, polled, checkpoint, None)
             return self.failures.failed(table, checkpoint, None, polled, started)
         return self.failures.contain(
-            table, polled, started, lambda: self._sync(table, None, polled, checkpoint, up_to_date)
+            table, polled, started, lambda: self._sync(table, None, polled, checkpoint, up_to_date, circuits)
         )
 
     def sync_table(
@@ -258,12 +275,16 @@ class SyncEngine:
         source_version: int | None,
         checkpoint: Checkpoint | None,
         up_to_date: bool | None,
+        circuits: ProviderCircuits | None = None,
     ) -> TableSyncResult:
         started = time.monotonic()
         attempt = Attempt()
         used: list[SparkSession] = []
         spark = self.resources.tracked_spark(used)
         try:
+            down = circuits.reason(table.provider) if circuits is not None else None
+            if down is not None:  # found down by another table this pass: not asked again
+                raise down
             if checkpoint is None:
                 checkpoint = self.store.get_checkpoint(table.key)
             if source_version is None:
@@ -293,8 +314,13 @@ class SyncEngine:
                 services = self.resources.services(spark, table.provider)
                 return run(services, table, keeper, attempt).run(backfill, started)
         except (Exception, KeyboardInterrupt) as exc:  # Ctrl+C too: an interrupted bootstrap is on record
-            self.failures.after_attempt(table, exc, attempt, used, checkpoint, source_version)
-            raise
+            if circuits is not None:
+                circuits.trip(table.provider, exc)
+            named = self._named(table, exc)
+            self.failures.after_attempt(table, named, attempt, used, checkpoint, source_version)
+            if named is exc:
+                raise
+            raise named from exc
 
     def reset(self, name: str) -> Checkpoint | None:
         table = self.table(name)

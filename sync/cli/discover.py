@@ -26,11 +26,12 @@ import click
 from sharesync.sync.cli.main import EXIT_TABLE_FAILED
 from sharesync.sync.core.config import SharesyncConfig, load_config
 from sharesync.sync.core.errors import SharesyncError, printable
-from sharesync.sync.core.providers import DEFAULT_PROVIDER
+from sharesync.sync.core.providers import DEFAULT_PROVIDER, credentials_refused
 from sharesync.sync.core.redact import redact
 from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
 from sharesync.sync.protocol.profile import load_profile
+from sharesync.sync.protocol.responses import ShareInfo
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,20 @@ class DiscoveredTable:
     reader_features: list[str] = field(default_factory=list)  # empty for a plain (parquet-answered) table
     error: str | None = None
     provider: str = DEFAULT_PROVIDER  # the config's provider that shares it
+    description: str | None = None  # the provider's, one line and bounded (ShareInfo: the share's words)
 
     @classmethod
     def of(cls, meta: TableMetadata) -> DiscoveredTable:
         protocol = meta.protocol
         features = table_reader_features(protocol.min_reader_version, protocol.reader_features)
-        return cls(str(meta.table), meta.version, meta.cdf_enabled, meta.partition_columns, sorted(features))
+        return cls(
+            str(meta.table),
+            meta.version,
+            meta.cdf_enabled,
+            meta.partition_columns,
+            sorted(features),
+            description=meta.description,
+        )
 
     @classmethod
     def failed(cls, ref: TableRef, exc: Exception) -> DiscoveredTable:
@@ -65,16 +74,37 @@ def _describe(client: SharingClient, ref: TableRef) -> DiscoveredTable:
         return DiscoveredTable.failed(ref, exc)
 
 
-def discover_tables(client: SharingClient, names: Sequence[str] = (), *, workers: int = 8) -> list[DiscoveredTable]:
-    """The named tables (default: every table of every share), sorted by name, failing ones included."""
-    refs = [TableRef.of(n) for n in names] or [
-        TableRef.of(table) for share in client.iter_shares() for table in client.list_all_tables(share.name)
-    ]
+@dataclass(frozen=True)
+class Discovered:
+    """What one provider shares: its tables and what it says about their shares."""
+
+    tables: list[DiscoveredTable]
+    shares: list[ShareInfo]
+
+
+def discover_tables(client: SharingClient, names: Sequence[str] = (), *, workers: int = 8) -> Discovered:
+    """The named tables (default: every table of every share), sorted by name, failing ones
+    included, and their shares (from the listing; named tables' shares asked for one by one)."""
+    if names:
+        refs = [TableRef.of(n) for n in names]
+        shares = [_share(client, name) for name in dict.fromkeys(ref.share for ref in refs)]
+    else:
+        shares = [ShareInfo.of(share) for share in client.iter_shares()]
+        refs = [TableRef.of(table) for share in shares for table in client.list_all_tables(share.name)]
     if not refs:
-        return []
+        return Discovered([], shares)
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(refs))), thread_name_prefix="discover") as pool:
         tables = list(pool.map(lambda ref: _describe(client, ref), refs))
-    return sorted(tables, key=lambda t: t.name.lower())
+    return Discovered(sorted(tables, key=lambda t: t.name.lower()), shares)
+
+
+def _share(client: SharingClient, name: str) -> ShareInfo:
+    """A named table's share: its words are extras, so a share the provider will not describe
+    (a table shared without its share listed, a failing call) is listed by name only."""
+    try:
+        return ShareInfo.of(client.get_share(name))
+    except SharesyncError:
+        return ShareInfo(name)
 
 
 def table_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -112,22 +142,30 @@ def discover(
     config = load_config((ctx.obj or {}).get("config_file"))
     providers = _providers(config, only)
     found: list[DiscoveredTable] = []
+    shares: list[tuple[str, ShareInfo]] = []
     unreachable: list[str] = []
     for provider in providers:
         try:
-            found += discover_provider(config, provider, tables, workers=workers)
+            discovered = discover_provider(config, provider, tables, workers=workers)
         except SharesyncError as exc:
             if len(providers) == 1:
                 raise
-            unreachable.append(f"provider '{provider}': {exc}")  # the other providers are still listed
+            named = str(exc) if str(exc).startswith(f"provider '{provider}'") else f"provider '{provider}': {exc}"
+            unreachable.append(named)  # the other providers are still listed
+            continue
+        found += discovered.tables
+        shares += [(provider, share) for share in discovered.shares]
     if as_json:
-        click.echo(json.dumps({"tables": [asdict(t) for t in found]}, indent=2))
+        listed = [{"provider": p, **asdict(s)} for p, s in shares]
+        click.echo(json.dumps({"tables": [asdict(t) for t in found], "shares": listed}, indent=2))
     elif as_config:
         from sharesync.sync.cli.discover_config import config_entries
 
         click.echo(config_entries(found), nl=False)
     else:
-        _print_table(found, several=len(providers) > 1)
+        from sharesync.sync.cli.discover_render import print_discovered
+
+        print_discovered(found, shares, several=len(providers) > 1)
     failed = [t for t in found if t.error is not None]
     for t in failed:
         click.echo(f"error: {printable(t.name)}: {t.error}", err=True)
@@ -146,40 +184,14 @@ def _providers(config: SharesyncConfig, only: str | None) -> list[str]:
 
 def discover_provider(
     config: SharesyncConfig, provider: str, names: Sequence[str] = (), *, workers: int = 8
-) -> list[DiscoveredTable]:
-    """:func:`discover_tables` of one provider of the config, each row naming it."""
-    profile = load_profile(config.provider(provider).profile)
-    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
-        found = discover_tables(client, names, workers=workers)
-    return [replace(t, provider=provider) for t in found]
-
-
-def _print_table(found: list[DiscoveredTable], *, several: bool = False) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console()
-    if not found:
-        console.print("No tables are shared with this profile.")
-        return
-    failed = sum(t.error is not None for t in found)
-    title = f"{len(found)} shared table{'s' if len(found) != 1 else ''}" + (f", {failed} failed" if failed else "")
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    if several:
-        table.add_column("provider", no_wrap=True)
-    table.add_column("table", no_wrap=True)
-    table.add_column("version", justify="right", no_wrap=True)
-    table.add_column("CDF", no_wrap=True)
-    table.add_column("partition columns")
-    table.add_column("reader features")
-    for t in found:
-        which = [escape(t.provider)] if several else []
-        if t.error is not None:  # the error itself follows on stderr, in full
-            table.add_row(*which, escape(printable(t.name)), "[red]failed[/red]", "—", "—", "—")
-            continue
-        cdf = "yes" if t.cdf_enabled else "no"
-        partitions, features = ", ".join(t.partition_columns) or "—", ", ".join(t.reader_features) or "—"
-        table.add_row(*which, escape(printable(t.name)), str(t.version), cdf, escape(printable(partitions)), features)
-    console.print(table)
+) -> Discovered:
+    """:func:`discover_tables` of one provider of the config, each row naming it; a refused
+    credential names the provider and its profile file."""
+    path = config.provider(provider).profile
+    profile = load_profile(path)
+    try:
+        with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+            found = discover_tables(client, names, workers=workers)
+    except SharesyncError as exc:
+        raise credentials_refused(exc, provider, path) from None
+    return Discovered([replace(t, provider=provider) for t in found.tables], found.shares)

@@ -40,35 +40,41 @@ def print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) 
 
 def print_statuses(rows: Sequence[TableStatus], warnings: Sequence[str]) -> None:
     """``status``'s table: a row per table, then each provider state, error and warning in full."""
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    from sharesync.sync.cli.fit import Col, Kind, fitted_table
+
     several = len({r.provider_name for r in rows}) > 1  # a config with several providers: which one
-    if several:
-        table.add_column("provider", no_wrap=True)
-    table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in rows), default=5))
-    for name in ("mode", "ckpt/source", "lag", "last sync UTC", "last run"):
-        table.add_column(name, no_wrap=True)
-    for row in rows:
-        source = _show(row.source_version) if row.provider_error is None else row.provider.value
-        table.add_row(
+    cols = [
+        *([Col("provider")] if several else []),
+        Col("table"),
+        Col("mode", Kind.WORD),
+        Col("ckpt/source", Kind.NUMBER),
+        Col("lag", Kind.NUMBER),
+        Col("last sync UTC", Kind.WORD, optional=True),
+        Col("last run", Kind.WORD, optional=True),
+    ]
+    cells = [
+        [
             *([esc(row.provider_name)] if several else []),
-            row.name,
-            row.mode.value,
-            f"{_show(row.checkpoint_version)}/{source}",
+            esc(row.name),
+            row.mode.value if row.mode is not None else "-",
+            f"{_show(row.checkpoint_version)}/{_source(row)}",
             _show(row.lag_versions),
             _show(row.last_sync_at),
             _show(row.last_status),
-        )
+        ]
+        for row in rows
+    ]
     console = Console()
+    table = fitted_table(cols, cells, console.width)
     console.print(table)
     for row in rows:
+        if row.note:  # a pattern's table the pass does not sync: why, and what to do
+            console.print(f"[yellow]note:[/yellow] {esc(row.name)}: {esc(row.note)}", highlight=False, soft_wrap=True)
         if row.provider_error:  # the provider's state, not the table's: its checkpoint is as shown
-            said = "note" if row.provider_error.startswith(row.provider.value) else f"provider {row.provider.value}"
             console.print(
-                f"[yellow]{said}:[/yellow] {esc(row.name)}: {esc(row.provider_error)}",
+                f"[yellow]provider {row.provider.value}:[/yellow] {esc(row.name)}: {esc(row.provider_error)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -92,26 +98,26 @@ QUIET_ROWS_SHOWN = 20
 
 
 def print_results(results: Sequence[TableSyncResult], console: Console | None = None) -> None:
-    """One narrow row per table (fits 80 columns; names never cut), then each warning in full on
-    its own line, where a long message stays readable; errors go to stderr the same way."""
-    from rich import box
+    """One row per table (fits the terminal, 80 columns when piped: :mod:`~sharesync.sync.cli.fit`),
+    then each warning in full on its own line; errors go to stderr the same way."""
     from rich.console import Console
-    from rich.table import Table
 
     from sharesync.pipelines.run.results import TableOutcome
+    from sharesync.sync.cli.fit import Col, Kind, fitted_table
 
     console = console or Console()
     quiet = [r for r in results if _quiet(r)]
     if len(quiet) > QUIET_ROWS_SHOWN:
         results = [r for r in results if not _quiet(r)]
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("table", no_wrap=True, min_width=max((len(r.name) for r in results), default=5))
-    table.add_column("result", no_wrap=True)
-    table.add_column("versions", no_wrap=True)
-    table.add_column("changes", no_wrap=True)
-    table.add_column("files", justify="right", no_wrap=True)
-    table.add_column("MB", justify="right", no_wrap=True)
-    table.add_column("s", justify="right", no_wrap=True)
+    cols = [
+        Col("table"),
+        Col("result", Kind.WORD),
+        Col("versions", Kind.NUMBER),
+        Col("changes", Kind.NUMBER),
+        Col("files", Kind.NUMBER, optional=True),
+        Col("MB", Kind.NUMBER, optional=True),
+        Col("s", Kind.NUMBER, optional=True),
+    ]
     shown = {
         TableOutcome.UP_TO_DATE: "up to date",
         TableOutcome.SYNCED: "synced",
@@ -119,18 +125,19 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
         TableOutcome.REMOVED: "[yellow]removed at provider[/yellow]",
         TableOutcome.NEEDS_KEYS: "[yellow]needs keys[/yellow]",
     }
-    for r in results:
-        stats = r.stats
-        versions = f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version)
-        table.add_row(
-            r.name,
+    cells = [
+        [
+            esc(r.name),
             shown[r.outcome],
-            versions,
+            f"{r.first_version}..{r.checkpoint_version}" if r.batches else _show(r.checkpoint_version),
             r.changes.describe(compact=True) if r.batches else "-",
-            str(stats.files_downloaded),
-            f"{stats.bytes_downloaded / 1e6:.1f}",
+            str(r.stats.files_downloaded),
+            f"{r.stats.bytes_downloaded / 1e6:.1f}",
             f"{r.seconds:.1f}",
-        )
+        ]
+        for r in results
+    ]
+    table = fitted_table(cols, cells, console.width)
     if results:
         console.print(table)
     if len(quiet) > QUIET_ROWS_SHOWN:
@@ -155,6 +162,15 @@ def esc(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+def _source(row: TableStatus) -> str:
+    """The provider's side of a status row: its version, or why there is none."""
+    if row.removed_at_provider:
+        return "removed at provider"
+    if row.needs_keys:
+        return "needs keys"
+    return _show(row.source_version) if row.provider_error is None else row.provider.value
 
 
 def _show(value: object) -> str:

@@ -97,6 +97,7 @@ def _engine(
 @click.option(
     "--passes", type=click.IntRange(min=1), default=None, metavar="N", help="With --every: stop after N passes."
 )
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"tables": [...]} (with --every: a line per pass).')
 @click.option(
     "--max-rss-mib",
     type=click.IntRange(min=0),
@@ -113,6 +114,7 @@ def sync_command(
     parallel: int | None,
     every: str | None,
     passes: int | None,
+    as_json: bool,
     max_rss_mib: int,
 ) -> None:
     """One sync pass over all (or the named) tables; with --every, one pass after another."""
@@ -121,9 +123,9 @@ def sync_command(
             raise click.UsageError("--passes counts the passes of --every; add --every INTERVAL")
         if ctx.get_parameter_source("max_rss_mib") is not ParameterSource.DEFAULT:
             raise click.UsageError("--max-rss-mib bounds the process of --every; add --every INTERVAL")
-        with _engine(ctx, progress=True, config=_config_to_sync(ctx)) as engine:
+        with _engine(ctx, progress=not as_json, config=_config_to_sync(ctx)) as engine:
             results = engine.sync_all(list(names) or None, parallel=parallel)
-        _report(results)
+        _report(results, as_json=as_json)
         return
     try:
         interval = parse_interval(every)
@@ -132,7 +134,7 @@ def sync_command(
     if interval < MIN_INTERVAL_SECONDS:
         # 0s would start pass after pass with no pause: a busy loop on the provider and the state store.
         raise click.BadParameter(f"{every!r} is under one second; use 1s or more (e.g. 30s)", param_hint="--every")
-    code = _sync_every(ctx, list(names) or None, parallel, interval, passes, max_rss_mib)
+    code = _sync_every(ctx, list(names) or None, parallel, interval, passes, max_rss_mib, as_json=as_json)
     if code != EXIT_OK:
         sys.exit(code)
 
@@ -144,8 +146,10 @@ def _sync_every(
     every: float,
     passes: int | None,
     max_rss_mib: int,
+    *,
+    as_json: bool = False,
 ) -> int:
-    """Passes until stopped; the exit code of the last one.
+    """Passes until stopped; the exit code of the last one (``as_json``: a JSON line per pass).
 
     Each pass reads the config and the profile again (an edited table list, a rotated token);
     the runtime (the Spark session; rebuilt when ``spark:`` changes), the engine and the state store's
@@ -182,7 +186,10 @@ def _sync_every(
             click.echo(f"error: pass {number}: {redact(str(exc))}; the next pass tries again", err=True)
             last = EXIT_USAGE
             return
-        print_pass(number, results, time.monotonic() - started)
+        if as_json:
+            click.echo(json.dumps({"pass": number, "tables": [r.to_json() for r in results]}))
+        else:
+            print_pass(number, results, time.monotonic() - started)
         last = _exit_code(results)
 
     try:
@@ -220,9 +227,12 @@ def _exit_code(results: Sequence[TableSyncResult]) -> int:
     return EXIT_TABLE_FAILED if failed else EXIT_OK
 
 
-def _report(results: Sequence[TableSyncResult]) -> None:
-    """Print the results; exit with :func:`_exit_code`."""
-    print_results(results)
+def _report(results: Sequence[TableSyncResult], *, as_json: bool = False) -> None:
+    """Print the results (a table, or JSON); exit with :func:`_exit_code`."""
+    if as_json:
+        click.echo(json.dumps({"tables": [r.to_json() for r in results]}, indent=2))
+    else:
+        print_results(results)
     code = _exit_code(results)
     if code != EXIT_OK:
         sys.exit(code)
@@ -233,17 +243,20 @@ def _report(results: Sequence[TableSyncResult]) -> None:
 @click.option("--from", "from_", required=True, help="Replay changes committed at or after this timestamp.")
 @click.option("--to", "to", default=None, help="Stop at the last version committed at or before this timestamp.")
 @click.option("--full-refresh", is_flag=True, help="Re-bootstrap from the snapshot at --from instead of replaying.")
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"tables": [...]}.')
 @click.pass_context
-def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool) -> None:
+def backfill_command(
+    ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool, as_json: bool
+) -> None:
     """Re-apply a table's changes from a timestamp, then continue normally."""
     from sharesync.pipelines.run.sync_pass import BackfillRequest
 
     request = BackfillRequest(
         given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh
     )
-    with _engine(ctx, progress=True) as engine:
+    with _engine(ctx, progress=not as_json) as engine:
         result = engine.backfill(name, request)
-    _report([result])
+    _report([result], as_json=as_json)
 
 
 @click.command("reset")

@@ -43,6 +43,8 @@ break a message into several lines or send terminal escape sequences.
 
 from __future__ import annotations
 
+from typing import Self
+
 from sharesync.sync.core.redact import redact
 
 
@@ -68,6 +70,20 @@ class SharesyncError(Exception):
     def __init__(self, message: str) -> None:
         self.message = printable(redact(message))
         super().__init__(self.message)
+
+    def clone(self) -> Self:
+        """A copy to raise again (same class, fields and message; subclasses' constructors differ)."""
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin.args = self.args
+        return twin
+
+    def within(self, prefix: str) -> Self:
+        """This error (same class and fields) with ``prefix: `` before its message."""
+        named = self.clone()
+        named.message = printable(redact(f"{prefix}: {self.message}"))
+        named.args = (named.message,)
+        return named
 
 
 class ConfigError(SharesyncError, Permanent):

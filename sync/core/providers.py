@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sharesync.sync.core.errors import Forbidden, Unauthorized
+
 DEFAULT_PROVIDER = "default"
+E = TypeVar("E")
 _PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -45,3 +49,12 @@ def check_provider_name(name: str) -> str:
 def table_key(provider: str, name: str) -> str:
     """A table's identity across providers: the bare name for the default provider."""
     return name if provider == DEFAULT_PROVIDER else f"{provider}/{name}"
+
+
+def credentials_refused(exc: E, provider: str, profile: Path) -> E:
+    """A refused credential (401, 403) is the provider's profile's problem, not one table's: the
+    error names the provider and its profile file, e.g. ``provider 'beta' (profiles/beta.share):
+    … HTTP 401 …``. Anything else, and an error named already, is returned as it is."""
+    if isinstance(exc, Unauthorized | Forbidden) and not exc.message.startswith("provider '"):
+        return cast(E, exc.within(f"provider '{provider}' ({profile})"))
+    return exc

@@ -7,8 +7,10 @@ presigned URL in it (:mod:`sharesync.sync.protocol.refresh` plans URL renewal wi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from sharesync.sync.core.provider_text import NAME_CHARS, bounded_properties, one_line
 from sharesync.sync.protocol.wire import (
     AddFile,
     CdfFile,
@@ -19,8 +21,37 @@ from sharesync.sync.protocol.wire import (
     Protocol,
     QueryRequest,
     RemoveFile,
+    Share,
     Table,
 )
+
+
+@dataclass(frozen=True)
+class ShareInfo:
+    """What a provider says about one of its shares, made safe to show (one line each, bounded).
+
+    Only shares carry a ``displayName``, ``comment`` and ``properties`` (spec "List Shares",
+    "Get Share"); a table's own words are its metaData ``description``."""
+
+    name: str
+    display_name: str | None = None
+    comment: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, share: Share) -> ShareInfo:
+        return cls(
+            share.name,
+            one_line(share.display_name, NAME_CHARS),
+            one_line(share.comment),
+            bounded_properties(share.properties),
+        )
+
+    def describe(self) -> str | None:
+        """One line: display name, comment and properties (None when the provider said nothing)."""
+        props = ", ".join(f"{k}={v}" for k, v in self.properties.items())
+        parts = [p for p in (self.display_name, self.comment, props) if p]
+        return " — ".join(parts) or None
 
 
 @dataclass(frozen=True)
@@ -69,6 +100,11 @@ class TableMetadata:
     @property
     def partition_columns(self) -> list[str]:
         return list(self.metadata.partition_columns)
+
+    @property
+    def description(self) -> str | None:
+        """The provider's description of the table, made safe to show (one line, bounded)."""
+        return one_line(self.metadata.description)
 
 
 @dataclass(frozen=True)

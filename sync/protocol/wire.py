@@ -1,14 +1,11 @@
 """Pydantic models of everything the Delta Sharing protocol puts on the wire.
 
-Both sides use them: the client validates each NDJSON line into one :data:`Action`, and the
-local server builds its answers from the same models, so the two cannot drift apart.
-Unknown fields are ignored, and so are unknown wrapper keys (the protocol's forward-compatibility
-rule: a newer server may add actions); a line holding only those parses to None and the reader
-skips it. A line with two known actions, or with one key twice, is a
-:class:`~sharesync.sync.core.errors.ProtocolViolation`: it cannot be read as one action without
-guessing which to drop.
-Every model is built lazily (``defer_build``): on first use, not at import, so a command that
-never reads a listing or an action (a no-op sync) does not pay for building them.
+Both sides use them (client and local server cannot drift apart): the client validates each
+NDJSON line into one :data:`Action`. Unknown fields are ignored, and so are unknown wrapper keys
+(the forward-compatibility rule: a newer server may add actions); a line holding only those
+parses to None and the reader skips it. A line with two known actions, or with one key twice, is a ProtocolViolation: it cannot
+be read as one action without guessing which to drop. Models are built lazily (``defer_build``),
+so a command that never reads a listing or an action (a no-op sync) does not pay for them.
 (Delta Sharing protocol, "API Response Format in Parquet".) Answers in the delta response format
 are read into the same models by :mod:`sharesync.sync.protocol.deltaformat`; the fields only that
 format fills (reader features, deletion vectors) stay empty in parquet answers.
@@ -48,6 +45,9 @@ class WireModel(BaseModel):
 class Share(WireModel):
     name: str
     id: str | None = None
+    display_name: str | None = None  # these three: on shares only (schemas and tables carry none)
+    comment: str | None = None
+    properties: dict[str, str] | None = None
 
 
 class Schema(WireModel):

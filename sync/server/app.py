@@ -32,12 +32,11 @@ from sharesync.sync.protocol.wire import (
     ListTablesPage,
     QueryInfoRequest,
     Schema,
-    Share,
     Table,
 )
 from sharesync.sync.server.answers import Answer, Context
 from sharesync.sync.server.asyncqueries import status
-from sharesync.sync.server.catalog import SharedTable, stable_id
+from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.change_answers import ChangesParams, answer_changes, answer_query_changes
 from sharesync.sync.server.credentials import issue, require_url
 from sharesync.sync.server.faults import FaultMiddleware, InjectedDisconnect, injected_history_error
@@ -81,12 +80,12 @@ def _api(handler: Handler, state: ServerState) -> Callable[[Request], Awaitable[
 async def list_shares(request: Request, state: ServerState) -> Response:
     names = state.catalog.shares()
     items, token = _page(request, state, names, "shares")
-    return _json(ListSharesPage(items=[Share(name=n, id=stable_id(n)) for n in items], next_page_token=token))
+    return _json(ListSharesPage(items=[state.catalog.share_info(n) for n in items], next_page_token=token))
 
 
 async def get_share(request: Request, state: ServerState) -> Response:
     name = state.catalog.share(request.path_params["share"])
-    return _json(GetShareResponse(share=Share(name=name, id=stable_id(name))))
+    return _json(GetShareResponse(share=state.catalog.share_info(name)))
 
 
 async def list_schemas(request: Request, state: ServerState) -> Response:

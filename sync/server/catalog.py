@@ -5,6 +5,10 @@ can add tables while the server runs. Names are matched case-insensitively (spec
 case-insensitive") and answered in the spelling found on disk. Ids are UUIDs derived from the
 names, so they are stable across restarts, as the spec asks ("stay immutable").
 
+What the provider says about a share (``displayName``, ``comment``, ``properties``: spec "List
+Shares") is a ``_share.json`` in its directory holding those fields, read on each listing too;
+a table's description is its Delta log's own ``metaData.description``.
+
 Tables in S3 are named in the settings instead (``remote_tables``, with their access modes):
 their log is mirrored into a local directory (:class:`~sharesync.sync.core.remote_table.RemoteTable`)
 before each read and their files are presigned S3 URLs, so every answer is built the same way.
@@ -12,6 +16,7 @@ before each read and their files are presigned S3 URLs, so every answer is built
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import threading
@@ -21,10 +26,12 @@ from pathlib import Path
 
 from sharesync.sync.core.remote_table import Keys, KeySource, RemoteTable
 from sharesync.sync.core.storage import StoreSettings
+from sharesync.sync.protocol.wire import Share
 from sharesync.sync.server.deltalog import LOG_DIR, DeltaLog
 from sharesync.sync.server.problems import not_found
 from sharesync.sync.server.settings import RemoteTableSpec
 
+SHARE_FILE = "_share.json"
 _ID_NAMESPACE = uuid.UUID("6c1e0a9e-5d1b-4c55-9d0e-2f4a7f3c1b10")
 
 
@@ -125,6 +132,14 @@ class Catalog:
         if found is None:
             raise not_found(f"share '{name}' not found")
         return found
+
+    def share_info(self, name: str) -> Share:
+        """The share as listed: its name and id, and whatever its ``_share.json`` says."""
+        try:
+            said = json.loads((self.root / name / SHARE_FILE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            said = {}
+        return Share.model_validate({**said, "name": name, "id": stable_id(name)})
 
     def schemas(self, share: str) -> list[str]:
         share = self.share(share)

@@ -113,6 +113,7 @@ def create_sample_table(
     partitioned: bool = True,
     cdf: bool = True,
     seed: int = 0,
+    description: str | None = None,
 ) -> Path:
     """Write version 0 of an all-types table (partitioned by ``region`` unless told otherwise)."""
     path = Path(path)
@@ -122,6 +123,7 @@ def create_sample_table(
         sample_rows(random.Random(seed), list(range(1, rows + 1))),
         partition_by=[PARTITION_COLUMN] if partitioned else None,
         configuration=CDF_ON if cdf else None,
+        description=description,
     )
     return path
 

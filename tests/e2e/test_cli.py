@@ -36,6 +36,10 @@ STATUS_KEYS = {
     "provider",
     "provider_error",
     "provider_name",  # which provider of the config shares it (issue 33)
+    "removed_at_provider",  # a pattern's table the pass does not sync (issue 43 §3) …
+    "needs_keys",
+    "missing_keys",
+    "note",  # … and why
 }
 
 

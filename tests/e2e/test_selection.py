@@ -74,8 +74,11 @@ def test_patterns_follow_tables_that_come_and_go_on_two_providers(
     assert _rows(workspace, "warehouse/partner/p/x/one") == 4  # the target is kept
     rows = {row["name"]: row for row in json.loads(cli(*config, "status", "--json").out)["tables"]}
     removed = rows["partner/p.x.one"]
-    assert removed["provider"] == "removed at provider" and removed["checkpoint_version"] == 0
-    assert rows["e2e.s.nk1"]["provider"] == "needs keys"
+    assert removed["removed_at_provider"] is True and removed["checkpoint_version"] == 0
+    assert removed["provider_error"] is None and removed["mode"] == "append"
+    needs = rows["e2e.s.nk1"]
+    assert needs["needs_keys"] is True and needs["missing_keys"] == ["no_such_column"]
+    assert needs["mode"] is None and needs["provider_error"] is None and "fallback_mode" in needs["note"]
     assert rows["e2e.s.c"]["lag_versions"] == 0
     history = cli(*config, "status").out
     assert "removed at provider" in history
@@ -85,7 +88,10 @@ def test_patterns_follow_tables_that_come_and_go_on_two_providers(
     assert third.code == 0, third.err
     assert "removed at provider" not in third.out
     rows = {row["name"]: row for row in json.loads(cli(*config, "status", "--json").out)["tables"]}
-    assert rows["partner/p.x.one"]["provider"] == "ok" and rows["partner/p.x.one"]["lag_versions"] == 0
+    assert rows["partner/p.x.one"]["removed_at_provider"] is False and rows["partner/p.x.one"]["lag_versions"] == 0
+    results = {row["name"]: row for row in json.loads(cli(*config, "sync", "--json").out)["tables"]}
+    assert (results["e2e.s.nk1"]["outcome"], results["e2e.s.nk1"]["mode"]) == ("needs_keys", None)
+    assert (results["partner/p.x.one"]["outcome"], results["partner/p.x.one"]["mode"]) == ("up_to_date", "append")
 
 
 def test_discover_config_prints_entries_that_load(workspace: Workspace, cli: Callable[..., CliResult]) -> None:

@@ -81,13 +81,19 @@ def test_incremental_materialization_applies_only_new_versions(site: Site) -> No
     defs = site.definitions()
     key = site.key(MERGE_TABLE)
     selection = dg.AssetSelection.assets(key).without_checks()
+    provider = DeltaTable(str(site.source_path(MERGE_TABLE)))
+    provider.alter.set_table_description("Orders, v1")  # the provider's words (issue 43 §2) …
+    (site.source_path(MERGE_TABLE).parents[1] / "_share.json").write_text('{"displayName": "Dagster Sales"}')
     first = site.source_version(MERGE_TABLE)
-    materialize(defs, selection)
+    before = materialization(materialize(defs, selection), key)
     site.commit(MERGE_TABLE, 3, seed=21)
+    DeltaTable(str(site.source_path(MERGE_TABLE))).alter.set_table_description("Orders, v2")  # … changed
     latest = site.source_version(MERGE_TABLE)
 
     meta = materialization(materialize(defs, selection), key)
 
+    assert (before["provider_description"], meta["provider_description"]) == ("Orders, v1", "Orders, v2")
+    assert meta["share_display_name"] == "Dagster Sales" and "share_comment" not in meta
     assert (meta["source_version_from"], meta["source_version_to"]) == (first + 1, latest)
     assert meta["source_commit_from"] <= meta["source_commit_to"]
     assert_merge_target_matches(site.source_path(MERGE_TABLE), site.target(MERGE_TABLE), ["id"], latest)

@@ -200,3 +200,15 @@ def test_observing_the_sources_records_their_versions_as_data_versions(site: Sit
     orders = observations[MERGE_TABLE].metadata
     assert orders["change_data_feed"].value is True and orders["partition_columns"].value == "region"
     assert [c.name for c in orders["dagster/column_schema"].value.columns][:2] == ["id", "region"]
+    assert "description" not in orders  # the provider gave none
+
+    # The provider describes the table (untrusted text: a line break, an escape sequence): the
+    # next observation records it, one line, without them.
+    DeltaTable(str(site.source_path(MERGE_TABLE))).alter.set_table_description("Orders\n\x1b[31mdaily[0m")
+    again = materialize(defs, dg.AssetSelection.assets(*sources))
+    described = [
+        e.asset_observation_data.asset_observation.metadata  # type: ignore[union-attr]
+        for e in again.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_OBSERVATION and e.asset_key.path[-1] == MERGE_TABLE
+    ]
+    assert described[0]["description"].value == "Orders [31mdaily[0m"

@@ -260,6 +260,7 @@ def test_every_table_is_listed_with_reader_features_and_failures(mixed_server: S
             "reader_features": [],
             "error": None,
             "provider": "default",
+            "description": None,
         }
     assert "(supported: columnMapping, deletionVectors" in tables["features.modern.variant"]["error"]
     assert mixed_server.token not in result.stdout + result.stderr
