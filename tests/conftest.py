@@ -264,8 +264,12 @@ def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Without xdist (``-n 0``) the one process collects and runs: it fetches here. Never in a worker."""
-    if not hasattr(session.config, "workerinput") and needs_apache_spark(item.nodeid for item in session.items):
+    """Without xdist (``-n 0``) the one process collects and runs: it fetches here. Never in a worker,
+    nor for ``--collect-only``."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    if needs_apache_spark(item.nodeid for item in session.items):
         fetch_apache_spark(session.config)
 
 
