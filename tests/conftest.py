@@ -28,6 +28,7 @@ import os
 import random
 import re
 import signal
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -250,8 +251,10 @@ def fetch_apache_spark(config: pytest.Config) -> None:
 
     with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
         write("Apache Spark + Delta for the Spark lanes: deploy/spark/fetch.sh into .engines/spark (once, then cached)")
+        started = time.monotonic()
         try:
-            write(f"Apache Spark + Delta ready: {spark_home(refresh=True, echo=write)}")
+            home = spark_home(refresh=True, echo=write)
+            write(f"Apache Spark + Delta ready in {time.monotonic() - started:.0f} s: {home}")
         except RuntimeError as error:
             write(str(error), red=True, bold=True)
 
