@@ -18,7 +18,8 @@
   Spark cluster of two workers) or ``sail-cluster`` (Sail in local-cluster mode).
   ``engine_spark`` is the matching ``spark:`` config section (``{}`` for the embedded engine).
   The Spark servers start once per test session (``support.spark_server``); tests on a Spark
-  engine are slow-lane tests, so the fast lane stays Sail-only.
+  engine are slow-lane tests, so the fast lane stays Sail-only. A session with Spark tests fetches
+  Spark + Delta first, once (``.engines/spark``), printing its progress (``fetch_apache_spark``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import os
 import random
 import re
 import signal
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +222,58 @@ def engine_group(nodeid: str) -> str | None:
     name, _, params = nodeid.partition("[")
     found = _ENGINE_ID.search(params.rstrip("]"))
     return found[1] if found else GROUPED_TESTS.get(name)
+
+
+def needs_apache_spark(nodeids: Iterable[str]) -> bool:
+    return any(engine_group(nodeid) in (SPARK, SPARK_CLUSTER) for nodeid in nodeids)
+
+
+_SPARK_FETCHED = pytest.StashKey[bool]()
+
+
+def fetch_apache_spark(config: pytest.Config) -> None:
+    """Fetch Spark + Delta (``deploy/spark/fetch.sh``, cached in ``.engines/spark``) in the process
+    that writes to the terminal, before any Spark lane starts, so that a first run shows its
+    progress instead of a silent worker. A failure is printed here and raised again by each
+    Spark test (``support.spark_server.spark_home``)."""
+    if config.stash.get(_SPARK_FETCHED, False):
+        return
+    config.stash[_SPARK_FETCHED] = True
+    from support.spark_server import spark_home
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def write(line: str, **markup: bool) -> None:
+        if reporter is None:
+            print(line)
+        else:
+            reporter.write_line(line, **markup)
+
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        write("Apache Spark + Delta for the Spark lanes: deploy/spark/fetch.sh into .engines/spark (once, then cached)")
+        started = time.monotonic()
+        try:
+            home = spark_home(refresh=True, echo=write)
+            write(f"Apache Spark + Delta ready in {time.monotonic() - started:.0f} s: {home}")
+        except RuntimeError as error:
+            write(str(error), red=True, bold=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+    """In the xdist controller, before it hands out the first test."""
+    if needs_apache_spark(ids):
+        fetch_apache_spark(node.config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without xdist (``-n 0``) the one process collects and runs: it fetches here. Never in a worker,
+    nor for ``--collect-only``."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    if needs_apache_spark(item.nodeid for item in session.items):
+        fetch_apache_spark(session.config)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

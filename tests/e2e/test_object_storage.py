@@ -1,5 +1,5 @@
 """Targets in object storage beyond the rounds: schema evolution, history mode, the no-op glance,
-and Azure (the ``azurite`` emulator, when npm installed it: ``SHARESYNC_TEST_AZURITE``).
+and Azure (the ``azurite`` emulator, which the suite installs with npm on first need: ``support.azurite``).
 
 The rounds of every mode with targets and staging in S3 are in ``test_rounds``, a crash in
 ``test_recovery``; bad settings and foreign targets in ``reliability/test_object_storage``.

