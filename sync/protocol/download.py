@@ -5,8 +5,9 @@ in chunks, check the byte count against the declared ``size`` (stopping early pa
 renamed into place only when complete, so a crash never leaves a half file looking whole. Every
 URL, and every redirect, must pass the provider's :class:`~sharesync.sync.protocol.addresses.FileUrlPolicy`
 first (no fetching of loopback or metadata addresses on a provider's say-so), and every download
-must end within its deadline (:meth:`~sharesync.sync.protocol.transport.Timeouts.download_deadline`),
-so a server dripping one byte at a time cannot hold a run for ever. A URL
+must end within its deadline (:meth:`~sharesync.sync.protocol.transport.Timeouts.download_deadline`)
+and arrive faster than the rate floor (:mod:`~sharesync.sync.protocol.pace`), so a server dripping
+one byte at a time cannot hold a run for ever. A URL
 about to expire, or one the storage refuses (403), is renewed through the
 :class:`~sharesync.sync.protocol.refresh.UrlBook`. Transient failures are retried like API calls.
 Deletion-vector files download the same way; their size is unknown (one may hold DVs of files
@@ -34,6 +35,7 @@ from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.dvfiles import DeletionVectorFile, Downloadable
 from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
+from sharesync.sync.protocol.pace import async_floor_hook
 from sharesync.sync.protocol.refresh import UrlBook, UrlRefresher
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.tls import ssl_context
@@ -136,6 +138,7 @@ class Downloader:
         chunk_size: int = CHUNK_SIZE,
         clock: Callable[[], float] = time.time,
         budget: TransferBudget | None = None,
+        provider: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -154,6 +157,9 @@ class Downloader:
         self.chunk_size = chunk_size
         self._clock = clock
         self.budget = budget  # shared with the other tables of a pass: bounds their downloads together
+        # The rate floor (the same as the provider's API answers'); its error names the provider to configure.
+        subject = f"the file storage of provider {provider}" if provider else "the file storage"
+        self.bounds = self.timeouts.bounds(subject, provider)
 
     def download(
         self,
@@ -193,7 +199,7 @@ class Downloader:
             # and still stopped at its declared size (no decompression bomb fills the disk).
             headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
             limits=httpx.Limits(max_connections=self.concurrency),
-            event_hooks={"request": [self._check_redirect]},
+            event_hooks={"request": [self._check_redirect], "response": [async_floor_hook(self.bounds)]},
         ) as http:
             with ThreadPoolExecutor(max_workers=max(1, self.hook_workers), thread_name_prefix="sharesync-hook") as pool:
                 tasks = [asyncio.create_task(run.job(http, job, pool)) for job in jobs]
