@@ -30,7 +30,6 @@ from sharesync.sync.core.providers import DEFAULT_PROVIDER
 from sharesync.sync.core.redact import redact
 from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
-from sharesync.sync.protocol.profile import load_profile
 
 
 @dataclass(frozen=True)
@@ -145,9 +144,11 @@ def _providers(config: SharesyncConfig, only: str | None) -> list[str]:
 def discover_provider(
     config: SharesyncConfig, provider: str, names: Sequence[str] = (), *, workers: int = 8
 ) -> list[DiscoveredTable]:
-    """:func:`discover_tables` of one provider of the config, each row naming it."""
-    profile = load_profile(config.provider(provider).profile)
-    with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+    """:func:`discover_tables` of one provider of the config, each row naming it (with that
+    provider's client: its retry and rate settings, its name in retry notices)."""
+    from sharesync.pipelines.run.clients import make_client
+
+    with make_client(config, provider) as client:
         found = discover_tables(client, names, workers=workers)
     return [replace(t, provider=provider) for t in found]
 
