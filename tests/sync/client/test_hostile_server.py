@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.monotonic import FakeClock
 
 from sharesync.sync.core.errors import ProtocolViolation, SlowTransfer, TransportError, UnsafeUrl

@@ -50,7 +50,9 @@ def test_each_retry_of_a_refused_connection_is_announced_as_it_happens(caplog: p
 
     assert [sleeps for sleeps, _ in notices] == [0, 1, 2, 3], "a retry was not announced before its wait"
     for attempt, (_, text) in enumerate(notices, start=2):
-        assert re.fullmatch(rf"provider partner \({origin}\): connection refused; retry {attempt} of 5 in [\d.]+ s", text)
+        assert re.fullmatch(
+            rf"provider partner \({origin}\): connection refused; retry {attempt} of 5 in [\d.]+ s", text
+        )
     assert str(caught.value).startswith(f"list shares: connection refused ({origin}; ConnectError")
     assert caught.value.reason == "connection refused"
 
