@@ -146,12 +146,13 @@ class TransportError(SharingError, Retryable):
 
 
 class ConnectFailed(TransportError):
-    """No connection could be made; ``reason`` says why in a few words ("connection refused"),
-    for the retry notices that show a provider that cannot be reached at once."""
+    """No connection could be made to ``origin``; ``reason`` says why in a few words ("connection
+    refused"), for the retry notices that show a provider that cannot be reached at once."""
 
-    def __init__(self, message: str, *, reason: str) -> None:
+    def __init__(self, message: str, *, reason: str, origin: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+        self.origin = origin
 
 
 class SlowTransfer(SharingError):

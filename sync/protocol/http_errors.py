@@ -78,7 +78,9 @@ def _translated(exc: httpx.HTTPError | httpx.InvalidURL, context: str) -> Shares
     if isinstance(exc, TooSlow):  # under the rate floor: not retried (a drip is not a dropped connection)
         return SlowTransfer(f"{context}: {detail}")
     if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError) and (reason := _connect_failure(exc)) is not None:
-        return ConnectFailed(f"{context}: {reason} ({_origin(exc)}; {type(exc).__name__}: {detail})", reason=reason)
+        origin = _origin(exc)
+        message = f"{context}: {reason} ({origin}; {type(exc).__name__}: {detail})"
+        return ConnectFailed(message, reason=reason, origin=origin)
     if isinstance(exc, httpx.TimeoutException):
         return TransportError(f"{context}: timed out ({type(exc).__name__}: {detail or 'no detail'})")
     if isinstance(exc, httpx.ConnectError) and (untrusted := _certificate_problem(exc)) is not None:

@@ -143,10 +143,12 @@ class RetryBudget:
             raise exc
         self.attempts += 1
         if isinstance(exc, ConnectFailed):  # nothing answers: say so now, not after the whole budget
+            who = self.policy.subject or self.context
             logger.warning(
-                "%s: %s; retry %d of %d in %s s",
-                self.policy.subject or self.context,
+                "%s: %s%s; retry %d of %d in %s s",
+                who,
                 exc.reason,
+                f" at {exc.origin}" if exc.origin and f"({exc.origin})" not in who else "",  # e.g. a token endpoint
                 self.attempts,
                 self.policy.max_attempts,
                 f"{wait:.0f}" if wait >= 10 else f"{wait:.2g}",
