@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 
 def make_client(config: SharesyncConfig, provider: str, *, retry: RetryPolicy | None = None) -> SharingClient:
     """A client for ``provider``: its profile (token expiry checked, warned naming the provider
-    when there are several) and retry bounds (``retry``: these instead, e.g. ``status``'s)."""
+    when there are several), retry bounds (``retry``: these instead, e.g. ``status``'s) and
+    transfer-rate floor."""
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.profile import check_expiry, load_profile
     from sharesync.sync.protocol.retry import RetryPolicy as Policy
+    from sharesync.sync.protocol.transport import Timeouts
 
     settings = config.provider(provider)
     profile = load_profile(settings.profile)
@@ -40,9 +42,16 @@ def make_client(config: SharesyncConfig, provider: str, *, retry: RetryPolicy | 
             max_attempts=settings.retry_max_attempts or defaults.max_attempts,
             total_seconds=settings.retry_total_seconds or defaults.total_seconds,
         )
+    timeouts = Timeouts.from_env()
+    if settings.min_rate_bytes_per_second is not None:
+        timeouts = dataclasses.replace(timeouts, floor_rate=settings.min_rate_bytes_per_second)
+    if settings.min_rate_seconds is not None:
+        timeouts = dataclasses.replace(timeouts, floor_seconds=settings.min_rate_seconds)
     return SharingClient(
         profile,
+        provider=provider,
         retry=retry,
+        timeouts=timeouts,
         ca_bundle=config.ca_bundle,
         allow_private_file_urls=config.allow_private_file_urls,
         file_id_hash=config.file_id_hash,

@@ -30,7 +30,6 @@ from sharesync.sync.core.providers import DEFAULT_PROVIDER, credentials_refused
 from sharesync.sync.core.redact import redact
 from sharesync.sync.delta.features import table_reader_features
 from sharesync.sync.protocol.client import SharingClient, TableMetadata, TableRef
-from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.responses import ShareInfo
 
 
@@ -185,13 +184,14 @@ def _providers(config: SharesyncConfig, only: str | None) -> list[str]:
 def discover_provider(
     config: SharesyncConfig, provider: str, names: Sequence[str] = (), *, workers: int = 8
 ) -> Discovered:
-    """:func:`discover_tables` of one provider of the config, each row naming it; a refused
+    """:func:`discover_tables` of one provider of the config, each row naming it (with that
+    provider's client: its retry and rate settings, its name in retry notices); a refused
     credential names the provider and its profile file."""
-    path = config.provider(provider).profile
-    profile = load_profile(path)
+    from sharesync.pipelines.run.clients import make_client
+
     try:
-        with SharingClient(profile, ca_bundle=config.ca_bundle) as client:
+        with make_client(config, provider) as client:
             found = discover_tables(client, names, workers=workers)
     except SharesyncError as exc:
-        raise credentials_refused(exc, provider, path) from None
+        raise credentials_refused(exc, provider, config.provider(provider).profile) from None
     return Discovered([replace(t, provider=provider) for t in found.tables], found.shares)

@@ -15,6 +15,8 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   │   ├─ RateLimited (429, retry_after)               Retryable
     │   │   └─ ServerError (5xx)                            Retryable
     │   ├─ TransportError           connection refused/reset, timeouts              Retryable
+    │   │   └─ ConnectFailed        no connection at all (refused, timed out, no such host): `reason`
+    │   ├─ SlowTransfer             an answer slower than the rate floor: abandoned, not retried
     │   ├─ ProtocolViolation        missing Delta-Table-Version, unknown action, bad JSON
     │   │   └─ TruncatedStream      stream ended without endStreamAction            Retryable
     │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
@@ -157,6 +159,21 @@ class ServerError(_RetryAfterError, Retryable):
 
 class TransportError(SharingError, Retryable):
     """The connection failed (refused, reset, timed out) before a full answer arrived."""
+
+
+class ConnectFailed(TransportError):
+    """No connection could be made to ``origin``; ``reason`` says why in a few words ("connection
+    refused"), for the retry notices that show a provider that cannot be reached at once."""
+
+    def __init__(self, message: str, *, reason: str, origin: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.origin = origin
+
+
+class SlowTransfer(SharingError):
+    """An answer arrived slower than the transfer-rate floor: abandoned, and not retried at once
+    (asking a dripping server again would hold the table for another window)."""
 
 
 class ProtocolViolation(SharingError):

@@ -37,6 +37,10 @@ class ProviderConfig(BaseModel):
     download_concurrency: int | None = Field(
         default=None, ge=1, le=256, description="per-table downloads in flight for this provider's tables"
     )
+    min_rate_bytes_per_second: float | None = Field(
+        default=None, ge=0, description="abandon an answer or download slower than this (0: no floor) ..."
+    )
+    min_rate_seconds: float | None = Field(default=None, gt=0, description="... for this many seconds")
 
 
 def check_provider_name(name: str) -> str:

@@ -12,13 +12,17 @@ Fetching them is server-side request forgery, so a file URL is fetched only when
 Loopback, link-local, private, shared (CGNAT), multicast, reserved and unspecified addresses,
 and the ``localhost`` names, are refused unless the config says the provider legitimately
 serves files from private addresses (``allow_private_file_urls: true``). The rule applies to
-each request, so a redirect cannot lead around it. Host names are judged as written (this module
-resolves nothing): a public name that a resolver maps to a private address is not caught here.
+each request, so a redirect cannot lead around it. This module resolves nothing: a URL's host
+name passes :meth:`FileUrlPolicy.refusal` as written, and the addresses it resolves to are judged
+by :meth:`FileUrlPolicy.address_refusal` when the download connects
+(:mod:`sharesync.sync.protocol.checked_connect` resolves once, checks, and connects to the checked
+address), so a public-looking name that resolves to a private address is refused too.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -85,6 +89,23 @@ class FileUrlPolicy:
             "if this provider serves its files from private addresses, set 'allow_private_file_urls: true' "
             "in the config"
         )
+
+    def address_refusal(self, host: str, port: int, addresses: Sequence[str]) -> str | None:
+        """Why a connection to ``host``:``port``, whose name resolved to ``addresses``, must not be
+        made, or None when it may. Every address must be public: a name resolving to a public and
+        a private address is refused (which one a connection would use is not ours to choose)."""
+        endpoint = _origin(httpx.URL(self.endpoint))
+        if self.allow_private or (host.lower().rstrip("."), port) == (endpoint[1], endpoint[2]):
+            return None
+        for address in addresses:
+            kind = non_public_kind(address)
+            if kind is not None:
+                return (
+                    f"its host {host} resolves to {address}, a {kind} address that is not the provider's "
+                    "endpoint; if this provider serves its files from private addresses, set "
+                    "'allow_private_file_urls: true' in the config"
+                )
+        return None
 
     def check(self, url: httpx.URL | str, *, context: str) -> None:
         """Raise :class:`UnsafeUrl` (never retried) when ``url`` must not be fetched."""

@@ -11,6 +11,7 @@ injected, so tests pass an ``httpx.MockTransport`` and the engine shares one con
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +55,7 @@ from sharesync.sync.protocol.transport import (
     SharingHttp,
     Timeouts,
     build_http_client,
+    provider_subject,
     quote_segment,
     table_version_header,
 )
@@ -81,7 +83,8 @@ class SharingClient:
     asks ``/query`` and ``/changes`` for that file id scheme and checks the server's echo.
     ``allow_private_file_urls``: this provider serves files from private addresses (see
     :mod:`sharesync.sync.protocol.addresses`).
-    ``polling`` paces asynchronous queries.
+    ``polling`` paces asynchronous queries. ``provider`` is the config's name for this server:
+    errors about its pace and notices of its retries name it.
     """
 
     def __init__(
@@ -97,12 +100,18 @@ class SharingClient:
         allow_private_file_urls: bool = False,
         file_id_hash: FileIdScheme | None = None,
         polling: PollPolicy | None = None,
+        provider: str | None = None,
     ) -> None:
         install_log_redaction()  # httpx logs URLs: make sure nothing logs a token or a signature
         self.profile = profile
+        self.provider = provider
+        self.timeouts = timeouts or Timeouts.from_env()
+        subject = provider_subject(provider, profile.endpoint)
         self._owns_http = http is None
-        self._client = http or build_http_client(ca_bundle=ca_bundle, timeouts=timeouts)
-        self.retry = retry or RetryPolicy.from_env()
+        self._client = http or build_http_client(
+            ca_bundle=ca_bundle, timeouts=self.timeouts, subject=subject, provider=provider
+        )
+        self.retry = dataclasses.replace(retry or RetryPolicy.from_env(), subject=subject)
         self.polling = polling or PollPolicy.from_env()
         self.page_size = page_size
         self.max_files = max_files

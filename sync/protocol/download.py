@@ -5,8 +5,9 @@ in chunks, check the byte count against the declared ``size`` (stopping early pa
 renamed into place only when complete, so a crash never leaves a half file looking whole. Every
 URL, and every redirect, must pass the provider's :class:`~sharesync.sync.protocol.addresses.FileUrlPolicy`
 first (no fetching of loopback or metadata addresses on a provider's say-so), and every download
-must end within its deadline (:meth:`~sharesync.sync.protocol.transport.Timeouts.download_deadline`),
-so a server dripping one byte at a time cannot hold a run for ever. A URL
+must end within its deadline (:meth:`~sharesync.sync.protocol.transport.Timeouts.download_deadline`)
+and arrive faster than the rate floor (:mod:`~sharesync.sync.protocol.pace`), so a server dripping
+one byte at a time cannot hold a run for ever. A URL
 about to expire, or one the storage refuses (403), is renewed through the
 :class:`~sharesync.sync.protocol.refresh.UrlBook`. Transient failures are retried like API calls.
 Deletion-vector files download the same way; their size is unknown (one may hold DVs of files
@@ -28,12 +29,21 @@ from pathlib import Path
 
 import httpx
 
-from sharesync.sync.core.errors import DownloadError, SharesyncError, TransportError, UrlExpired
+from sharesync.sync.core.errors import DownloadError, SharesyncError, TransportError, UnsafeUrl, UrlExpired
 from sharesync.sync.core.redact import install_log_redaction
 from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.budget import TransferBudget
+from sharesync.sync.protocol.checked_connect import (
+    AddressRefused,
+    CheckedBackend,
+    Resolver,
+    checked_transport,
+    proxied,
+    system_resolver,
+)
 from sharesync.sync.protocol.dvfiles import DeletionVectorFile, Downloadable
 from sharesync.sync.protocol.http_errors import aread_error, translate_httpx_errors
+from sharesync.sync.protocol.pace import async_floor_hook
 from sharesync.sync.protocol.refresh import UrlBook, UrlRefresher
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.tls import ssl_context
@@ -136,6 +146,8 @@ class Downloader:
         chunk_size: int = CHUNK_SIZE,
         clock: Callable[[], float] = time.time,
         budget: TransferBudget | None = None,
+        provider: str | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -147,6 +159,7 @@ class Downloader:
         self.timeouts = timeouts or Timeouts.from_env()
         self.ca_bundle = ca_bundle
         self._transport = transport
+        self._resolver = resolver  # how file hosts' names are resolved before their addresses are checked
         self.refresh_margin = refresh_margin
         self.refresh_fraction = refresh_fraction
         self.max_refreshes_per_file = max_refreshes_per_file
@@ -154,6 +167,9 @@ class Downloader:
         self.chunk_size = chunk_size
         self._clock = clock
         self.budget = budget  # shared with the other tables of a pass: bounds their downloads together
+        # The rate floor (the same as the provider's API answers'); its error names the provider to configure.
+        subject = f"the file storage of provider {provider}" if provider else "the file storage"
+        self.bounds = self.timeouts.bounds(subject, provider)
 
     def download(
         self,
@@ -184,16 +200,20 @@ class Downloader:
         stats = DownloadStats()
         book = UrlBook(files, refresher, self._clock)
         run = _Run(self, book, stats, len(jobs), progress, on_file)
+        verify, limits = ssl_context(self.ca_bundle), httpx.Limits(max_connections=self.concurrency)
+        transport = self._transport
+        if transport is None and not proxied():  # connect only to addresses the policy allows
+            transport = checked_transport(verify, limits, CheckedBackend(self.policy, self._resolver))
         async with httpx.AsyncClient(
-            verify=ssl_context(self.ca_bundle),
+            verify=verify,
             timeout=self.timeouts.to_httpx(),
-            transport=self._transport,
+            transport=transport,
             follow_redirects=True,
             # Files are stored compressed already; a body the server compresses anyway is decoded
             # and still stopped at its declared size (no decompression bomb fills the disk).
             headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-            limits=httpx.Limits(max_connections=self.concurrency),
-            event_hooks={"request": [self._check_redirect]},
+            limits=limits,
+            event_hooks={"request": [self._check_redirect], "response": [async_floor_hook(self.bounds)]},
         ) as http:
             with ThreadPoolExecutor(max_workers=max(1, self.hook_workers), thread_name_prefix="sharesync-hook") as pool:
                 tasks = [asyncio.create_task(run.job(http, job, pool)) for job in jobs]
@@ -304,6 +324,9 @@ class _Run:
                                 self._report(job, len(chunk))
             _check_length(job, written)
             os.replace(part, job.path)
+        except AddressRefused as exc:  # by the connection pool, which knows no file
+            part.unlink(missing_ok=True)
+            raise UnsafeUrl(f"{job.context}: {exc.message}") from None
         except BaseException:
             part.unlink(missing_ok=True)
             if written:

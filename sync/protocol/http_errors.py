@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import re
+import socket
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,15 +25,18 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sharesync.sync.core.errors import (
     BadRequest,
     ConfigError,
+    ConnectFailed,
     HistoryUnavailable,
     NotFound,
     ProtocolViolation,
     SharesyncError,
     SharingHTTPError,
+    SlowTransfer,
     TransportError,
     http_error_for,
 )
 from sharesync.sync.core.redact import redact
+from sharesync.sync.protocol.pace import TooSlow
 from sharesync.sync.protocol.wire import ErrorBody
 
 _ERROR_SNIPPET_BYTES = 4096
@@ -71,6 +75,12 @@ def translate_httpx_errors(context: str, *, sent: httpx.Request | None = None) -
 
 def _translated(exc: httpx.HTTPError | httpx.InvalidURL, context: str) -> SharesyncError | None:
     detail = redact(str(exc))
+    if isinstance(exc, TooSlow):  # under the rate floor: not retried (a drip is not a dropped connection)
+        return SlowTransfer(f"{context}: {detail}")
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError) and (reason := _connect_failure(exc)) is not None:
+        origin = _origin(exc)
+        message = f"{context}: {reason} ({origin}; {type(exc).__name__}: {detail})"
+        return ConnectFailed(message, reason=reason, origin=origin)
     if isinstance(exc, httpx.TimeoutException):
         return TransportError(f"{context}: timed out ({type(exc).__name__}: {detail or 'no detail'})")
     if isinstance(exc, httpx.ConnectError) and (untrusted := _certificate_problem(exc)) is not None:
@@ -95,6 +105,38 @@ def _translated(exc: httpx.HTTPError | httpx.InvalidURL, context: str) -> Shares
     return None
 
 
+def _connect_failure(exc: httpx.ConnectTimeout | httpx.ConnectError) -> str | None:
+    """A few words for why no connection was made; None for a TLS certificate refusal (not ours to say)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connection timed out"
+    if _certificate_problem(exc) is not None:
+        return None
+    causes = _causes(exc)
+    text = str(exc).lower()
+    if any(isinstance(c, ConnectionRefusedError) for c in causes) or "refused" in text:
+        return "connection refused"
+    if any(isinstance(c, socket.gaierror) for c in causes) or "name or service not known" in text:
+        return "host name not found"
+    return "cannot connect"
+
+
+def _origin(exc: httpx.HTTPError) -> str:
+    try:
+        url = exc.request.url
+    except RuntimeError:  # an httpx error raised outside a request has none
+        return "no address"
+    return f"{url.scheme}://{url.netloc.decode('ascii', errors='replace')}"
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not c for c in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
 def _naming_other_url(context: str, sent: httpx.Request, exc: httpx.HTTPError | httpx.InvalidURL) -> str:
     try:
         failed = exc.request.url.copy_with(query=None) if isinstance(exc, httpx.HTTPError) else None
@@ -107,13 +149,9 @@ def _naming_other_url(context: str, sent: httpx.Request, exc: httpx.HTTPError | 
 
 def _certificate_problem(exc: BaseException) -> str | None:
     """The reason a TLS certificate was refused, if that is why the connection failed."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _causes(exc):
         if isinstance(current, ssl.SSLCertVerificationError):
             return current.verify_message or str(current)
-        current = current.__cause__ or current.__context__
     text = str(exc)
     return text if "CERTIFICATE_VERIFY_FAILED" in text else None
 

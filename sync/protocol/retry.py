@@ -6,6 +6,11 @@ budget live inside a generator that resumes a broken stream (:mod:`sharesync.syn
 and inside an async download. The waits are full-jitter exponential backoff (uniform in
 ``[0, initial * 2^(n-1)]``, capped), except that a server's ``Retry-After`` is honoured exactly;
 a wait that would cross the total time bound is not started.
+
+A failure to connect at all (:class:`~sharesync.sync.core.errors.ConnectFailed`: refused, timed
+out, no such host) is announced as a warning at each retry, naming the policy's ``subject`` (the
+provider and its address), so a provider that is down shows at once instead of after the whole
+budget; other retries are routine and logged at info.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from sharesync.sync.core.errors import ConfigError, RateLimited, Retryable, ServerError, SharesyncError
+from sharesync.sync.core.errors import (
+    ConfigError,
+    ConnectFailed,
+    RateLimited,
+    Retryable,
+    ServerError,
+    SharesyncError,
+)
 from sharesync.sync.core.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -39,12 +51,14 @@ async def _async_sleep(seconds: float) -> None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long to keep trying a Retryable failure. ``sleep``/``clock`` are injectable for tests."""
+    """How long to keep trying a Retryable failure. ``sleep``/``clock`` are injectable for tests;
+    ``subject`` names who is called in retry notices ("provider partner (https://host:443)")."""
 
     max_attempts: int = 8
     total_seconds: float = 120.0
     initial_backoff: float = 0.5
     max_backoff: float = 30.0
+    subject: str = ""
     sleep: Callable[[float], None] = field(default=_sleep, repr=False, compare=False)
     async_sleep: Callable[[float], Awaitable[None]] = field(default=_async_sleep, repr=False, compare=False)
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
@@ -128,6 +142,18 @@ class RetryBudget:
         if self.policy.clock() + wait > self._deadline:
             raise exc
         self.attempts += 1
+        if isinstance(exc, ConnectFailed):  # nothing answers: say so now, not after the whole budget
+            who = self.policy.subject or self.context
+            logger.warning(
+                "%s: %s%s; retry %d of %d in %s s",
+                who,
+                exc.reason,
+                f" at {exc.origin}" if exc.origin and f"({exc.origin})" not in who else "",  # e.g. a token endpoint
+                self.attempts,
+                self.policy.max_attempts,
+                f"{wait:.0f}" if wait >= 10 else f"{wait:.2g}",
+            )
+            return wait
         logger.info(  # info, not warning: a retried call that then succeeds is routine
             "%s failed (%s); attempt %d of %d in %.2fs",
             self.context,

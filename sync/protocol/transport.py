@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from sharesync.sync.core.errors import ProtocolViolation, Unauthorized
 from sharesync.sync.protocol.auth import SharingAuth
 from sharesync.sync.protocol.http_errors import read_error, translate_httpx_errors
+from sharesync.sync.protocol.pace import Bounds, pace_hook
 from sharesync.sync.protocol.retry import RetryPolicy, call_with_retries, env_number
 from sharesync.sync.protocol.tls import ssl_context
 
@@ -52,12 +52,13 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Every request has a connect and a read bound, and a bound on the whole response.
+    """Every request has a connect and a read bound, and bounds on how slowly its body may arrive.
 
     httpx's timeouts bound each read, so a server sending a byte per read would never time out:
-    ``total`` bounds an API response from its headers to its last byte (checked as each chunk
-    arrives, so it can be overrun by at most one ``read``), and a file download may take ``total`` plus
-    its size at ``min_rate`` bytes per second (:meth:`download_deadline`).
+    ``total`` bounds an API response from its headers to its last byte, and a body arriving under
+    ``floor_rate`` bytes per second for ``floor_seconds`` is abandoned (:mod:`.pace`). A file
+    download may take ``total`` plus its size at ``min_rate`` bytes per second
+    (:meth:`download_deadline`), and is held to the same rate floor.
     """
 
     connect: float = 10.0
@@ -66,12 +67,19 @@ class Timeouts:
     pool: float = 30.0
     total: float = 600.0
     min_rate: float = 256 * 1024
+    floor_rate: float = 1024.0
+    floor_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Timeouts:
-        """Defaults, ``total`` overridden by ``SHARESYNC_HTTP_DEADLINE_SECONDS``."""
+        """Defaults, overridden by ``SHARESYNC_HTTP_DEADLINE_SECONDS`` (``total``),
+        ``SHARESYNC_HTTP_MIN_RATE_BYTES`` and ``SHARESYNC_HTTP_MIN_RATE_SECONDS`` (the rate floor)."""
         env = os.environ if environ is None else environ
-        return cls(total=env_number(env, "SHARESYNC_HTTP_DEADLINE_SECONDS", float, cls.total))
+        return cls(
+            total=env_number(env, "SHARESYNC_HTTP_DEADLINE_SECONDS", float, cls.total),
+            floor_rate=env_number(env, "SHARESYNC_HTTP_MIN_RATE_BYTES", float, cls.floor_rate),
+            floor_seconds=env_number(env, "SHARESYNC_HTTP_MIN_RATE_SECONDS", float, cls.floor_seconds),
+        )
 
     def to_httpx(self) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
@@ -80,32 +88,21 @@ class Timeouts:
         """Seconds a download of ``size`` bytes may take as a whole."""
         return self.total + size / self.min_rate
 
-
-class _BoundedStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request, deadline: float, seconds: float) -> None:
-        self.inner, self.request, self.deadline, self.seconds = inner, request, deadline, seconds
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.inner:
-            if time.monotonic() > self.deadline:
-                raise httpx.ReadTimeout(
-                    f"the response was not complete after {self.seconds:g} s (the bound on a whole response)",
-                    request=self.request,
-                )
-            yield chunk
-
-    def close(self) -> None:
-        self.inner.close()
+    def bounds(self, subject: str, provider: str | None) -> Bounds:
+        """The pace rules for bodies from ``subject`` (who is named when one is too slow)."""
+        where = f"under providers.{provider} in the config" if provider else "for the provider in the config"
+        fix = (
+            f"lower 'min_rate_bytes_per_second' or raise 'min_rate_seconds' {where}, or "
+            "SHARESYNC_HTTP_MIN_RATE_BYTES / SHARESYNC_HTTP_MIN_RATE_SECONDS for every provider"
+        )
+        return Bounds(self.total, self.floor_rate, self.floor_seconds, subject=subject, fix=fix)
 
 
-def deadline_hook(seconds: float) -> Callable[[httpx.Response], None]:
-    """An httpx response hook bounding the body's arrival to ``seconds`` from its headers."""
-
-    def bound(response: httpx.Response) -> None:
-        assert isinstance(response.stream, httpx.SyncByteStream)
-        response.stream = _BoundedStream(response.stream, response.request, time.monotonic() + seconds, seconds)
-
-    return bound
+def provider_subject(provider: str | None, endpoint: str) -> str:
+    """How errors and retry notices name a provider: ``provider partner (https://host:port)``."""
+    url = httpx.URL(endpoint)
+    origin = f"{url.scheme}://{url.netloc.decode('ascii', errors='replace')}"
+    return f"provider {provider} ({origin})" if provider else f"the provider ({origin})"
 
 
 def build_http_client(
@@ -113,16 +110,19 @@ def build_http_client(
     ca_bundle: Path | None = None,
     timeouts: Timeouts | None = None,
     transport: httpx.BaseTransport | None = None,
+    subject: str = "the provider",
+    provider: str | None = None,
 ) -> httpx.Client:
     """The API client. Redirects are followed: httpx drops ``Authorization`` from a redirect that
     leaves the origin (scheme, host, port), so a credential never reaches another host. Every
-    response is bounded as a whole (:func:`deadline_hook`), over an injected ``transport`` too."""
+    response body is held to :func:`~.pace.pace_hook`'s rules, over an injected ``transport`` too;
+    ``subject`` and ``provider`` word the error when one is too slow."""
     timeouts = timeouts or Timeouts.from_env()
     return httpx.Client(
         verify=ssl_context(ca_bundle),
         timeout=timeouts.to_httpx(),
         transport=transport,
-        event_hooks={"response": [deadline_hook(timeouts.total)]},
+        event_hooks={"response": [pace_hook(timeouts.bounds(subject, provider))]},
         headers={"User-Agent": USER_AGENT},
         follow_redirects=True,
     )

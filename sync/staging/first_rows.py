@@ -75,7 +75,14 @@ def preview(
     rows = downloaded = 0
     filter_expr = to_arrow(expr) if expr is not None else None
     with tempfile.TemporaryDirectory(prefix="sharesync-preview-") as tmp:
-        downloader = Downloader(Path(tmp), policy=client.file_url_policy, concurrency=GROUP, ca_bundle=ca_bundle)
+        downloader = Downloader(
+            Path(tmp),
+            policy=client.file_url_policy,
+            concurrency=GROUP,
+            ca_bundle=ca_bundle,
+            timeouts=client.timeouts,
+            provider=client.provider,
+        )
         refresher = refresher_for(client, result)
         for start in range(0, len(candidates), GROUP):
             if rows >= limit:

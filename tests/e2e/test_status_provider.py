@@ -31,7 +31,7 @@ def test_status_right_after_the_demo_says_provider_unreachable_not_last_error(
     assert text.out.count("succeeded") == 2  # the last runs, as they were
     rows = json.loads(cli(*config, "status", "--json").out)["tables"]
     for row in rows:
-        assert row["provider"] == "unreachable" and "connection failed" in row["provider_error"], row
+        assert row["provider"] == "unreachable" and "connection refused" in row["provider_error"], row
         assert row["last_status"] == "succeeded" and row["last_error"] is None, row
         assert row["checkpoint_version"] is not None and row["source_version"] is None
 
@@ -53,6 +53,6 @@ def test_a_run_that_failed_keeps_its_last_error_next_to_the_provider_state(
 
     [row] = json.loads(cli(*config, "status", "--json").out)["tables"]
     assert row["provider"] == "unreachable"
-    assert row["last_status"] == "failed" and "connection failed" in (row["last_error"] or ""), row
+    assert row["last_status"] == "failed" and "connection refused" in (row["last_error"] or ""), row
     text = cli(*config, "status").out
     assert "provider unreachable:" in text and "last error:" in text and "0/unreachable" in text

@@ -23,6 +23,7 @@ from support.reliability import Expectation, Site, assert_at_checkpoint, delta_v
 
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
 from sharesync.pipelines.run.verification import verify_table
+from sharesync.sync.core.config import parse_config
 
 pytestmark = pytest.mark.slow
 
@@ -142,6 +143,27 @@ def test_a_provider_that_drips_fails_each_table_at_the_deadline_and_writes_nothi
 
     site.server.faults.drip_seconds = 0.02  # one byte per 20 ms: every answer outlives the 1 s bound
     _fails_cleanly(site, engine.sync_all(), before, "not complete after 1 s")
+
+    site.server.faults.drip_seconds = 0
+    _converged(site, engine.sync_all(), expectations)
+
+
+def test_a_provider_under_its_rate_floor_fails_each_table_at_once_and_writes_nothing(site: Site) -> None:
+    """The floor is the provider's own setting (a 0.3 s window here instead of 30 s); the deadline stays 600 s."""
+    for seed, table in enumerate(MODES):
+        site.table(table, rows=30, seed=seed)
+    raw = site.raw_config(*(site.spec(t, mode) for t, mode in MODES.items()))
+    raw["providers"] = {"default": {"profile": raw.pop("profile"), "min_rate_seconds": 0.3}}
+    site.write_raw(raw)
+    config = parse_config(raw, base_dir=site.root, source=str(site.config_file))
+    engine = site.engine(config)
+    expectations = {t: Expectation(t, mode) for t, mode in MODES.items()}
+    _converged(site, engine.sync_all(), expectations)
+    _commit_all(site, seed=500)
+    before = _written(site)
+
+    site.server.faults.drip_seconds = 0.01  # about 100 B/s
+    _fails_cleanly(site, engine.sync_all(), before, "under the floor of 1 KiB/s for 0.3 s; abandoned, not retried")
 
     site.server.faults.drip_seconds = 0
     _converged(site, engine.sync_all(), expectations)

@@ -13,8 +13,8 @@ class TlsFiles:
     key: Path  # the server's private key
 
 
-def make_tls_files(directory: Path) -> TlsFiles:
-    """A throwaway certificate authority and a server certificate for 127.0.0.1/localhost."""
+def make_tls_files(directory: Path, names: tuple[str, ...] = ()) -> TlsFiles:
+    """A throwaway certificate authority and a server certificate for 127.0.0.1/localhost (and ``names``)."""
     import datetime
     import ipaddress
 
@@ -66,7 +66,12 @@ def make_tls_files(directory: Path) -> TlsFiles:
             **valid,
         )
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            x509.SubjectAlternativeName(
+                [
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    *(x509.DNSName(name) for name in ("localhost", *names)),
+                ]
+            ),
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)

@@ -122,3 +122,22 @@ def test_each_providers_client_has_its_own_retry_bounds(tmp_path: Path, monkeypa
     with make_client(config, "gentle") as gentle, make_client(config, "default") as default:
         assert (gentle.retry.max_attempts, gentle.retry.total_seconds) == (2, 9)
         assert (default.retry.max_attempts, default.retry.total_seconds) == (8, 120)
+
+
+def test_each_providers_client_has_its_own_rate_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from sharesync.pipelines.run.clients import make_client
+
+    monkeypatch.setenv("SHARESYNC_HTTP_MIN_RATE_SECONDS", "45")  # every provider's, unless its own says otherwise
+    body = {"shareCredentialsVersion": 1, "endpoint": "https://x.example/ds", "bearerToken": "t0k3n-value"}
+    (tmp_path / "a.share").write_text(json.dumps(body), encoding="utf-8")
+    raw = {
+        "profile": "a.share",
+        "providers": {"slow": {"profile": "a.share", "min_rate_bytes_per_second": 0, "min_rate_seconds": 120}},
+    }
+    config = parse_config(raw, base_dir=tmp_path)
+    with make_client(config, "slow") as slow, make_client(config, "default") as default:
+        assert (slow.timeouts.floor_rate, slow.timeouts.floor_seconds) == (0, 120)  # 0: no floor
+        assert (default.timeouts.floor_rate, default.timeouts.floor_seconds) == (1024, 45)
+        assert slow.provider == "slow" and slow.retry.subject == "provider slow (https://x.example)"

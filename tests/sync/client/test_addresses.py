@@ -141,3 +141,22 @@ def test_with_the_setting_a_private_storage_address_is_fetched(tmp_path: Path) -
     downloader = Downloader(tmp_path, policy=trusting, transport=httpx.MockTransport(storage))
     result = downloader.download([_file("http://10.1.2.3:9000/bucket/a.parquet")])
     assert result.files[0].path.read_bytes() == b"PAR1"
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "addresses", "why"),
+    [
+        ("files.example.com", 443, ["93.184.215.14"], None),
+        ("files.example.com", 443, ["2606:2800:21f:cb07:6820:80da:af6b:8b2c"], None),
+        ("files.example.com", 8081, ["127.0.0.1"], "127.0.0.1, a loopback address"),
+        ("files.example.com", 443, ["::ffff:169.254.169.254"], "::ffff:169.254.169.254, a link-local address"),
+        ("files.example.com", 443, ["93.184.215.14", "10.0.0.9"], "10.0.0.9, a private address"),
+        ("127.0.0.1", 8080, ["127.0.0.1"], None),  # the provider's own endpoint
+    ],
+)
+def test_the_addresses_a_name_resolves_to_are_judged_like_written_ones(
+    host: str, port: int, addresses: list[str], why: str | None
+) -> None:
+    refusal = POLICY.address_refusal(host, port, addresses)
+    assert (refusal is None) if why is None else (f"its host {host} resolves to {why}" in (refusal or ""))
+    assert FileUrlPolicy(PROVIDER, allow_private=True).address_refusal(host, port, addresses) is None

@@ -181,11 +181,16 @@ def test_a_key_the_provider_does_not_know_is_refused_with_a_hint(
     assert "PRIVATE KEY" not in message
 
 
-def test_an_unreachable_token_endpoint_is_named(sharing_server: SharingServer) -> None:
+def test_an_unreachable_token_endpoint_is_named(
+    sharing_server: SharingServer, caplog: pytest.LogCaptureFixture
+) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}/token"
     profile = parse_profile({**sharing_server.profile(oauth=True), "tokenEndpoint": closed})
     with SharingClient(profile, retry=FAST) as client, pytest.raises(TransportError) as info:
         client.list_shares()
-    assert str(info.value).startswith(f"list shares (calling {closed}): connection failed (ConnectError")
+    assert str(info.value).startswith(f"list shares (calling {closed}): connection refused (")
+    # The retry notice names the provider and, since it is not the provider's endpoint, the token endpoint.
+    notice = f"the provider ({sharing_server.base_url}): connection refused at {closed.removesuffix('/token')}; retry 2"
+    assert notice in caplog.text, caplog.text

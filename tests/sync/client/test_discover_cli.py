@@ -151,7 +151,7 @@ def test_unreachable_endpoint(tmp_path: Path) -> None:
         "endpoint": f"http://127.0.0.1:{closed_port()}/ds",
         "bearerToken": "t-123456",
     }
-    assert "list shares: connection failed (ConnectError" in one_error_line(run(config_for(tmp_path, profile)))
+    assert "list shares: connection refused (http://127.0.0.1:" in one_error_line(run(config_for(tmp_path, profile)))
 
 
 def test_non_json_error_body(html_server: str, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 Every byte travels over loopback HTTP: the knobs rewrite what the server sends, and the client
 must refuse what cannot be applied (a repeated file action, file URLs aimed at another port),
 read what the spec allows (lines in any order), and give up on a body that drips in one byte
-at a time once its whole-response deadline has passed.
+at a time once its whole-response deadline has passed — or, sooner, once it has stayed under the
+transfer-rate floor for a window (then without retrying it as if the connection had dropped).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.monotonic import FakeClock
 
-from sharesync.sync.core.errors import ProtocolViolation, TransportError, UnsafeUrl
+from sharesync.sync.core.errors import ProtocolViolation, SlowTransfer, TransportError, UnsafeUrl
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile
@@ -26,6 +28,15 @@ from .loopback import Loopback, Reply
 TABLE = "samples.all_types.partitioned"
 ONCE = RetryPolicy(max_attempts=1)
 IMPATIENT = Timeouts(read=20, total=0.5)
+# The whole-response deadline stays at its 600 s: only the rate floor (1 KiB/s) can stop a drip,
+# over a window of 0.3 s instead of 30.
+FLOORED = Timeouts(read=20, floor_seconds=0.3)
+DRIP = 0.01  # seconds per byte: about 100 B/s, far under the floor
+
+
+def patient(clock: FakeClock) -> RetryPolicy:
+    """Five attempts, whose waits are recorded instead of slept: a retried drip would show in ``clock.sleeps``."""
+    return RetryPolicy(max_attempts=5, sleep=clock.sleep, async_sleep=clock.async_sleep, clock=clock)
 
 
 @pytest.fixture
@@ -93,4 +104,34 @@ def test_a_file_that_drips_is_cut_off_at_its_deadline(
     deadline = IMPATIENT.download_deadline(files[0].size)
     with pytest.raises(TransportError, match=f"not complete after {deadline:.3g} s; the storage is stalled"):
         downloader.download(files)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_api_answer_under_the_rate_floor_is_abandoned_and_not_retried(sharing_server: SharingServer) -> None:
+    clock = FakeClock()
+    profile = load_profile(sharing_server.profile_path)
+    with SharingClient(profile, retry=patient(clock), timeouts=FLOORED, provider="partner") as client:
+        sharing_server.faults.drip_seconds = DRIP
+        with pytest.raises(SlowTransfer) as caught:
+            client.changes(TABLE, starting_version=1)
+    message = str(caught.value)
+    assert message.startswith(f"changes of {TABLE} (1..latest): provider partner ({sharing_server.base_url}) sent")
+    assert "under the floor of 1 KiB/s for 0.3 s; abandoned, not retried: it is stalled" in message, message
+    assert "raise 'min_rate_seconds' under providers.partner in the config" in message, message
+    assert clock.sleeps == [], "a drip was retried like a dropped connection"
+
+
+def test_a_file_under_the_rate_floor_is_abandoned_and_not_retried(
+    sharing_server: SharingServer, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    with SharingClient(load_profile(sharing_server.profile_path), retry=ONCE) as client:
+        files = list(client.query(TABLE).files)[:1]
+        downloader = Downloader(
+            tmp_path, policy=client.file_url_policy, retry=patient(clock), timeouts=FLOORED, provider="partner"
+        )
+    sharing_server.faults.drip_seconds = DRIP
+    with pytest.raises(SlowTransfer, match=r"^download file .*: the file storage of provider partner sent the answer"):
+        downloader.download(files)
+    assert clock.sleeps == [], "a drip was retried like a dropped connection"
     assert list(tmp_path.iterdir()) == []

@@ -172,7 +172,8 @@ def test_connection_errors_are_retried_and_translated(make_client: Make, clock: 
         make_client(handler).list_shares()
     assert len(seen) == 5
     message = str(info.value)
-    assert "list shares: connection failed (ConnectError" in message and "topsecret123" not in message
+    assert "list shares: connection refused (https://sharing.example.com; ConnectError" in message
+    assert "topsecret123" not in message
     assert info.value.__cause__ is None and info.value.__suppress_context__  # raw httpx text not chained
 
 
