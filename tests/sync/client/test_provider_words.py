@@ -137,7 +137,7 @@ def test_one_unreachable_provider_is_an_error_line_and_exit_1_the_others_listed(
     assert {t["provider"] for t in json.loads(result.stdout)["tables"]} == {"live"}
     errors = result.stderr.strip().splitlines()
     assert len(errors) == 2, errors
-    assert errors[0].startswith("error: provider 'gone': list shares: connection failed"), errors
+    assert errors[0].startswith("error: provider 'gone': list shares: connection refused"), errors
     assert errors[1].startswith(f"error: provider 'beta' ({refused}): list shares: HTTP 401"), errors
     assert "not-the-token-42" not in result.stderr
 
