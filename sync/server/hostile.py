@@ -60,7 +60,7 @@ def alters_feed(faults: Knobs) -> bool:
 
 def ignore_asked(path: str, query: bytes, faults: Knobs) -> bytes:
     """The query string of a request as a provider that ignores part of it reads it."""
-    dropped = set()
+    dropped: set[str] = set()
     if faults.ignore_ending_version and path.endswith("/changes"):
         dropped = {"endingVersion", "endingTimestamp"}
     if faults.ignore_metadata_version and path.endswith("/metadata"):
