@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sharesync.sync.core.errors import VersionMismatch
-from sharesync.sync.core.timestamps import to_millis
+from sharesync.sync.core.timestamps import parse_timestamp, to_millis
 from sharesync.sync.protocol.responses import FilesResult
 from sharesync.sync.protocol.wire import ChangesRequest, DataFile, Metadata, QueryRequest
 
@@ -51,9 +51,8 @@ def check_query(request: QueryRequest, answer: FilesResult, context: str) -> Non
     elif request.timestamp is not None:
         asked = f"a request as of {request.timestamp}"
         _exactly(answer.version, answer, context, asked)
-        late = [
-            stamp for f in answer.files if (stamp := _timestamp(f)) is not None and stamp > to_millis(request.timestamp)
-        ]
+        moment = to_millis(parse_timestamp(request.timestamp))
+        late = [stamp for f in answer.files if (stamp := _timestamp(f)) is not None and stamp > moment]
         if late:
             raise _mismatch(context, f"version {answer.version}, committed at {late[0]} ms (after)", asked, TIME_TRAVEL)
     elif request.starting_version is not None:
@@ -70,7 +69,7 @@ def check_changes(request: ChangesRequest, answer: FilesResult, context: str) ->
     bounds = (request.starting_timestamp, request.ending_timestamp)
     if bounds == (None, None):
         return
-    low, high = (to_millis(b) if b is not None else None for b in bounds)
+    low, high = (to_millis(parse_timestamp(b)) if b is not None else None for b in bounds)
     for f in answer.files:
         stamp = _timestamp(f)
         if stamp is not None and ((low is not None and stamp < low) or (high is not None and stamp > high)):
