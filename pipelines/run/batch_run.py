@@ -46,6 +46,7 @@ from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.planning.sync_plan import VersionRange
 from sharesync.sync.protocol.changes import ChangeFile
 from sharesync.sync.protocol.client import ChangesResult, QueryResult
+from sharesync.sync.protocol.labels import check_not_older
 from sharesync.sync.protocol.wire import Metadata
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.files import StageLayout
@@ -104,6 +105,8 @@ def fetch_snapshot(
         json_predicate_hints=context.hints.json_predicate_hints,
         submissions=submissions_for(services.config, services.store, context.table.provider),
     )
+    if latest:  # the client compared a time-travel answer's labels; a latest one can only be stale
+        check_not_older(result.version, version, f"snapshot of {context.table.name}")
     read_at = datetime.now(UTC)
     listed = batches.snapshot_change_files(result)
     files, _ = batches.prune(listed, context.expr, context.layout.schema)

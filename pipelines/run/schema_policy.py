@@ -6,7 +6,10 @@ does not take new columns as they come (the default, ``add``, needs none: the jo
 * ``on_new_column: ignore`` — the table's pass runs with ``columns`` set to the columns the
   target already has, so a new provider column is neither downloaded nor written, in every batch
   of every pass; the pass that moves past the column's addition says so once, as a warning (run
-  record, result, Dagster metadata), later passes stay quiet.
+  record, result, Dagster metadata), later passes stay quiet. Which columns are news is read from
+  the provider's metadata at the checkpoint version (``/metadata?version=``); a provider that
+  answers another version instead has its answer refused, and the warning is given again with
+  that reason, never skipped.
 * ``on_new_column: fail`` — the pass stops before anything is downloaded.
 * ``on_breaking_change: rebuild`` — a batch refused for a breaking change
   (:class:`~sharesync.sync.core.errors.SchemaIncompatible` with ``change`` set: nothing was
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.sync.core.errors import SchemaIncompatible, SharingHTTPError
+from sharesync.sync.core.errors import SchemaIncompatible, SharingHTTPError, VersionMismatch
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy, TableConfig
 
 if TYPE_CHECKING:
@@ -84,6 +87,12 @@ def new_columns(
         known = client.metadata(table.name, version=checkpoint.version).metadata.table_schema.names
     except SharingHTTPError:  # no history shared, or gone: say it again rather than never
         return decided
+    except VersionMismatch:  # its columns would be the new ones: say it again, and why
+        why = (
+            f"said again: the provider ignored the version asked for (/metadata?version={checkpoint.version}), so "
+            "whether an earlier pass said so is unknown"
+        )
+        return NewColumns(decided.table, f"{decided.warning} ({why})")
     return judge_new_columns(table, source, state.column_names, known=known)
 
 

@@ -18,7 +18,8 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   │   └─ ConnectFailed        no connection at all (refused, timed out, no such host): `reason`
     │   ├─ SlowTransfer             an answer slower than the rate floor: abandoned, not retried
     │   ├─ ProtocolViolation        missing Delta-Table-Version, unknown action, bad JSON
-    │   │   └─ TruncatedStream      stream ended without endStreamAction            Retryable
+    │   │   ├─ TruncatedStream      stream ended without endStreamAction            Retryable
+    │   │   └─ VersionMismatch      the answer is labelled with another version than was asked for
     │   ├─ UnsupportedTableFeature  the table needs a Delta reader feature sharesync lacks  Permanent
     │   ├─ UnsupportedAccessMode    the table's access modes and its `access` setting do not meet  Permanent
     │   ├─ StreamError              endStreamAction.errorMessage was set
@@ -178,6 +179,14 @@ class SlowTransfer(SharingError):
 
 class ProtocolViolation(SharingError):
     """The server's answer breaks the Delta Sharing protocol."""
+
+
+class VersionMismatch(ProtocolViolation):
+    """The answer's version label (``Delta-Table-Version``, ``metaData.version``, a file's version)
+    is not the one asked for, or lies outside the range asked for (:mod:`sharesync.sync.protocol.labels`).
+
+    Nothing of such an answer is applied: its rows may be of one version and its label of another.
+    """
 
 
 class UnsupportedTableFeature(SharingError, Permanent):

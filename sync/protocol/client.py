@@ -30,6 +30,7 @@ from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.asyncquery import AsyncQuery, SubmissionLog
 from sharesync.sync.protocol.auth import auth_for
 from sharesync.sync.protocol.changes import check_change_feed
+from sharesync.sync.protocol.labels import check_changes, check_metadata, check_query
 from sharesync.sync.protocol.ndjson import ANY_FILES, CHANGE_FILES, PageCursor
 from sharesync.sync.protocol.options import (
     ChangesOptions,
@@ -212,7 +213,9 @@ class SharingClient:
         with FileStream(self._http, call) as stream:
             for _ in stream:  # no files are allowed; reading to the end checks the ending
                 pass
-            return TableMetadata(ref, stream.version, stream.protocol, stream.metadata)
+        if version is not None:
+            check_metadata(version, stream.version, stream.metadata, stream.context)
+        return TableMetadata(ref, stream.version, stream.protocol, stream.metadata)
 
     def temporary_table_credentials(self, table: TableLike, *, location: str | None = None) -> TemporaryCredentials:
         """Generate Temporary Table Credential: read access to the table's root (or an auxiliary
@@ -255,7 +258,7 @@ class SharingClient:
             with self._query_stream(ref, request) as stream:
                 files = tuple(stream)
             check_change_feed(files, request.starting_version, stream.context)  # a snapshot: repeats only
-            return QueryResult(request=request, files=files, **_summary(ref, stream))
+            return _checked(QueryResult(request=request, files=files, **_summary(ref, stream)), stream.context)
         query = AsyncQuery(
             self._http,
             ref,
@@ -268,8 +271,8 @@ class SharingClient:
         with query.open() as stream:
             files = tuple(stream)
         check_change_feed(files, request.starting_version, stream.context)
-        query.finished()
-        return QueryResult(request=request, files=files, **_summary(ref, stream))
+        query.finished()  # a mislabelled answer is read: asking again would get the same one
+        return _checked(QueryResult(request=request, files=files, **_summary(ref, stream)), stream.context)
 
     def changes(self, table: TableLike, **options: Unpack[ChangesOptions]) -> ChangesResult:
         """Read Change Data Feed from a Table (inclusive range), all pages collected.
@@ -284,7 +287,9 @@ class SharingClient:
         with self._changes_stream(ref, request) as stream:
             files = tuple(stream)
         check_change_feed(files, request.starting_version, stream.context)
-        return ChangesResult(request=request, files=files, **_summary(ref, stream))
+        result = ChangesResult(request=request, files=files, **_summary(ref, stream))
+        check_changes(request, result, stream.context)
+        return result
 
     # ------------------------------------------------------------ streams
 
@@ -328,6 +333,11 @@ class SharingClient:
         url = self._table_url(ref, "changes")
         call = StreamCall("GET", url, context, page_request, CHANGE_FILES, str(ref), True, self.file_id_hash)
         return FileStream(self._http, call)
+
+
+def _checked(result: QueryResult, context: str) -> QueryResult:
+    check_query(result.request, result, context)
+    return result
 
 
 def _summary(ref: TableRef, stream: FileStream) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.deltalog import DeltaLog
-from sharesync.sync.server.hostile import Drip, FeedRewriter, alters_feed
+from sharesync.sync.server.hostile import Drip, FeedRewriter, alters_feed, ignore_asked
 from sharesync.sync.server.problems import (
     INVALID_PARAMETER_VALUE,
     MALFORMED_REQUEST,
@@ -114,6 +114,9 @@ class Faults(BaseModel):
     reverse_file_actions: bool = Field(default=False, description="send file actions in reverse order")
     omit_version: int | None = Field(default=None, description="leave out every file action of this version")
     file_url_origin: str | None = Field(default=None, description="presign file URLs at this origin instead")
+    label_version: int | None = Field(default=None, ge=0, description="label every answer with this version")
+    ignore_ending_version: bool = Field(default=False, description="answer /changes up to the latest version")
+    ignore_metadata_version: bool = Field(default=False, description="answer /metadata of the latest version")
     drip_seconds: float = Field(default=0.0, ge=0, description="send every body one byte per this many seconds")
     budget: int | None = Field(
         default=None, ge=0, description="how many more responses may be faulted (None: no limit)"
@@ -240,6 +243,7 @@ class FaultMiddleware:
             await send({"type": "http.response.start", "status": error.status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        scope = {**scope, "query_string": ignore_asked(scope["path"], scope.get("query_string", b""), faults)}
         if faults.drip_seconds > 0:
             send = Drip(faults, send)
         if alters_feed(faults):

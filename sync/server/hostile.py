@@ -13,7 +13,13 @@ sharesync treats every byte it gets as untrusted. The knobs live on the same
 * ``file_url_origin``: presigned file and DV URLs point at this origin instead of the server
   (``http://127.0.0.1:<other port>``, standing for a cloud metadata address);
 * ``drip_seconds``: every body, API answer or file, arrives one byte at a time, this many
-  seconds apart, until the knob is set back to 0.
+  seconds apart, until the knob is set back to 0;
+* ``label_version``: every answer's ``Delta-Table-Version`` header and every ``metaData.version``
+  say this version, whatever was answered — set to the table's latest version, a provider that
+  answers time travel but labels it as its current version;
+* ``ignore_ending_version``: ``/changes`` is answered as if no ``endingVersion`` was asked for
+  (lines past the range); ``ignore_metadata_version``: ``/metadata`` as if no ``version`` or
+  ``timestamp`` was (the latest metadata, labelled as such).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import asyncio
 import json
 import re
 from typing import Protocol
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import Message, Send
 
@@ -36,6 +43,9 @@ class Knobs(Protocol):
     omit_version: int | None
     file_url_origin: str | None
     drip_seconds: float
+    label_version: int | None
+    ignore_ending_version: bool
+    ignore_metadata_version: bool
 
 
 def alters_feed(faults: Knobs) -> bool:
@@ -44,7 +54,32 @@ def alters_feed(faults: Knobs) -> bool:
         or faults.reverse_file_actions
         or faults.omit_version is not None
         or faults.file_url_origin is not None
+        or faults.label_version is not None
     )
+
+
+def ignore_asked(path: str, query: bytes, faults: Knobs) -> bytes:
+    """The query string of a request as a provider that ignores part of it reads it."""
+    dropped: set[str] = set()
+    if faults.ignore_ending_version and path.endswith("/changes"):
+        dropped = {"endingVersion", "endingTimestamp"}
+    if faults.ignore_metadata_version and path.endswith("/metadata"):
+        dropped = {"version", "timestamp"}
+    if not dropped:
+        return query
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    return urlencode([(k, v) for k, v in pairs if k not in dropped]).encode("latin-1")
+
+
+def _relabel(line: bytes, version: int) -> bytes:
+    """A ``metaData`` line that names its version, naming ``version`` instead."""
+    if not line.startswith(b'{"metaData"'):
+        return line
+    action = json.loads(line)
+    if action["metaData"].get("version") is None:
+        return line
+    action["metaData"]["version"] = version
+    return json.dumps(action, separators=(",", ":")).encode() + b"\n"
 
 
 def _file_version(line: bytes) -> tuple[bool, int | None]:
@@ -74,6 +109,8 @@ def rewrite_lines(lines: list[bytes], faults: Knobs, files_prefix: str) -> list[
     head = [line for line in others if not line.startswith(b'{"endStreamAction"')]
     tail = [line for line in others if line.startswith(b'{"endStreamAction"')]
     result = [*head, *files, *tail]
+    if faults.label_version is not None:
+        result = [_relabel(line, faults.label_version) for line in result]
     if faults.file_url_origin is not None:
         pattern = re.compile(rb'https?://[^/"]+(?=' + re.escape(files_prefix.encode()) + rb"/)")
         target = faults.file_url_origin.rstrip("/").encode()
@@ -92,7 +129,12 @@ class FeedRewriter:
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+            headers = message.get("headers", [])
             self.active = message["status"] == 200 and content_type.startswith(b"application/x-ndjson")
+            label = self.faults.label_version
+            if self.active and label is not None and any(k == b"delta-table-version" for k, _ in headers):
+                headers = [(k, str(label).encode() if k == b"delta-table-version" else v) for k, v in headers]
+                message = {**message, "headers": headers}
             await self.send(message)
             return
         if not self.active or message["type"] != "http.response.body":

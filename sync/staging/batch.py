@@ -92,10 +92,11 @@ def batch_schema(result: ChangesResult, end_version: int) -> Metadata:
 
 
 def change_files(result: ChangesResult, end_version: int) -> list[ChangeFile]:
-    """The batch's files per the protocol's per-version rule, ignoring versions past the range.
+    """The batch's files per the protocol's per-version rule, none past ``end_version``.
 
-    ``endingVersion`` is only a hint to the server (spec: Read Data from a Table), so files
-    of later versions may arrive and must wait for their own batch.
+    ``endingVersion`` is a hint to ``/query`` only (spec: Read Data from a Table); the client
+    refuses a ``/changes`` answer with versions outside its range (:mod:`sharesync.sync.protocol.labels`),
+    so the filter here is a second guard, not a way of reading such answers.
     """
     actions = [f for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile) and f.version <= end_version]
     return select_change_files(actions)

@@ -209,7 +209,8 @@ def test_a_delta_change_feed_keeps_its_kinds_and_historical_protocols(make_clien
 
 
 def test_a_query_with_starting_version_reads_delta_adds_as_changes(make_client: Make) -> None:
-    _seen, handler = recorder(delta_answer([d_protocol(), d_metadata(), d_file("a", version=3, timestamp=1), end()]))
+    lines = [d_protocol(), d_metadata(), d_file("a", version=3, timestamp=1), end()]
+    _seen, handler = recorder(delta_answer(lines, version=3))
     result = make_client(handler).query(TABLE, starting_version=3)
     assert [type(f) for f in result.files] == [AddFile]
 

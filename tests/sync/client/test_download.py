@@ -322,7 +322,7 @@ def test_requery_refresher_reissues_a_change_feed(make_client: Callable[..., Sha
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request)
-        return ndjson([protocol(), metadata(), file("c", kind="cdf", url=f"https://b/c?n={len(calls)}"), end()])
+        return ndjson([protocol(), metadata(), file("c", kind="cdf", url=f"https://b/c?n={len(calls)}"), end()], version=1)
 
     client = make_client(handler)
     result = client.changes("s.sc.t", starting_version=1, ending_version=2)
@@ -333,7 +333,7 @@ def test_requery_refresher_reissues_a_change_feed(make_client: Callable[..., Sha
 
 
 def test_versioned_queries_refresh_by_requery(make_client: Callable[..., SharingClient]) -> None:
-    client = make_client(lambda r: ndjson([protocol(), metadata(), file("a"), end()]))
+    client = make_client(lambda r: ndjson([protocol(), metadata(), file("a"), end()], version=3))
     assert isinstance(refresher_for(client, client.query("s.sc.t", version=3)), RequeryRefresher)
 
 
@@ -346,7 +346,8 @@ def test_refreshers_carry_each_answers_min_url_expiration(
     def handler(request: httpx.Request) -> httpx.Response:
         n = next(answers)
         extra = {"refreshToken": f"rt{n}"} if not options else {}
-        return ndjson([protocol(), metadata(), file("a"), end(minUrlExpirationTimestamp=n * 1000, **extra)])
+        lines = [protocol(), metadata(), file("a"), end(minUrlExpirationTimestamp=n * 1000, **extra)]
+        return ndjson(lines, version=options.get("version", 5))
 
     client = make_client(handler)
     refresher = refresher_for(client, client.query("s.sc.t", **options))

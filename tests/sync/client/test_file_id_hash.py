@@ -23,7 +23,7 @@ ANSWER = [protocol(), metadata(), file("a"), end()]
 @pytest.mark.parametrize("call", ["query", "changes"])
 def test_the_header_is_sent_and_its_echo_accepted(make_client: Any, call: str) -> None:
     lines = ANSWER if call == "query" else [protocol(), metadata(), file("a", kind="add"), end()]
-    seen, handler = recorder(ndjson(lines, headers={"fileidhash": "delta"}))
+    seen, handler = recorder(ndjson(lines, version=5 if call == "query" else 1, headers={"fileidhash": "delta"}))
     client = make_client(handler, file_id_hash="delta")
     result = client.query("s.sc.t") if call == "query" else client.changes("s.sc.t", starting_version=1)
     assert [f.id for f in result.files] == ["a"]

@@ -122,7 +122,11 @@ def test_latest_snapshot_query(make_client: Make) -> None:
 
 
 def test_query_parameters_go_into_the_body(make_client: Make) -> None:
-    seen, handler = recorder(ndjson([protocol(), metadata(), end()]))
+    def answer(request: httpx.Request) -> httpx.Response:  # labelled as a correct server labels it
+        asked = body(request)
+        return ndjson([protocol(), metadata(), end()], version=asked.get("version", asked.get("startingVersion", 5)))
+
+    seen, handler = recorder(answer)
     client = make_client(handler)
     hints = {"op": "equal", "children": [{"op": "column", "name": "day", "valueType": "date"},
                                          {"op": "literal", "value": "2024-01-01", "valueType": "date"}]}
@@ -341,12 +345,15 @@ def test_changes(make_client: Make) -> None:
     assert request.headers["delta-sharing-capabilities"] == ASKED
 
 
+MAY_1_NOON = 1_714_564_800_000  # 2024-05-01T12:00:00Z: inside the range asked for
+
+
 def test_changes_by_timestamp_and_pages(make_client: Make) -> None:
     def page(request: httpx.Request) -> httpx.Response:
         token = request.url.params.get("pageToken")
         if token is None:
-            return ndjson([protocol(), metadata(), file("a", kind="add"), end(nextPageToken="n2")])
-        return ndjson([protocol(), metadata(), file("b", kind="cdf"), end()])
+            return ndjson([protocol(), metadata(), file("a", kind="add", timestamp=MAY_1_NOON), end(nextPageToken="n2")])
+        return ndjson([protocol(), metadata(), file("b", kind="cdf", timestamp=MAY_1_NOON), end()])
 
     seen, handler = recorder(page)
     result = make_client(handler).changes(TABLE, starting_timestamp="2024-05-01T00:00:00Z",
