@@ -52,18 +52,27 @@ def register_secret(value: str | None) -> None:
     if not value or len(value) < _MIN_SECRET_LENGTH:
         return
     with _lock:
-        if value in _secrets:
-            return
-        _secrets.add(value)
-        ordered = sorted(_secrets, key=len, reverse=True)
-        _secret_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        if value not in _secrets:
+            _secrets.add(value)
+            # Compiled at the next redact, not here: a server renewing short-lived credentials
+            # registers many values, and one compile per value made that quadratic.
+            _secret_pattern = None
+
+
+def _known_secrets() -> re.Pattern[str] | None:
+    global _secret_pattern
+    with _lock:
+        if _secret_pattern is None and _secrets:
+            ordered = sorted(_secrets, key=len, reverse=True)
+            _secret_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        return _secret_pattern
 
 
 def redact(text: str) -> str:
     """Return ``text`` with every known or recognisable secret replaced by ``***``."""
     if not text:
         return text
-    pattern = _secret_pattern
+    pattern = _known_secrets()
     if pattern is not None:
         text = pattern.sub(MASK, text)
     text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{MASK}", text)
