@@ -116,8 +116,15 @@ def apply_bootstrap(
             keeps_log = checkpoint is not None and reason in _KEEPS_LOG
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
             return _append(
-                spark, table, target, staged, expr, row_filter, after,
-                conform=reason is BootstrapReason.SCHEMA_CHANGED, record=record,
+                spark,
+                table,
+                target,
+                staged,
+                expr,
+                row_filter,
+                after,
+                conform=reason is BootstrapReason.SCHEMA_CHANGED,
+                record=record,
             )
         case _:  # pragma: no cover
             raise AssertionError(table.mode)

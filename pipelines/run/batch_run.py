@@ -71,14 +71,16 @@ class Fetched:
     def record(self, table: TableConfig) -> str:
         """The record the batch's target commit carries (:mod:`~sharesync.pipelines.target.commit_record`)."""
         committed = self.end_commit
-        return CommitRecord(
-            table=table.key,
-            table_id=self.metadata.id,
-            start=self.start,
-            end=self.end,
-            mode=table.mode.value,
-            schema_fingerprint=fingerprint(self.metadata),
-            committed_ms=round(committed.timestamp() * 1000) if committed is not None else None,
+        return CommitRecord.model_validate(
+            {
+                "table": table.key,
+                "tableId": self.metadata.id,
+                "from": self.start,
+                "to": self.end,
+                "mode": table.mode.value,
+                "schema": fingerprint(self.metadata),
+                "committedMs": round(committed.timestamp() * 1000) if committed is not None else None,
+            }
         ).encode()
 
 

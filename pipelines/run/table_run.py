@@ -24,8 +24,8 @@ from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_chan
 from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
 from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
-from sharesync.pipelines.run.resume import resume_from_target
 from sharesync.pipelines.run.results import BackfillRequest, BatchKind, BatchResult, TableOutcome, TableSyncResult
+from sharesync.pipelines.run.resume import resume_from_target
 from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.table_context import TableContext, table_context
@@ -339,7 +339,11 @@ class TableRun:
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
             apply=lambda staged, fetched: apply(
-                staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold,
+                staged,
+                context.expr,
+                batch=batch,
+                replay_from=replay_from,
+                rewrite_threshold=threshold,
                 record=fetched.record(table),
             ),  # fmt: skip
             net_keys=table.keys if table.mode is Mode.MERGE else None,

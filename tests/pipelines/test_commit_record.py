@@ -13,8 +13,16 @@ from sharesync.sync.core.location import locate
 
 
 def _record(table: str, start: int, end: int) -> CommitRecord:
-    return CommitRecord(
-        table=table, table_id="t-1", start=start, end=end, mode="append", schema_fingerprint="f", committed_ms=1_000
+    return CommitRecord.model_validate(
+        {
+            "table": table,
+            "tableId": "t-1",
+            "from": start,
+            "to": end,
+            "mode": "append",
+            "schema": "f",
+            "committedMs": 1000,
+        }
     )
 
 

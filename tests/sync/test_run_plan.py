@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from sharesync.sync.core.config import Mode
 from sharesync.sync.planning.run_plan import (
-    resume_version,
     Backfill,
     Finding,
     PlanState,
@@ -22,6 +21,7 @@ from sharesync.sync.planning.run_plan import (
     plan_run,
     prepare_run,
     replan,
+    resume_version,
 )
 from sharesync.sync.planning.sync_plan import (
     ApplyChanges,
