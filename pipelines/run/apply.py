@@ -88,6 +88,7 @@ def apply_bootstrap(
             replay_from=snapshot.replay_from,
             rewrite_threshold=rewrite_threshold,
             conform=reason is BootstrapReason.SCHEMA_CHANGED,
+            record=record,
         )
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
@@ -159,6 +160,7 @@ def apply_changes(
             # would remove what the earlier batches of the replay wrote.
             replay_from=replay_from if batch.start == replay_from else None,
             rewrite_threshold=rewrite_threshold,
+            record=record,
         )
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharesync.pipelines.jobs.columns import VERSION_COLUMN
-from sharesync.pipelines.run.target_check import written_for
+from sharesync.pipelines.run.target_check import high_water_columns, written_for
 from sharesync.pipelines.target.commit_record import read_record
 from sharesync.pipelines.target.identity import Glance, glance, high_water_mark
 from sharesync.state import Checkpoint, Lease, StateStore
-from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.storage import StorageSection
-from sharesync.sync.planning.run_plan import resume_notice, resume_version
+from sharesync.sync.planning.run_plan import ROWS_RECORD, resume_notice, resume_version
 
 __all__ = ["Resumed", "resume_from_target"]
 
@@ -58,7 +57,7 @@ def resume_from_target(
     record = found.record
     if checkpoint is not None and checkpoint.table_id != record.table_id:
         return None  # the provider re-created the table since: the record is of the old one
-    high_water = high_water_mark(target, VERSION_COLUMN) if table.mode is Mode.MERGE else None
+    high_water = high_water_mark(target, *high_water_columns(table.mode)) if table.mode in ROWS_RECORD else None
     before = checkpoint.version if checkpoint is not None else None
     version = resume_version(before, record.end, table.mode, high_water)
     if version is None:

@@ -298,18 +298,23 @@ def replay_warning(target: TargetFact, start: int, high_water: int) -> str:
     )
 
 
+# The modes whose rows say which source version last changed them: a target of theirs is resumed
+# from them too, when a MERGE (which cannot carry a commit record on Sail) applied the last batches.
+ROWS_RECORD = (Mode.MERGE, Mode.HISTORY)
+
+
 def resume_version(checkpoint: int | None, recorded: int, mode: Mode, high_water: int | None = None) -> int | None:
     """The checkpoint version a target's own record resumes from; None: the checkpoint stands.
 
     ``recorded``: the source version the target's newest commit record says is applied.
-    ``high_water``: merge mode, the newest source version its rows carry — the MERGE commits after
-    the record cannot carry one on Sail, but their guard versions are written atomically with
-    their rows; everything up to it is applied, and re-applying it is a no-op per key
-    (:func:`replay_checkpoint`). A checkpoint ahead of its target is the identity check's case:
+    ``high_water``: merge and history mode (:data:`ROWS_RECORD`), the newest source version their
+    rows carry — the MERGE commits after the record cannot carry one on Sail, but the versions in
+    their rows are written atomically with them; everything up to it is applied, and re-applying
+    it is a no-op per key (:func:`replay_checkpoint`). A checkpoint ahead of its target is the identity check's case:
     this never moves a checkpoint back.
     """
     version = recorded
-    if mode is Mode.MERGE and high_water is not None:
+    if mode in ROWS_RECORD and high_water is not None:
         version = max(version, replay_checkpoint(mode, high_water, high_water))
     if checkpoint is not None and version <= checkpoint:
         return None

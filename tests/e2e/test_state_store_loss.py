@@ -1,11 +1,11 @@
 """Losing the state store: the targets say how far they got, and syncing resumes from there.
 
-A merge and an append table are synced twice; then the state store is lost — the SQLite file
+A merge, an append and a history table are synced twice; then the state store is lost — the SQLite file
 deleted, or a PostgreSQL store restored from a dump
 taken after the first pass and put right by ``sharesync db recover`` — the provider commits
 more, and the next pass resumes from what each target's own Delta log records: the provider's snapshot endpoint (``/query``) is not
 called, the append target keeps its change log with each row once (before, it was replaced by
-the snapshot), and both targets equal the source. On both engines.
+the snapshot), the history target its history, and every target equals the source. On both engines.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.engines import on_both_engines
 from support.pg_server import Unavailable, bindir_or_unavailable, postgres_database
+from support.history import assert_history_matches, source_history
 from support.verify import assert_append_target_matches, assert_merge_target_matches, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
@@ -29,7 +30,8 @@ from sharesync.state.database import dispose_engines
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
-FIRST = 2  # the provider's version at the first sync (the append log's bootstrap)
+FIRST = 2  # the provider's version at the first sync (the append log's and the history's bootstrap)
+TABLES = "mah"
 
 
 @pytest.fixture
@@ -58,17 +60,18 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
     workspace: Workspace, cli: Callable[..., CliResult], store: str, request: pytest.FixtureRequest
 ) -> None:
     ws = workspace
-    for seed, table in enumerate("ma"):
+    for seed, table in enumerate(TABLES):
         ws.table(table, rows=30, seed=seed)
         ws.commit(table, FIRST, seed=10 + seed)
     url = request.getfixturevalue("pg_url") if store == "postgres" else None
-    config = ws.config(ws.spec("m"), ws.spec("a", "append"), **({"state_store": url} if url else {}))
+    specs = ws.spec("m"), ws.spec("a", "append"), ws.spec("h", "history", keys=["id"])
+    config = ws.config(*specs, **({"state_store": url} if url else {}))
     assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all())
     dump = ws.root / "state.dump"
     if url is not None:  # the backup, taken after the first pass
         bindir = bindir_or_unavailable()
         subprocess.run([str(bindir / "pg_dump"), "-Fc", "-f", str(dump), "-d", _libpq(url)], check=True)
-    for offset, table in enumerate("ma"):
+    for offset, table in enumerate(TABLES):
         ws.commit(table, 2, seed=20 + offset)
     assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all())
     # Each batch recorded its provider table and versions in the target's own log.
@@ -87,7 +90,7 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
         recovered = cli("--config", str(ws.config_file), "db", "recover", "--from-targets")
         assert recovered.code == 0, recovered.err
         assert f"{ws.name('a')}: checkpoint at version {FIRST + 2} (was {FIRST})" in recovered.out
-    for offset, table in enumerate("ma"):
+    for offset, table in enumerate(TABLES):
         ws.commit(table, 2, seed=30 + offset)
 
     client, transport = ws.counting_client(config)
@@ -100,6 +103,8 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
     end = source_version(ws.path("a"))
     assert_append_target_matches(ws.path("a"), ws.target("a"), bootstrap_version=FIRST, end_version=end)
     assert_merge_target_matches(ws.path("m"), ws.target("m"), ["id"], source_version(ws.path("m")))
+    history = source_history(ws.path("h"), ["id"], start=FIRST, end=source_version(ws.path("h")))
+    assert_history_matches(ws.target("h"), history, ["id"])
     again = ws.engine(config).sync_all()
     assert all(r.outcome is TableOutcome.UP_TO_DATE and not r.warnings for r in again)
 
