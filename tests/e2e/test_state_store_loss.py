@@ -20,8 +20,8 @@ import pytest
 from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.engines import on_both_engines
-from support.pg_server import Unavailable, bindir_or_unavailable, postgres_database
 from support.history import assert_history_matches, source_history
+from support.pg_server import Unavailable, bindir_or_unavailable, postgres_database
 from support.verify import assert_append_target_matches, assert_merge_target_matches, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
