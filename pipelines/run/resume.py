@@ -22,6 +22,7 @@ from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.planning.run_plan import ROWS_RECORD, resume_notice, resume_version
+from sharesync.sync.staging.batch import remove_batch, table_dir
 
 __all__ = ["Resumed", "resume_from_target"]
 
@@ -38,12 +39,14 @@ def resume_from_target(
     target: Location,
     checkpoint: Checkpoint | None,
     storage: StorageSection,
+    staging: Location,
     lease: Lease | None = None,
 ) -> Resumed | None:
     """Move ``table``'s checkpoint up to what its target records; None when it stands.
 
     Cheap when nothing is amiss: a checkpoint whose recorded target commit is still the newest
     (:func:`~sharesync.pipelines.target.identity.glance`) is trusted without reading the log.
+    ``staging``: the staging root, where a moved checkpoint's table keeps no batch.
     """
     if checkpoint is not None:
         if not written_for(checkpoint, table):
@@ -75,4 +78,7 @@ def resume_from_target(
         target_mode=table.mode.value,
     )
     stored = store.advance_checkpoint(moved, expected_version=before, lease=lease)
+    # A batch killed between its target commit and its checkpoint left its staged files; no run
+    # stages it again now, so they go here (the caller holds the lease, or no sync runs).
+    remove_batch(table_dir(staging, table.key))
     return Resumed(stored, resume_notice(table.target, before, version))

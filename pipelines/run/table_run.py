@@ -97,8 +97,11 @@ class TableRun:
     def _pass(self, backfill: BackfillRequest | None, started: float, metadata: TableMetadata) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
-        storage = self.services.runtime.storage
-        if resumed := resume_from_target(store, table, self.target, checkpoint, storage, self.keeper.lease):
+        runtime = self.services.runtime
+        staging = runtime.locate(self.services.config.staging_dir)
+        if resumed := resume_from_target(
+            store, table, self.target, checkpoint, runtime.storage, staging, self.keeper.lease
+        ):
             checkpoint = resumed.checkpoint  # a lost or older state store: the target says how far it got
             self._notice(resumed.notice)
         context = table_context(table, metadata)  # before any other call: a config error stops here

@@ -154,7 +154,8 @@ def recover(ctx: click.Context, url: str | None, from_targets: bool) -> None:
     for table in config.tables:
         checkpoint = store.get_checkpoint(table.key)
         before = "none" if checkpoint is None else str(checkpoint.version)
-        resumed = resume_from_target(store, table, locate(table.target, config.storage), checkpoint, config.storage)
+        target, staging = locate(table.target, config.storage), locate(config.staging_dir, config.storage)
+        resumed = resume_from_target(store, table, target, checkpoint, config.storage, staging)
         if resumed is not None:
             click.echo(f"{table.key}: checkpoint at version {resumed.checkpoint.version} (was {before})")
         else:

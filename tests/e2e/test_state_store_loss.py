@@ -100,6 +100,9 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
     if url is None:  # said once, by the pass that resumed
         said = "the state store had no checkpoint; target"
         assert all(any(said in w and "resumes from there" in w for w in r.warnings) for r in results)
+        store = open_store(config.state_store)  # the run record too, which 'status' shows
+        notes = [run.note or "" for name in map(ws.name, TABLES) for run in store.runs_for(name)]
+        assert sum(said in note for note in notes) == len(TABLES)
     end = source_version(ws.path("a"))
     assert_append_target_matches(ws.path("a"), ws.target("a"), bootstrap_version=FIRST, end_version=end)
     assert_merge_target_matches(ws.path("m"), ws.target("m"), ["id"], source_version(ws.path("m")))
