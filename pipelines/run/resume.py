@@ -44,6 +44,8 @@ def resume_from_target(
 ) -> Resumed | None:
     """Move ``table``'s checkpoint up to what its target records; None when it stands.
 
+    A missing checkpoint counts as lost only when the store knows nothing of the table (no run
+    either): ``sharesync reset`` removes the checkpoint alone, to have the table bootstrapped.
     Cheap when nothing is amiss: a checkpoint whose recorded target commit is still the newest
     (:func:`~sharesync.pipelines.target.identity.glance`) is trusted without reading the log.
     ``staging``: the staging root, where a moved checkpoint's table keeps no batch.
@@ -54,6 +56,8 @@ def resume_from_target(
         recorded_at = checkpoint.target_version
         if recorded_at is not None and glance(table.target, recorded_at, checkpoint.updated_at, storage) is Glance.SAME:
             return None
+    elif store.runs_for(table.key, limit=1):
+        return None  # forgotten on purpose: 'sharesync reset' keeps the run history, and bootstraps
     found = read_record(target, table.key)
     if found is None or found.record.mode != table.mode.value:
         return None
