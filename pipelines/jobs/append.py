@@ -16,7 +16,7 @@ from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projecti
 from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, register_target
+from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.target.preflight import inspect_target, require_columns, require_replaceable
@@ -38,6 +38,7 @@ def apply_append(
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
     conform: bool = False,
+    record: str | None = None,
 ) -> ApplyStats:
     """Append the batch's change rows above ``after_version`` (the checkpoint) to ``target``.
 
@@ -63,14 +64,14 @@ def apply_append(
     out = fresh.select(*[col(c) for c in data_columns], *CHANGE_COLUMNS)
     rows = count_rows(files)
     if not state.exists:
-        return create_target(out, target, rows)
+        return create_target(out, target, rows, record)
     if after_version < 0:
         # The log restarts (bootstrap after 'sharesync reset', a re-created source, a target to
         # rebuild or switched from another mode): no row of the target survives, so replace it in
         # one commit, schema included — the documented way past a breaking schema change.
         # (DELETE + append would refuse the new schema.)
         require_replaceable(state)
-        out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target.uri)
+        recorded(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), record).save(target.uri)
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
     require_columns(state, list(CHANGE_COLUMNS), "append")
@@ -80,7 +81,7 @@ def apply_append(
     added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
     session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
-    writer = out.write.format("delta").mode("append")
+    writer = recorded(out.write.format("delta").mode("append"), record)
     if added:
         writer = writer.option("mergeSchema", "true")
     writer.save(target.uri)

@@ -21,7 +21,7 @@ from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged
-from sharesync.pipelines.jobs.target import create_target, register_target
+from sharesync.pipelines.jobs.target import create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, version_after
 from sharesync.pipelines.target.preflight import TargetState
@@ -61,6 +61,7 @@ class PlannedHistory:
     rewrite: bool  # copy-on-write instead of a MERGE
     replace: bool  # the target becomes the batch's rows (a first bootstrap, or after a reset)
     conform: bool  # a rebuild: move the target's rows into the batch's schema first
+    record: str | None = None  # the commit record of the batch, with a write that can carry it
 
 
 def write_history(spark: SparkSession | Callable[[], SparkSession], planned: PlannedHistory) -> HistoryStats:
@@ -105,15 +106,15 @@ def _write(session: SparkSession, planned: PlannedHistory, state: TargetState, a
     """Write the staged plan in one commit; returns the rows a replacing bootstrap removed."""
     target, keys, columns = planned.target, planned.keys, planned.data_columns
     if not state.exists:
-        create_target(written_columns(actions, columns), target, planned.stats.opened)
+        create_target(written_columns(actions, columns), target, planned.stats.opened, planned.record)
         return 0
     if planned.replace:
         previous = row_count(target)
-        writer = written_columns(actions, columns).write.format("delta").mode("overwrite")
+        writer = recorded(written_columns(actions, columns).write.format("delta").mode("overwrite"), planned.record)
         writer.option("overwriteSchema", "true").save(target.uri)
         return previous
     if planned.rewrite:
-        rewrite_plan(session, actions, target, keys, columns, planned.null_keys)
+        rewrite_plan(session, actions, target, keys, columns, planned.null_keys, planned.record)
     else:
         merge_plan(actions, register_target(session, target), keys, columns, planned.null_keys)
     return 0

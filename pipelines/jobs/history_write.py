@@ -26,7 +26,7 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.target import added_columns
+from sharesync.pipelines.jobs.target import added_columns, recorded
 from sharesync.pipelines.target.preflight import TargetState, inspect_target
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
@@ -81,6 +81,7 @@ def rewrite_plan(
     keys: Sequence[str],
     data_columns: Sequence[str],
     null_keys: bool,
+    record: str | None = None,
 ) -> None:
     """The target after the plan, written with one ``overwrite``: every row joined with the plan's
     action for it (one at most) — kept, updated or dropped — then the new rows. One outer join
@@ -107,7 +108,7 @@ def rewrite_plan(
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
     out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
-    out.write.format("delta").mode("overwrite").save(target.uri)
+    recorded(out.write.format("delta").mode("overwrite"), record).save(target.uri)
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:

@@ -67,6 +67,7 @@ def apply_merge(
     soft_delete: bool = False,
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
+    record: str | None = None,
 ) -> ApplyStats:
     """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
 
@@ -89,6 +90,9 @@ def apply_merge(
     the target is rewritten instead (:mod:`sharesync.pipelines.jobs.rewrite`: same result and
     guards, one ``overwrite`` commit, several times cheaper when most files would be rewritten
     anyway); ``None`` always MERGEs.
+
+    ``record``: the batch's commit record, written with a created or rewritten target; a MERGE
+    cannot carry it on Sail, so the rows' guard versions stand for it (``db recover``).
     """
     target = locate(target)
     if not keys or isinstance(keys, str):
@@ -108,7 +112,7 @@ def apply_merge(
         from pyspark.sql import functions as F
 
         out = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
-        return create_target(out, target, rows)
+        return create_target(out, target, rows, record)
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
     add_deleted = soft_delete and DELETED_COLUMN not in state.column_names
     state, _ = widen_target(session, df, state, data_columns, exclude=GUARD_COLUMNS)
@@ -118,7 +122,7 @@ def apply_merge(
     if _rewrites(state, data_columns, soft_delete, netted.rows_after, rewrite_threshold):
         counts = rewrite_target(
             session, net, target, keys=keys, data_columns=data_columns, upsert_flag=_UPSERT,
-            soft_delete=soft_delete, replay_from=replay_from, null_keys=null_keys,
+            soft_delete=soft_delete, replay_from=replay_from, null_keys=null_keys, record=record,
         )  # fmt: skip
         after = version_after(state.version, commit_metrics(target, state.version))
         return ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, after, added)

@@ -27,6 +27,7 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
+from sharesync.pipelines.jobs.target import recorded
 from sharesync.pipelines.target.preflight import TargetState
 from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.location import Location
@@ -71,6 +72,7 @@ def rewrite_target(
     soft_delete: bool,
     replay_from: int | None,
     null_keys: bool,
+    record: str | None = None,
 ) -> RewriteCounts:
     """Write ``target`` as it is after applying ``net`` (one row per key), guarded like the MERGE.
 
@@ -113,7 +115,7 @@ def rewrite_target(
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
-    out.write.format("delta").mode("overwrite").save(target.uri)
+    recorded(out.write.format("delta").mode("overwrite"), record).save(target.uri)
     return counts
 
 

@@ -22,7 +22,7 @@ from sharesync.pipelines.jobs.columns import (
 )
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, register_target
+from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.target.preflight import inspect_target, require_columns, require_replaceable
@@ -44,13 +44,14 @@ def replace_target(
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
     soft_delete: bool = False,
+    record: str | None = None,
 ) -> ApplyStats:
     """Bootstrap: make ``target`` exactly the snapshot batch (guards = snapshot version).
 
     The schema is replaced as well (``overwriteSchema``): this is the ``sharesync reset`` path,
     which exists to get past breaking schema changes. Rows failing ``row_filter`` are left out.
     """
-    return _replace(spark, staged, target, keys, columns, row_filter, soft_delete, reset_schema=True)
+    return _replace(spark, staged, target, keys, columns, row_filter, soft_delete, reset_schema=True, record=record)
 
 
 def apply_snapshot(
@@ -60,6 +61,7 @@ def apply_snapshot(
     *,
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
+    record: str | None = None,
 ) -> ApplyStats:
     """Snapshot mode: replace ``target`` with the snapshot rows in one atomic commit.
 
@@ -67,7 +69,7 @@ def apply_snapshot(
     SchemaIncompatible like the other modes, because silently dropping a column users query
     is worse than asking them to run ``sharesync reset``.
     """
-    return _replace(spark, staged, target, (), columns, row_filter, False, reset_schema=False)
+    return _replace(spark, staged, target, (), columns, row_filter, False, reset_schema=False, record=record)
 
 
 def _replace(
@@ -80,6 +82,7 @@ def _replace(
     soft_delete: bool,
     *,
     reset_schema: bool,
+    record: str | None,
 ) -> ApplyStats:
     target = locate(target)
     files = staged_files(staged)
@@ -99,9 +102,9 @@ def _replace(
     out = df.where(keeps(row_filter)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
     rows = count_rows(files)
     if not state.exists:
-        return create_target(out, target, rows)
+        return create_target(out, target, rows, record)
     added: tuple[str, ...] = ()
-    writer = out.write.format("delta").mode("overwrite")
+    writer = recorded(out.write.format("delta").mode("overwrite"), record)
     if reset_schema:
         require_replaceable(state)
         writer = writer.option("overwriteSchema", "true")

@@ -25,10 +25,10 @@ from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["added_columns", "create_target", "register_target", "schema_change"]
+__all__ = ["added_columns", "create_target", "recorded", "register_target", "schema_change"]
 
 
 # Sail 0.7 takes a column whose file statistics say min == max with no NULLs for a constant,
@@ -42,6 +42,7 @@ __all__ = ["added_columns", "create_target", "register_target", "schema_change"]
 INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
 # Delta's own default: statistics cost time on every write of a wide table.
 MAX_INDEXED_COLUMNS = 32
+
 
 def schema_change(
     df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]
@@ -70,16 +71,23 @@ def added_columns(
     return change.added_names
 
 
-def create_target(out: DataFrame, target: Location, rows: int) -> ApplyStats:
+def create_target(out: DataFrame, target: Location, rows: int, record: str | None = None) -> ApplyStats:
     """The first write creates the table; the default save mode fails if one appeared meanwhile.
 
     Deletion vectors are turned off explicitly: a Spark whose defaults turn them on for new
     tables (Databricks does) would otherwise create a target the next MERGE cannot update.
     """
-    writer = out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false")
+    writer = recorded(out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false"), record)
     writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema))).save(target.uri)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
+
+
+def recorded(writer: DataFrameWriter, record: str | None) -> DataFrameWriter:
+    """``writer`` with the batch's record (:mod:`sharesync.pipelines.target.commit_record`) as the
+    commit's ``userMetadata``: the one way both engines write it atomically with the data (Sail
+    0.7.2 honours the write option only — not the session conf, nor on MERGE or DELETE)."""
+    return writer if record is None else writer.option("userMetadata", record)
 
 
 def _indexed_columns(schema: StructType) -> int:
@@ -123,5 +131,3 @@ def register_target(spark: SparkSession, target: Location) -> str:
 def _sql_string(value: str) -> str:
     """A Spark SQL string literal (backslash escapes are on by default in Spark and Sail)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-

@@ -67,6 +67,7 @@ def apply_bootstrap(
     checkpoint: Checkpoint | None,
     snapshot: BootstrapAt,
     rewrite_threshold: float | None,
+    record: str | None = None,
 ) -> Applied:
     """Make the target the staged snapshot (append mode: add it to the change log as inserts;
     history mode: open its rows at its version)."""
@@ -87,6 +88,7 @@ def apply_bootstrap(
             replay_from=snapshot.replay_from,
             rewrite_threshold=rewrite_threshold,
             conform=reason is BootstrapReason.SCHEMA_CHANGED,
+            record=record,
         )
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
@@ -100,13 +102,14 @@ def apply_bootstrap(
                 keys=table.keys,
                 row_filter=row_filter,
                 soft_delete=table.soft_delete,
+                record=record,
             )
         case Mode.SNAPSHOT if checkpoint is None or reason in _REPLACING:
             # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
             # replaced too.
-            stats = replace_target(spark, staged, target, columns=table.columns, row_filter=row_filter)
+            stats = replace_target(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
         case Mode.SNAPSHOT:
-            stats = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter)
+            stats = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
         case Mode.APPEND:
             # The change log continues after a gap (the snapshot lands as inserts at its version);
             # it restarts when versions restart (first sync, re-created or rewound source).
@@ -114,7 +117,15 @@ def apply_bootstrap(
             keeps_log = checkpoint is not None and reason in _KEEPS_LOG
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
             return _append(
-                spark, table, target, staged, expr, row_filter, after, conform=reason is BootstrapReason.SCHEMA_CHANGED
+                spark,
+                table,
+                target,
+                staged,
+                expr,
+                row_filter,
+                after,
+                conform=reason is BootstrapReason.SCHEMA_CHANGED,
+                record=record,
             )
         case _:  # pragma: no cover
             raise AssertionError(table.mode)
@@ -131,6 +142,7 @@ def apply_changes(
     batch: VersionRange,
     replay_from: int | None,
     rewrite_threshold: float | None,
+    record: str | None = None,
 ) -> Applied:
     """Apply a batch of changes: MERGE its net change per key, append its change rows, or give
     each version that changes a key its own history row."""
@@ -148,11 +160,12 @@ def apply_changes(
             # would remove what the earlier batches of the replay wrote.
             replay_from=replay_from if batch.start == replay_from else None,
             rewrite_threshold=rewrite_threshold,
+            record=record,
         )
         return Applied(history, _history_changes(history))
     row_filter = _row_filter(expr)
     if table.mode is Mode.APPEND:
-        return _append(spark, table, target, staged, expr, row_filter, batch.start - 1)
+        return _append(spark, table, target, staged, expr, row_filter, batch.start - 1, record=record)
     if table.mode is not Mode.MERGE:  # pragma: no cover - snapshot mode never plans changes
         raise AssertionError(table.mode)
     if table.keys:  # staging's last step, before the job reads the batch (the job refuses no keys)
@@ -167,6 +180,7 @@ def apply_changes(
         soft_delete=table.soft_delete,
         replay_from=replay_from,
         rewrite_threshold=rewrite_threshold,
+        record=record,
     )
     return Applied(stats, _changes(table.mode, stats))
 
@@ -181,10 +195,12 @@ def _append(
     after: int,
     *,
     conform: bool = False,
+    record: str | None = None,
 ) -> Applied:
     stats = apply_append(
-        spark, staged, target, after_version=after, columns=table.columns, row_filter=row_filter, conform=conform
-    )
+        spark, staged, target, after_version=after, columns=table.columns, row_filter=row_filter, conform=conform,
+        record=record,
+    )  # fmt: skip
     appended = appended_by_type(staged, expr, after) if stats.inserted else {}
     return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))
 

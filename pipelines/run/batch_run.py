@@ -31,9 +31,10 @@ from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.submissions import submissions_for
 from sharesync.pipelines.run.table_context import TableContext, check_columns
 from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.target.commit_record import CommitRecord
 from sharesync.pipelines.target.identity import read_identity
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
-from sharesync.sync.core.config import Mode
+from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import (
     DownloadError,
     HistoryUnavailable,
@@ -67,6 +68,21 @@ class Fetched:
     end: int
     start_commit: datetime | None
     end_commit: datetime | None
+
+    def record(self, table: TableConfig) -> str:
+        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.target.commit_record`)."""
+        committed = self.end_commit
+        return CommitRecord.model_validate(
+            {
+                "table": table.key,
+                "tableId": self.metadata.id,
+                "from": self.start,
+                "to": self.end,
+                "mode": table.mode.value,
+                "schema": fingerprint(self.metadata),
+                "committedMs": round(committed.timestamp() * 1000) if committed is not None else None,
+            }
+        ).encode()
 
 
 @dataclass(frozen=True)
@@ -274,7 +290,7 @@ class BatchRunner:
             name=table.key,
             version=fetched.end,
             table_id=fetched.metadata.id,
-            schema_fingerprint=hashlib.sha256(fetched.metadata.schema_string.encode()).hexdigest()[:16],
+            schema_fingerprint=fingerprint(fetched.metadata),
             target=table.target,
             mode=table.mode.value,
             version_timestamp=fetched.end_commit,
@@ -298,6 +314,11 @@ class BatchRunner:
             store_failed(f"could not record the failure of run {run_id}", error, exc)
             return
         self.attempt.recorded = True
+
+
+def fingerprint(metadata: Metadata) -> str:
+    """The schema fingerprint a checkpoint stores."""
+    return hashlib.sha256(metadata.schema_string.encode()).hexdigest()[:16]
 
 
 def _run_stats(applied: ApplyStats, staged: batches.StagedBatch) -> RunStats:

@@ -57,6 +57,7 @@ class _Job:
     replay_from: int | None
     rewrite_threshold: float | None
     conform: bool = False  # a rebuild: move the target's rows into the batch's schema first
+    record: str | None = None  # the batch's commit record (pipelines/target/commit_record.py)
 
 
 def apply_history(
@@ -71,6 +72,7 @@ def apply_history(
     track_history_except: Sequence[str] | None = None,
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
+    record: str | None = None,
 ) -> HistoryStats:
     """Apply a batch of changes: every version that changes a key gives it a history row.
 
@@ -81,7 +83,7 @@ def apply_history(
     """
     job = _Job(
         locate(staged), locate(target), keys, columns, row_filter, track_history, track_history_except, replay_from,
-        rewrite_threshold,
+        rewrite_threshold, record=record,
     )  # fmt: skip
     return _apply(spark, job, None, replace=False)
 
@@ -100,6 +102,7 @@ def bootstrap_history(
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
     conform: bool = False,
+    record: str | None = None,
 ) -> HistoryStats:
     """Bootstrap from the snapshot at ``version``, committed at ``commit_timestamp``.
 
@@ -115,8 +118,9 @@ def bootstrap_history(
     (:mod:`~sharesync.pipelines.jobs.conform`).
     """
     job = _Job(
-        locate(staged), locate(target), keys, columns, row_filter, None, None, replay_from, rewrite_threshold, conform
-    )
+        locate(staged), locate(target), keys, columns, row_filter, None, None, replay_from, rewrite_threshold, conform,
+        record,
+    )  # fmt: skip
     return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
 
 
@@ -166,7 +170,7 @@ def _apply(
     _release_arrow_memory()
     planned = PlannedHistory(
         job.staged, job.target, files, state, keys, data_columns, stats, staged_plan, null_keys, rewrite, replace,
-        job.conform,
+        job.conform, job.record,
     )  # fmt: skip
     return write_history(engine, planned)
 

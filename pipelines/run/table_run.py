@@ -25,6 +25,7 @@ from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
 from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
 from sharesync.pipelines.run.results import BackfillRequest, BatchKind, BatchResult, TableOutcome, TableSyncResult
+from sharesync.pipelines.run.resume import resume_from_target
 from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.table_context import TableContext, table_context
@@ -96,6 +97,13 @@ class TableRun:
     def _pass(self, backfill: BackfillRequest | None, started: float, metadata: TableMetadata) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
+        runtime = self.services.runtime
+        staging = runtime.locate(self.services.config.staging_dir)
+        if resumed := resume_from_target(
+            store, table, self.target, checkpoint, runtime.storage, staging, self.keeper.lease
+        ):
+            checkpoint = resumed.checkpoint  # a lost or older state store: the target says how far it got
+            self._notice(resumed.notice)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         policy = new_columns(table, self.target, metadata, self.services.client, checkpoint)
         if policy.table is not table:  # on_new_column: ignore, and the provider has new columns
@@ -317,6 +325,7 @@ class TableRun:
                 checkpoint=checkpoint,
                 snapshot=BootstrapAt(fetched.end, fetched.end_commit, rewrites_from),
                 rewrite_threshold=threshold,
+                record=fetched.record(table),
             ),
             note=plan.warning,
         )
@@ -332,9 +341,14 @@ class TableRun:
             BatchKind.CHANGES,
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
-            apply=lambda staged, _: apply(
-                staged, context.expr, batch=batch, replay_from=replay_from, rewrite_threshold=threshold
-            ),
+            apply=lambda staged, fetched: apply(
+                staged,
+                context.expr,
+                batch=batch,
+                replay_from=replay_from,
+                rewrite_threshold=threshold,
+                record=fetched.record(table),
+            ),  # fmt: skip
             net_keys=table.keys if table.mode is Mode.MERGE else None,
         )
 

@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.target.guard_columns import written_by_sharesync
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.target.open import open_existing
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection, local_path
 
@@ -115,7 +115,7 @@ def read_identity(target: Location, *, since: int | None = None) -> TargetIdenti
 
     ``since``: also look for a RESTORE among the commits after that version.
     """
-    table = _open(target)
+    table = open_existing(target)
     if table is None:
         return None
     version = table.version()
@@ -138,7 +138,7 @@ def high_water_mark(target: Location, *columns: str) -> int | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = _open(target)
+    table = open_existing(target)
     present = {f.name for f in table.schema().fields} if table is not None else set()
     if table is None or not set(columns) & present:
         return None
@@ -165,18 +165,6 @@ def _stats_complete(actions: pa.Table, stat: str, nulls: str) -> bool:
         return bool(actions.column(stat).null_count == 0)
     all_null = pc.equal(actions.column(nulls), actions.column("num_records"))
     return bool(pc.all(pc.or_(pc.invert(missing), pc.fill_null(all_null, False))).as_py())
-
-
-def _open(target: Location) -> DeltaTable | None:
-    from deltalake.exceptions import TableNotFoundError
-
-    local = local_path(target.uri)
-    if local is not None and not (local / "_delta_log").is_dir():
-        return None
-    try:
-        return open_target(target)
-    except TableNotFoundError:
-        return None  # a log without a commit: no table yet
 
 
 def _restored_to(table: DeltaTable, version: int, since: int) -> int | None:

@@ -15,7 +15,7 @@ from sharesync.sync.core.location import Location
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-__all__ = ["open_target"]
+__all__ = ["open_existing", "open_target"]
 
 
 def open_target(target: Location) -> DeltaTable:
@@ -23,3 +23,18 @@ def open_target(target: Location) -> DeltaTable:
     from deltalake import DeltaTable
 
     return DeltaTable(target.uri, storage_options=target.storage_options)
+
+
+def open_existing(target: Location) -> DeltaTable | None:
+    """The Delta table at ``target``; None when there is none (no log, or a log without a commit)."""
+    from deltalake.exceptions import TableNotFoundError
+
+    from sharesync.sync.core.storage import local_path
+
+    local = local_path(target.uri)
+    if local is not None and not (local / "_delta_log").is_dir():
+        return None
+    try:
+        return open_target(target)
+    except TableNotFoundError:
+        return None  # a log without a commit: no table yet

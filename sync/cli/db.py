@@ -124,3 +124,40 @@ def prune(ctx: click.Context, url: str | None, days: float | None) -> None:
         f"{display(parse_url(target))}: removed {removed} run{'s' * (removed != 1)} older than {days:g} days "
         "(each table's last succeeded and last failed run kept)"
     )
+
+
+@db.command()
+@_url_option
+@click.option(
+    "--from-targets",
+    "from_targets",
+    is_flag=True,
+    help="Rebuild from the records in each target's Delta log (the only source there is; implied).",
+)
+@click.pass_context
+def recover(ctx: click.Context, url: str | None, from_targets: bool) -> None:
+    """Rebuild the checkpoints of every configured table from what its target records: after the
+    state database was lost, or restored from an older backup. Checkpoints ahead of their target
+    are left to the next sync's target check."""
+    from sharesync.pipelines.run.resume import resume_from_target
+    from sharesync.state.database import display, parse_url
+    from sharesync.state.store import open_store
+    from sharesync.sync.core.location import locate
+
+    del from_targets  # the targets are the only source there is
+    config = _config(ctx)
+    if config is None:
+        raise ConfigError("db recover needs the config file: it names the tables and their targets (pass --config)")
+    target_url = url or config.state_store
+    store = open_store(target_url)
+    click.echo(f"{display(parse_url(target_url))}: checkpoints from the targets' own records")
+    for table in config.tables:
+        checkpoint = store.get_checkpoint(table.key)
+        before = "none" if checkpoint is None else str(checkpoint.version)
+        target, staging = locate(table.target, config.storage), locate(config.staging_dir, config.storage)
+        resumed = resume_from_target(store, table, target, checkpoint, config.storage, staging)
+        if resumed is not None:
+            click.echo(f"{table.key}: checkpoint at version {resumed.checkpoint.version} (was {before})")
+        else:
+            had = "no checkpoint" if checkpoint is None else f"version {before}"
+            click.echo(f"{table.key}: unchanged ({had}; the target records nothing newer)")

@@ -13,6 +13,8 @@ target check found, the backfill asked for) and returning what to do, which
   give, and the :class:`PlanState` to plan from (a lost or replaced target is rebuilt).
 * :func:`plan_run` — the plan for that state (:func:`plan_sync`, with the rebuild's warning and
   whether the bootstrap rewrites a history).
+* :func:`resume_version` — a checkpoint missing or behind what its target records (a lost or
+  older state store): the version to resume from, so nothing is downloaded or applied again.
 * :func:`replan` — after the provider's history ran out (``HistoryUnavailable``) or a breaking
   schema change on a table set to rebuild: the state to plan again from, at most once per cause;
   None when that cause was already answered (the run then fails).
@@ -293,4 +295,36 @@ def replay_warning(target: TargetFact, start: int, high_water: int) -> str:
     return (
         f"{target.said}; its rows reach source version {high_water}, so the provider's changes are "
         f"replayed from version {start}"
+    )
+
+
+# The modes whose rows say which source version last changed them: a target of theirs is resumed
+# from them too, when a MERGE (which cannot carry a commit record on Sail) applied the last batches.
+ROWS_RECORD = (Mode.MERGE, Mode.HISTORY)
+
+
+def resume_version(checkpoint: int | None, recorded: int, mode: Mode, high_water: int | None = None) -> int | None:
+    """The checkpoint version a target's own record resumes from; None: the checkpoint stands.
+
+    ``recorded``: the source version the target's newest commit record says is applied.
+    ``high_water``: merge and history mode (:data:`ROWS_RECORD`), the newest source version their
+    rows carry — the MERGE commits after the record cannot carry one on Sail, but the versions in
+    their rows are written atomically with them; everything up to it is applied, and re-applying
+    it is a no-op per key (:func:`replay_checkpoint`). A checkpoint ahead of its target is the identity check's case:
+    this never moves a checkpoint back.
+    """
+    version = recorded
+    if mode in ROWS_RECORD and high_water is not None:
+        version = max(version, replay_checkpoint(mode, high_water, high_water))
+    if checkpoint is not None and version <= checkpoint:
+        return None
+    return version
+
+
+def resume_notice(target: str, checkpoint: int | None, version: int) -> str:
+    """What a pass, the run record and ``db recover`` say when the target's record moves the checkpoint."""
+    had = "had no checkpoint" if checkpoint is None else f"had the checkpoint at version {checkpoint}"
+    return (
+        f"the state store {had}; target {target} records source version {version} as applied, "
+        f"so syncing resumes from there (nothing downloaded or applied again)"
     )

@@ -64,8 +64,13 @@ class StagedBatch:
 
 def batch_dir(staging_root: Place, table_name: str, label: str) -> Location:
     """``<staging>/<table>/<label>``: one directory per table and batch, safe for any name."""
+    return table_dir(staging_root, table_name).join(label)
+
+
+def table_dir(staging_root: Place, table_name: str) -> Location:
+    """``<staging>/<table>``: the directory of every batch of one table."""
     digest = hashlib.sha256(table_name.encode()).hexdigest()[:8]
-    return locate(staging_root).join(f"{_UNSAFE.sub('_', table_name)}-{digest}", label)
+    return locate(staging_root).join(f"{_UNSAFE.sub('_', table_name)}-{digest}")
 
 
 def fresh_dir(path: Place) -> Location:

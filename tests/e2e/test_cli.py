@@ -102,6 +102,7 @@ def test_status_json_before_and_after_the_first_sync_and_reset(
     assert json.loads(cli(*config, "status", "--json").out)["tables"][0]["checkpoint_version"] is None
     synced = cli(*config, "sync", workspace.name("m"))
     assert synced.code == 0 and "0..2" not in synced.out  # bootstrapped at 2, not replayed from 0
+    assert "resumes from there" not in synced.out + synced.err  # forgotten on purpose, not lost
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 2)
 
 

@@ -21,6 +21,7 @@ from sharesync.sync.planning.run_plan import (
     plan_run,
     prepare_run,
     replan,
+    resume_version,
 )
 from sharesync.sync.planning.sync_plan import (
     ApplyChanges,
@@ -232,3 +233,30 @@ def test_after_batches_a_replan_neither_rebuilds_nor_refreshes_again(run: RunFac
     planned_again = plan_run(again, start)
     assert planned_again.rewrites_from is None
     assert not (isinstance(planned_again.plan, Bootstrap) and "rebuilt from" in (planned_again.plan.warning or ""))
+
+
+# -- resuming from the target's own record (a lost or older state store)
+
+
+@given(
+    checkpoint=st.none() | st.integers(0, 50),
+    recorded=st.integers(0, 50),
+    high_water=st.none() | st.integers(0, 50),
+    mode=st.sampled_from(list(Mode)),
+)
+def test_resuming_from_the_target_only_ever_moves_a_checkpoint_up_to_what_the_target_holds(
+    checkpoint: int | None, recorded: int, high_water: int | None, mode: Mode
+) -> None:
+    version = resume_version(checkpoint, recorded, mode, high_water)
+    holds = max(recorded, high_water - 1 if mode in (Mode.MERGE, Mode.HISTORY) and high_water else recorded)
+    if version is None:  # the checkpoint stands: it is there and not behind
+        assert checkpoint is not None and checkpoint >= holds
+    else:  # missing or behind: exactly what the target holds, never more
+        assert version == holds and (checkpoint is None or version > checkpoint)
+
+
+def test_a_merge_target_resumes_from_its_rows_when_its_merges_carry_no_record() -> None:
+    # Sail's MERGE writes no userMetadata: the bootstrap recorded 2, the rows reach 9.
+    assert resume_version(None, 2, Mode.MERGE, 9) == 8  # re-applying version 9 is a no-op per key
+    assert resume_version(None, 2, Mode.APPEND, 9) == 2  # an append target's record is exact
+    assert resume_version(8, 2, Mode.MERGE, 9) is None
