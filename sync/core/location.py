@@ -182,9 +182,9 @@ def _local_filesystem() -> pafs.FileSystem:
     return pafs.LocalFileSystem()
 
 
-def filesystem_for(kind: StoreKind, settings: StoreSettings) -> pafs.FileSystem:
-    """The pyarrow filesystem of a store (S3 or GCS; Azure needs its account: :func:`locate`)."""
-    return _filesystem(kind, settings, None)
+def filesystem_for(kind: StoreKind, settings: StoreSettings, account: str | None = None) -> pafs.FileSystem:
+    """The pyarrow filesystem of a store (Azure: of its storage ``account``)."""
+    return _filesystem(kind, settings, account)
 
 
 @functools.lru_cache(maxsize=32)
@@ -210,7 +210,9 @@ def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.
         return pafs.AzureFileSystem(
             account,
             account_key=secret(s.account_key),
-            sas_token=secret(s.sas_token),
+            # pyarrow appends the token to the account's URL as it is: without its "?" the SAS
+            # lands in the path (azurite: 400 OutOfRangeInput).
+            sas_token=None if s.sas_token is None else "?" + s.sas_token.get_secret_value().lstrip("?"),
             client_id=s.client_id,
             client_secret=secret(s.client_secret),
             tenant_id=s.tenant_id,
@@ -218,7 +220,11 @@ def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.
             **schemes,
         )
     _gcs_credentials(s)
-    return pafs.GcsFileSystem()
+    if s.endpoint is None:
+        return pafs.GcsFileSystem()
+    host = urlparse(s.endpoint)  # an emulator (STORAGE_EMULATOR_HOST): it checks no credentials
+    emulated = s.allow_http and s.service_account_file is None
+    return pafs.GcsFileSystem(anonymous=emulated, scheme=host.scheme, endpoint_override=host.netloc)
 
 
 def _reveal(secret: object) -> str | None:

@@ -136,6 +136,7 @@ class Downloader:
         chunk_size: int = CHUNK_SIZE,
         clock: Callable[[], float] = time.time,
         budget: TransferBudget | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -154,6 +155,7 @@ class Downloader:
         self.chunk_size = chunk_size
         self._clock = clock
         self.budget = budget  # shared with the other tables of a pass: bounds their downloads together
+        self.auth = auth  # GCS directory access: a bearer token for the store's origin (never on a redirect away)
 
     def download(
         self,
@@ -188,6 +190,7 @@ class Downloader:
             verify=ssl_context(self.ca_bundle),
             timeout=self.timeouts.to_httpx(),
             transport=self._transport,
+            auth=self.auth,
             follow_redirects=True,
             # Files are stored compressed already; a body the server compresses anyway is decoded
             # and still stopped at its declared size (no decompression bomb fills the disk).

@@ -161,8 +161,9 @@ def stage(
     with budget.holding(sum(c.file.size for c in files)) if budget is not None and netted else nullcontext():
         if downloader_factory is None:
             downloader_factory = partial(
-                Downloader, policy=client.file_url_policy, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget
-            )
+                Downloader, policy=client.file_url_policy, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget,
+                auth=client.file_auth,
+            )  # fmt: skip
         return _stage(
             client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys, direct
         )

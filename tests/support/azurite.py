@@ -83,7 +83,7 @@ def azurite_store() -> Iterator[AzuriteStore]:
     if executable is None:
         pytest.skip(f"azurite-blob not found (npm install azurite; set {ENV} to its path)")
     process = subprocess.Popen(
-        [executable, "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence", "--skipApiVersionCheck"],
+        [executable, "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry"],
         stdout=subprocess.PIPE,
         text=True,
     )
