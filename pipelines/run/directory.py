@@ -191,7 +191,7 @@ def directory_client(
     location = metadata.metadata.location
     assert location is not None  # choose_access refuses dir without a location
     root = table_root(location)  # S3, Azure or GCS: a ConfigError naming the scheme otherwise
-    matched = config.provider_storage.match(location)
+    matched = config.provider_storage.match(location) or config.provider_storage.match(root.canonical)
     base = matched[1] if matched is not None else settings_from_environment(root.kind)
     keys = ProviderKeys(client, name, base, root.kind)
     scratch = Path(tempfile.mkdtemp(prefix="sharesync-dir-"))

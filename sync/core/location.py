@@ -45,6 +45,15 @@ if TYPE_CHECKING:
 DIR_MARKER = "_sharesync_dir"
 
 
+# deltalake and the embedded engine (object_store) write GCS objects with the XML API, which
+# fake-gcs-server does not serve (fsouza/fake-gcs-server#331): a GCS endpoint is for reading only.
+_NO_GCS_EMULATOR = (
+    "'{uri}': targets and staging on gs:// reach Google Cloud Storage itself; a GCS endpoint (an emulator, "
+    "STORAGE_EMULATOR_HOST) applies to provider_storage: (directory access) only — unset it for this process "
+    "or use a local, s3:// or abfss:// target"
+)
+
+
 @dataclass(frozen=True)
 class Location:
     """One place: ``uri`` for the engine and deltalake, ``path`` inside ``filesystem`` for pyarrow."""
@@ -149,7 +158,9 @@ def locate(place: Place, storage: StorageSection | None = None) -> Location:
     if kind is None:
         raise ConfigError(f"'{text}': sharesync reads and writes local paths and {', '.join(SCHEMES)} URIs only")
     matched = storage.match(text) if storage is not None else None
-    settings = matched[1] if matched is not None else settings_from_environment(kind)
+    settings = matched[1] if matched is not None else settings_from_environment(kind, targets=True)
+    if kind is StoreKind.GCS and settings.endpoint is not None:
+        raise ConfigError(_NO_GCS_EMULATOR.format(uri=text))
     container, key, account = _split(kind, text, settings)
     filesystem = _filesystem(kind, settings, account)
     options = matched[1].options(kind) if matched is not None else None

@@ -191,7 +191,9 @@ def _azure_options(s: StoreSettings) -> dict[str, str]:
     )
 
 
-def settings_from_environment(kind: StoreKind, environ: Mapping[str, str] | None = None) -> StoreSettings:
+def settings_from_environment(
+    kind: StoreKind, environ: Mapping[str, str] | None = None, *, targets: bool = False
+) -> StoreSettings:
     """For a URI no prefix matches: what each cloud's standard variables say, read back through the
     same mapping, so pyarrow reaches the store that deltalake and the embedded engine find there.
 
@@ -199,6 +201,8 @@ def settings_from_environment(kind: StoreKind, environ: Mapping[str, str] | None
     ``AZURE_STORAGE_*`` variables object_store reads, else ``AZURE_STORAGE_CONNECTION_STRING`` (the
     Azure SDKs' and azurite's form). GCS: ``STORAGE_EMULATOR_HOST`` (Google's client libraries).
     A plain ``http://`` endpoint from the environment is allowed: the environment chose it.
+    For ``targets`` the connection string is not read: the engines (object_store) do not read it,
+    and pyarrow must reach the store they write to.
     """
     env = os.environ if environ is None else environ
     if kind is StoreKind.GCS:
@@ -215,7 +219,7 @@ def settings_from_environment(kind: StoreKind, environ: Mapping[str, str] | None
     found: dict[str, object] = {field: env[name] for field, name in names.items() if env.get(name)}
     if kind is StoreKind.S3 and env.get("AWS_ENDPOINT_URL_S3"):
         found["endpoint"] = env["AWS_ENDPOINT_URL_S3"]
-    if kind is StoreKind.AZURE and not found and env.get("AZURE_STORAGE_CONNECTION_STRING"):
+    if kind is StoreKind.AZURE and not found and not targets and env.get("AZURE_STORAGE_CONNECTION_STRING"):
         found = _connection_string(env["AZURE_STORAGE_CONNECTION_STRING"])
     if str(found.get("endpoint", "")).startswith("http://"):
         found["allow_http"] = True

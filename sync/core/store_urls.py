@@ -44,6 +44,14 @@ class TableRoot:
         return f"{self.prefix}/{relative}" if self.prefix else relative
 
     @property
+    def canonical(self) -> str:
+        """The root as ``storage:`` prefixes name it (a ``wasbs://`` root as its ``abfss://`` twin)."""
+        if self.kind is StoreKind.AZURE:
+            return f"abfss://{self.container}@{self.account}.dfs.core.windows.net/{self.prefix}".rstrip("/")
+        scheme = "s3" if self.kind is StoreKind.S3 else "gs"
+        return f"{scheme}://{self.container}/{self.prefix}".rstrip("/")
+
+    @property
     def fs_path(self) -> str:
         """The root as pyarrow's filesystems address it: ``container/prefix``."""
         return f"{self.container}/{self.prefix}".rstrip("/")

@@ -100,3 +100,20 @@ def test_a_dir_table_is_read_through_the_clouds_standard_endpoint_variables(
         assert got.select(["id", "v"]).to_pylist() == DeltaTable(source).to_pyarrow_table().sort_by("id").to_pylist()
     finally:
         workspace.close()
+
+
+def test_targets_in_s3_are_located_through_aws_endpoint_url_s3(
+    s3_server: S3Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow (staging, target checks) reaches the store deltalake and Sail find through the same
+    variable (both honour AWS_ENDPOINT_URL_S3 themselves); before, pyarrow went to AWS."""
+    from sharesync.sync.core.location import locate
+
+    options = s3_server.options()
+    uri = f"{s3_server.prefix()}/target"
+    write_deltalake(uri, pa.table({"id": [1]}), storage_options=options)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint)
+    for name in ("AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, options[name])
+    assert locate(uri).join("_delta_log").kind() == "directory"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sharesync.pipelines.run.directory import ProviderKeys
+from sharesync.pipelines.run.directory import OriginBearer, ProviderKeys
 from sharesync.sync.core.errors import UnsupportedAccessMode
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StoreKind, StoreSettings
@@ -98,3 +98,23 @@ def test_azure_and_gcp_credentials_become_that_stores_settings(
     assert held is not None and held.get_secret_value() == secret and secret not in repr(keys)
     assert keys.settings.region == "eu-west-1" and keys.expires_ms == 60_000  # provider_storage: kept
     assert redact(f"got {secret}") == "got ***"
+
+
+def test_a_gcp_token_goes_as_a_bearer_header_to_the_stores_origin_only() -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def store(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.host, request.headers.get("Authorization")))
+        if request.url.host == "storage.googleapis.com":
+            return httpx.Response(302, headers={"Location": "https://elsewhere.example.com/x"})
+        return httpx.Response(200, content=b"data")
+
+    auth = OriginBearer(lambda: ("https://storage.googleapis.com", "ya29.token-0001"))
+    with httpx.Client(transport=httpx.MockTransport(store), auth=auth, follow_redirects=True) as http:
+        http.get("https://storage.googleapis.com/download/storage/v1/b/b/o/t%2Fpart-0.parquet?alt=media")
+        http.get("https://other.example.com/file")
+    assert seen == [
+        ("storage.googleapis.com", "Bearer ya29.token-0001"),
+        ("elsewhere.example.com", None),  # a redirect away from the store: the token stays behind
+        ("other.example.com", None),
+    ]

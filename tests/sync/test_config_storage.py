@@ -162,3 +162,11 @@ def test_each_clouds_own_endpoint_variables_apply_when_no_prefix_matches() -> No
         gcs = settings_from_environment(StoreKind.GCS, {"STORAGE_EMULATOR_HOST": host})
         assert (gcs.endpoint, gcs.allow_http) == ("http://127.0.0.1:4443", True)
     assert settings_from_environment(StoreKind.GCS, {}).endpoint is None
+
+
+def test_a_gcs_target_with_an_emulator_endpoint_is_refused_by_name() -> None:
+    from sharesync.sync.core.location import locate
+
+    storage = StorageSection.model_validate({"gs://lake/": {"endpoint": "http://127.0.0.1:4443", "allow_http": True}})
+    with pytest.raises(ConfigError, match=r"^'gs://lake/t': targets and staging on gs:// reach Google Cloud Storage"):
+        locate("gs://lake/t", storage)
