@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -161,7 +161,7 @@ class OriginBearer(httpx.Auth):
     def __init__(self, current: Callable[[], tuple[str, str] | None]) -> None:
         self._current = current
 
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         found = self._current()
         if found is not None and f"{request.url.scheme}://{request.url.netloc.decode()}" == found[0]:
             request.headers["Authorization"] = f"Bearer {found[1]}"

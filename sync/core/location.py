@@ -234,8 +234,8 @@ def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.
     if s.endpoint is None:
         return pafs.GcsFileSystem()
     host = urlparse(s.endpoint)  # an emulator (STORAGE_EMULATOR_HOST): it checks no credentials
-    emulated = s.allow_http and s.service_account_file is None
-    return pafs.GcsFileSystem(anonymous=emulated, scheme=host.scheme, endpoint_override=host.netloc)
+    anonymous = s.allow_http and s.service_account_file is None
+    return pafs.GcsFileSystem(anonymous=anonymous, scheme=host.scheme, endpoint_override=host.netloc)
 
 
 def _reveal(secret: object) -> str | None:
