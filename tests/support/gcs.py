@@ -10,6 +10,7 @@ reader's side.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -51,8 +52,6 @@ def fake_gcs_server() -> Path:
 
 
 def _go_env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k.startswith(("GO", "HTTP", "HTTPS", "NO_PROXY", "XDG"))}
 
 
