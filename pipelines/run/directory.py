@@ -1,4 +1,4 @@
-"""Directory-based access: read a shared table from its root in S3 with the provider's credentials.
+"""Directory-based access: read a shared table from its root (S3, Azure, GCS) with the provider's credentials.
 
 The reader is sharesync's own sharing server (:mod:`sharesync.sync.server`), run in this process
 over the one table: it mirrors the table's ``_delta_log`` with the temporary credentials, replays
@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,9 +35,10 @@ from starlette.types import ASGIApp
 from sharesync.pipelines.run.services import RunServices
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import UnsupportedAccessMode
-from sharesync.sync.core.remote_table import Keys, s3_location
-from sharesync.sync.core.storage import StoreSettings
-from sharesync.sync.protocol.access import choose_access
+from sharesync.sync.core.remote_table import Keys
+from sharesync.sync.core.storage import StoreKind, StoreSettings, settings_from_environment
+from sharesync.sync.core.store_urls import bearer_for, table_root
+from sharesync.sync.protocol.access import TemporaryCredentials, choose_access
 from sharesync.sync.protocol.asyncquery import SubmissionLog
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import Profile, parse_profile
@@ -60,9 +61,14 @@ class ProviderKeys:
     """The provider's temporary credentials for one table, renewed before they expire."""
 
     def __init__(
-        self, client: SharingClient, name: str, base: StoreSettings, clock: Callable[[], float] = time.time
+        self,
+        client: SharingClient,
+        name: str,
+        base: StoreSettings,
+        kind: StoreKind,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self._client, self._name, self._base, self._clock = client, name, base, clock
+        self._client, self._name, self._base, self._kind, self._clock = client, name, base, kind, clock
         self._lock = threading.Lock()
         self._keys: Keys | None = None
         self._received_ms = 0
@@ -88,20 +94,34 @@ class ProviderKeys:
 
     def _fetch(self) -> Keys:
         creds = self._client.temporary_table_credentials(self._name)
-        aws = creds.aws_temp_credentials
-        if aws is None:
+        kind = table_root(creds.location).kind if creds.location else self._kind
+        if kind is not self._kind or _KINDS[creds.kind] is not kind:
             raise UnsupportedAccessMode(
-                f"{self._name}: the provider issued {creds.kind} credentials; sharesync reads table directories "
-                "in S3 only so far — set access: url for this table if the provider offers it"
+                f"{self._name}: the provider issued {creds.kind} credentials for '{creds.location}', but the table's "
+                f"root is in {self._kind.value}; set access: url for this table if the provider offers it"
             )
         self.fetches += 1
         log.info("%s: temporary credentials received (expire at %d ms)", self._name, creds.expiration_time)
-        update = {
+        return Keys(self._base.model_copy(update=_settings_update(creds)), creds.expiration_time)
+
+
+_KINDS = {"aws": StoreKind.S3, "azure": StoreKind.AZURE, "gcp": StoreKind.GCS}
+
+
+def _settings_update(creds: TemporaryCredentials) -> dict[str, SecretStr | None]:
+    """The credentials as store settings: on top of the endpoint, region… ``provider_storage:`` (or the
+    environment) gives, in place of any key of the recipient's own found there."""
+    if creds.aws_temp_credentials is not None:
+        aws = creds.aws_temp_credentials
+        return {
             "access_key_id": aws.access_key_id,
             "secret_access_key": aws.secret_access_key,
-            "session_token": SecretStr(aws.session_token.get_secret_value()),
+            "session_token": aws.session_token,
         }
-        return Keys(self._base.model_copy(update=update), creds.expiration_time)
+    if creds.azure_user_delegation_sas is not None:
+        return {"sas_token": creds.azure_user_delegation_sas.sas_token, "account_key": None, "client_secret": None}
+    assert creds.gcp_oauth_token is not None
+    return {"oauth_token": creds.gcp_oauth_token.oauth_token}
 
 
 class DirectoryClient(SharingClient):
@@ -134,6 +154,20 @@ class DirectoryClient(SharingClient):
         return super().changes_request(table, request)
 
 
+class OriginBearer(httpx.Auth):
+    """``Authorization: Bearer`` with the provider's current GCP token, on requests to the store's
+    origin only (httpx drops the header on a redirect elsewhere): an OAuth token signs no URL."""
+
+    def __init__(self, current: Callable[[], tuple[str, str] | None]) -> None:
+        self._current = current
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        found = self._current()
+        if found is not None and f"{request.url.scheme}://{request.url.netloc.decode()}" == found[0]:
+            request.headers["Authorization"] = f"Bearer {found[1]}"
+        yield request
+
+
 class InProcessTransport(httpx.BaseTransport):
     """Each request answered by an ASGI app in this process, on an event loop of its own."""
 
@@ -156,10 +190,10 @@ def directory_client(
     """A client that reads ``name`` from its directory, for the length of the ``with`` block."""
     location = metadata.metadata.location
     assert location is not None  # choose_access refuses dir without a location
-    s3_location(location)  # only S3 so far: a ConfigError naming the scheme otherwise
-    matched = config.provider_storage.match(location)
-    base = matched[1] if matched is not None else StoreSettings()
-    keys = ProviderKeys(client, name, base)
+    root = table_root(location)  # S3, Azure or GCS: a ConfigError naming the scheme otherwise
+    matched = config.provider_storage.match(location) or config.provider_storage.match(root.canonical)
+    base = matched[1] if matched is not None else settings_from_environment(root.kind)
+    keys = ProviderKeys(client, name, base, root.kind)
     scratch = Path(tempfile.mkdtemp(prefix="sharesync-dir-"))
     settings = ServerSettings(
         root=scratch / "empty",
@@ -176,6 +210,8 @@ def directory_client(
     reader = DirectoryClient(
         profile, keys=keys, http=http, retry=client.retry, private=private, max_files=client.max_files
     )
+    if root.kind is StoreKind.GCS:
+        reader.file_auth = OriginBearer(lambda: bearer_for(root, keys().settings))
     try:
         yield reader
     finally:

@@ -77,9 +77,10 @@ if TYPE_CHECKING:
     "--remote-table",
     "remote_tables",
     multiple=True,
-    metavar="NAME=S3_URI[@MODES]",
-    help="Share the Delta table at S3_URI as NAME (share.schema.table) with accessModes MODES (default url,dir; "
-    "e.g. @dir). Repeatable. The server reaches S3 through the standard AWS_* environment variables.",
+    metavar="NAME=URI[@MODES]",
+    help="Share the Delta table at URI (s3://, abfss://, gs://) as NAME (share.schema.table) with accessModes MODES "
+    "(default url,dir; e.g. @dir). Repeatable. The server reaches the store through its standard environment "
+    "variables (AWS_*, AZURE_STORAGE_*, STORAGE_EMULATOR_HOST).",
 )
 @click.option(
     "--credentials-role", default=None, metavar="ARN", help="STS role whose sessions are issued (dir access)."
@@ -103,6 +104,7 @@ def serve(
     from pydantic import ValidationError
 
     from sharesync.sync.core.storage import StoreKind, settings_from_environment
+    from sharesync.sync.core.store_urls import table_root
     from sharesync.sync.server.catalog import Catalog
     from sharesync.sync.server.faults import Faults
     from sharesync.sync.server.runner import SharingServer
@@ -114,12 +116,14 @@ def serve(
         remote = tuple(RemoteTableSpec.parse(text) for text in remote_tables)
     except ValueError as exc:
         raise ConfigError(f"serve: --remote-table {exc}") from None
-    store = settings_from_environment(StoreKind.S3) if remote else None
+    kinds = {table_root(spec.location).kind for spec in remote}
+    own = {kind: settings_from_environment(kind) for kind in kinds}  # each store's standard variables
     try:
         faults = Faults(**fault_flags)
         server = SharingServer(
             root, token=token, host=host, port=port, prefix=prefix, faults=faults, remote_tables=remote,
-            credentials_role_arn=credentials_role, credential_ttl_seconds=credential_ttl, object_store=store,
+            credentials_role_arn=credentials_role, credential_ttl_seconds=credential_ttl,
+            object_store=own.get(StoreKind.S3), azure_store=own.get(StoreKind.AZURE), gcs_store=own.get(StoreKind.GCS),
         )  # fmt: skip
         server.queries.after_polls, server.queries.outcome = async_after_polls, async_outcome
     except ValidationError as exc:

@@ -45,6 +45,15 @@ if TYPE_CHECKING:
 DIR_MARKER = "_sharesync_dir"
 
 
+# deltalake and the embedded engine (object_store) write GCS objects with the XML API, which
+# fake-gcs-server does not serve (fsouza/fake-gcs-server#331): a GCS endpoint is for reading only.
+_NO_GCS_EMULATOR = (
+    "'{uri}': targets and staging on gs:// reach Google Cloud Storage itself; a GCS endpoint (an emulator, "
+    "STORAGE_EMULATOR_HOST) applies to provider_storage: (directory access) only — unset it for this process "
+    "or use a local, s3:// or abfss:// target"
+)
+
+
 @dataclass(frozen=True)
 class Location:
     """One place: ``uri`` for the engine and deltalake, ``path`` inside ``filesystem`` for pyarrow."""
@@ -149,7 +158,9 @@ def locate(place: Place, storage: StorageSection | None = None) -> Location:
     if kind is None:
         raise ConfigError(f"'{text}': sharesync reads and writes local paths and {', '.join(SCHEMES)} URIs only")
     matched = storage.match(text) if storage is not None else None
-    settings = matched[1] if matched is not None else settings_from_environment(kind)
+    settings = matched[1] if matched is not None else settings_from_environment(kind, targets=True)
+    if kind is StoreKind.GCS and settings.endpoint is not None:
+        raise ConfigError(_NO_GCS_EMULATOR.format(uri=text))
     container, key, account = _split(kind, text, settings)
     filesystem = _filesystem(kind, settings, account)
     options = matched[1].options(kind) if matched is not None else None
@@ -182,9 +193,9 @@ def _local_filesystem() -> pafs.FileSystem:
     return pafs.LocalFileSystem()
 
 
-def filesystem_for(kind: StoreKind, settings: StoreSettings) -> pafs.FileSystem:
-    """The pyarrow filesystem of a store (S3 or GCS; Azure needs its account: :func:`locate`)."""
-    return _filesystem(kind, settings, None)
+def filesystem_for(kind: StoreKind, settings: StoreSettings, account: str | None = None) -> pafs.FileSystem:
+    """The pyarrow filesystem of a store (Azure: of its storage ``account``)."""
+    return _filesystem(kind, settings, account)
 
 
 @functools.lru_cache(maxsize=32)
@@ -210,7 +221,9 @@ def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.
         return pafs.AzureFileSystem(
             account,
             account_key=secret(s.account_key),
-            sas_token=secret(s.sas_token),
+            # pyarrow appends the token to the account's URL as it is: without its "?" the SAS
+            # lands in the path (azurite: 400 OutOfRangeInput).
+            sas_token=None if s.sas_token is None else "?" + s.sas_token.get_secret_value().lstrip("?"),
             client_id=s.client_id,
             client_secret=secret(s.client_secret),
             tenant_id=s.tenant_id,
@@ -218,7 +231,11 @@ def _filesystem(kind: StoreKind, s: StoreSettings, account: str | None) -> pafs.
             **schemes,
         )
     _gcs_credentials(s)
-    return pafs.GcsFileSystem()
+    if s.endpoint is None:
+        return pafs.GcsFileSystem()
+    host = urlparse(s.endpoint)  # an emulator (STORAGE_EMULATOR_HOST): it checks no credentials
+    anonymous = s.allow_http and s.service_account_file is None
+    return pafs.GcsFileSystem(anonymous=anonymous, scheme=host.scheme, endpoint_override=host.netloc)
 
 
 def _reveal(secret: object) -> str | None:

@@ -1,13 +1,14 @@
-"""A Delta table whose root is in S3: its log mirrored to a local directory, its files presigned.
+"""A Delta table whose root is in an object store: its log mirrored to a local directory, its files as URLs.
 
 Directory-based access (spec "Generate Temporary Table Credential") hands the reader credentials
 for the table's root instead of presigned URLs. sharesync then reads the table the way its own
 sharing server reads a table on disk (:mod:`sharesync.sync.server.deltalog`): the ``_delta_log``
 files are copied to a local directory (only those not copied yet: commits never change, and
-the listing tells which were cleaned up), and each data or deletion-vector file is handed to
-the downloader as a URL presigned here with the same credentials (botocore's SigV4 presigner),
-so downloads, their deadlines and their renewal stay the URL path's. The sharing server uses
-the same class for tables it shares from S3.
+the listing tells which were cleaned up) through pyarrow's filesystem for the store (S3, Azure,
+GCS), and each data or deletion-vector file is handed to the downloader as a URL made here with
+the same credentials (:mod:`~sharesync.sync.core.store_urls`), so downloads, their deadlines and
+their renewal stay the URL path's. The sharing server uses the same class for the tables it
+shares from object stores.
 
 Credentials come from a callable (:data:`KeySource`), asked again on every use, so a refreshing
 source (the provider's expiring credentials) and a fixed one (the server's own keys) look alike.
@@ -17,22 +18,23 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote, urlparse
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from urllib.parse import unquote, urlparse
 
-from pydantic import SecretStr
-
-from sharesync.sync.core.errors import ConfigError, SharesyncError
-from sharesync.sync.core.storage import SCHEMES, StoreKind, StoreSettings, scheme_of
+from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.storage import StoreKind, StoreSettings
+from sharesync.sync.core.store_urls import SigningError, bearer_for, gcs_endpoint, object_url, table_root
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
 LOG_DIR = "_delta_log"
-# Upper bound of a SigV4 presigned URL's life (AWS: 7 days); the credentials usually end sooner.
+# Upper bound of a presigned URL's life (SigV4: 7 days); the credentials usually end sooner.
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 
@@ -47,46 +49,73 @@ class Keys:
 KeySource = Callable[[], Keys]
 
 
+@runtime_checkable
+class Renewable(Protocol):
+    """A key source that can be told its credentials were refused (the provider's, not fixed keys)."""
+
+    def renew(self) -> None: ...
+
+
 class RemoteTableError(SharesyncError):
     """The table's directory cannot be read with the credentials given."""
 
 
-def s3_location(location: str) -> tuple[str, str]:
-    """Bucket and key prefix of an ``s3://`` table root; other schemes are refused by name."""
-    scheme = scheme_of(location)
-    if scheme is None or SCHEMES.get(scheme) is not StoreKind.S3:
-        raise ConfigError(f"'{location}': directory-based access reads tables in S3 only (s3:// or s3a://)")
-    parsed = urlparse(location)
-    return parsed.netloc, parsed.path.strip("/")
-
-
 class RemoteTable:
-    """One table root in S3, read with the credentials ``keys`` returns at the moment of use."""
+    """One table root in an object store, read with the credentials ``keys`` returns at the moment of use."""
 
     def __init__(self, location: str, keys: KeySource) -> None:
         self.location = location.rstrip("/")
-        self.bucket, self.prefix = s3_location(self.location)
+        self.root = table_root(self.location)
         self._keys = keys
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"RemoteTable({self.location!r})"
 
-    def _filesystem(self, settings: StoreSettings) -> pafs.FileSystem:
+    @property
+    def kind(self) -> StoreKind:
+        return self.root.kind
+
+    def _filesystem(self, keys: Keys) -> pafs.FileSystem:
         from sharesync.sync.core.location import filesystem_for
 
-        return filesystem_for(StoreKind.S3, settings)
+        settings = keys.settings
+        if self.root.kind is StoreKind.GCS and settings.oauth_token is not None:
+            import pyarrow.fs as pafs
+
+            endpoint = urlparse(gcs_endpoint(settings))
+            expires = keys.expires_ms / 1000 if keys.expires_ms is not None else time.time() + 3600
+            return pafs.GcsFileSystem(
+                access_token=settings.oauth_token.get_secret_value(),
+                credential_token_expiration=datetime.fromtimestamp(expires, UTC),
+                scheme=endpoint.scheme,
+                endpoint_override=endpoint.netloc,
+                retry_time_limit=timedelta(seconds=10),
+            )
+        return filesystem_for(self.root.kind, settings, self.root.account)
 
     def mirror_log(self, into: Path) -> Path:
         """Copy the table's log files not copied yet into ``into/_delta_log`` (and drop those the
-        store no longer has); ``into`` is then a table directory the log reader can replay."""
+        store no longer has); ``into`` is then a table directory the log reader can replay.
+
+        Refused with renewable credentials (they expired while in use, or were revoked), it asks
+        for new ones and tries once more, as a refused file URL is renewed."""
+        try:
+            return self._mirror_log(into)
+        except RemoteTableError:
+            if not isinstance(self._keys, Renewable):
+                raise
+            self._keys.renew()
+            return self._mirror_log(into)
+
+    def _mirror_log(self, into: Path) -> Path:
         import pyarrow.fs as pafs
 
         keys = self._keys()
-        fs = self._filesystem(keys.settings)
+        fs = self._filesystem(keys)
         local = into / LOG_DIR
         local.mkdir(parents=True, exist_ok=True)
-        selector = pafs.FileSelector(f"{self.bucket}/{self.prefix}/{LOG_DIR}", allow_not_found=True)
+        selector = pafs.FileSelector(f"{self.root.fs_path}/{LOG_DIR}", allow_not_found=True)
         try:
             infos = [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
         except OSError as exc:
@@ -124,43 +153,19 @@ class RemoteTable:
         if keys.expires_ms is not None:
             expires_ms = min(expires_ms, keys.expires_ms)
         lifetime = max(1, min(MAX_PRESIGN_SECONDS, (expires_ms - now_ms) // 1000))
-        key = f"{self.prefix}/{relative}" if self.prefix else relative
-        return _presign_get(keys.settings, self.bucket, key, int(lifetime)), expires_ms
+        try:
+            return object_url(self.root, keys.settings, relative, int(lifetime), now_ms), expires_ms
+        except SigningError as exc:
+            raise RemoteTableError(exc.message) from None
+
+    def bearer(self) -> tuple[str, str] | None:
+        """The origin and token GCS downloads authenticate with (None: the URLs carry their signature)."""
+        return bearer_for(self.root, self._keys().settings)
 
 
 def _is_log_file(name: str) -> bool:
     stem = name.split(".", 1)[0]
     return stem.isdigit() and (name.endswith(".json") or (".checkpoint" in name and name.endswith(".parquet")))
-
-
-def _presign_get(settings: StoreSettings, bucket: str, key: str, seconds: int) -> str:
-    """SigV4 query-string signature of a GET (botocore's signer; no client, no request sent).
-    Path-style when an endpoint is set (S3-compatible stores), virtual-hosted on AWS."""
-    from botocore.auth import S3SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    def reveal(value: SecretStr | None) -> str | None:
-        return value.get_secret_value() if value is not None else None
-
-    region = settings.region or "us-east-1"
-    path = quote(key, safe="/~")
-    if settings.endpoint and settings.path_style is not False:
-        url = f"{settings.endpoint.rstrip('/')}/{bucket}/{path}"
-    elif settings.endpoint:
-        parsed = urlparse(settings.endpoint)
-        url = f"{parsed.scheme}://{bucket}.{parsed.netloc}/{path}"
-    else:
-        url = f"https://{bucket}.s3.{region}.amazonaws.com/{path}"
-    access, secret = reveal(settings.access_key_id), reveal(settings.secret_access_key)
-    if access is None or secret is None:
-        raise RemoteTableError(f"no credentials to sign a URL of s3://{bucket}/{key} with")
-    request = AWSRequest(method="GET", url=url)
-    signer = S3SigV4QueryAuth(
-        Credentials(access, secret, reveal(settings.session_token)), "s3", region, expires=seconds
-    )
-    signer.add_auth(request)
-    return str(request.url)
 
 
 def _first_line(exc: BaseException) -> str:

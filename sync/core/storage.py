@@ -77,7 +77,7 @@ _FIELDS: dict[StoreKind, frozenset[str]] = {
             "tenant_id",
         }
     ),
-    StoreKind.GCS: frozenset({"service_account_file"}),
+    StoreKind.GCS: frozenset({"service_account_file", "endpoint", "allow_http"}),
 }
 
 
@@ -111,7 +111,7 @@ class StoreSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    endpoint: str | None = None  # S3-compatible store or Azure emulator: http(s)://host:port[/account]
+    endpoint: str | None = None  # S3-compatible store, or an Azure or GCS emulator: http(s)://host:port[/account]
     region: str | None = None
     access_key_id: SecretStr | None = None
     secret_access_key: SecretStr | None = None
@@ -125,10 +125,12 @@ class StoreSettings(BaseModel):
     client_secret: SecretStr | None = None
     tenant_id: str | None = None
     service_account_file: Path | None = None
+    oauth_token: SecretStr | None = None  # a GCP access token: issued by a provider, never configured
 
     def secrets(self) -> list[str]:
         values = (self.access_key_id, self.secret_access_key, self.session_token, self.account_key)
-        return [s.get_secret_value() for s in (*values, self.sas_token, self.client_secret) if s is not None]
+        held = (*values, self.sas_token, self.client_secret, self.oauth_token)
+        return [s.get_secret_value() for s in held if s is not None]
 
     def check(self, kind: StoreKind) -> None:
         """ValueError for settings another kind of store owns, or that cannot work together."""
@@ -189,12 +191,24 @@ def _azure_options(s: StoreSettings) -> dict[str, str]:
     )
 
 
-def settings_from_environment(kind: StoreKind, environ: Mapping[str, str] | None = None) -> StoreSettings:
-    """For a URI no prefix matches: what the standard variables say, read back through the same
-    mapping, so pyarrow reaches the store that deltalake and the embedded engine find there."""
+def settings_from_environment(
+    kind: StoreKind, environ: Mapping[str, str] | None = None, *, targets: bool = False
+) -> StoreSettings:
+    """For a URI no prefix matches: what each cloud's standard variables say, read back through the
+    same mapping, so pyarrow reaches the store that deltalake and the embedded engine find there.
+
+    S3: ``AWS_ENDPOINT_URL_S3`` before ``AWS_ENDPOINT_URL`` (the AWS SDKs' order). Azure: the
+    ``AZURE_STORAGE_*`` variables object_store reads, else ``AZURE_STORAGE_CONNECTION_STRING`` (the
+    Azure SDKs' and azurite's form). GCS: ``STORAGE_EMULATOR_HOST`` (Google's client libraries).
+    A plain ``http://`` endpoint from the environment is allowed: the environment chose it.
+    For ``targets`` the connection string is not read: the engines (object_store) do not read it,
+    and pyarrow must reach the store they write to.
+    """
     env = os.environ if environ is None else environ
     if kind is StoreKind.GCS:
-        return StoreSettings()
+        host = env.get("STORAGE_EMULATOR_HOST")
+        endpoint = host if not host or "://" in host else f"http://{host}"
+        return StoreSettings(endpoint=endpoint, allow_http=bool(endpoint and endpoint.startswith("http://")))
     names = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
              "secret_access_key": "AWS_SECRET_ACCESS_KEY", "session_token": "AWS_SESSION_TOKEN"}  # fmt: skip
     if kind is StoreKind.AZURE:
@@ -202,7 +216,29 @@ def settings_from_environment(kind: StoreKind, environ: Mapping[str, str] | None
                  "account_key": "AZURE_STORAGE_ACCOUNT_KEY", "sas_token": "AZURE_STORAGE_SAS_TOKEN",
                  "client_id": "AZURE_STORAGE_CLIENT_ID", "client_secret": "AZURE_STORAGE_CLIENT_SECRET",
                  "tenant_id": "AZURE_STORAGE_TENANT_ID"}  # fmt: skip
-    return StoreSettings.model_validate({field: env[name] for field, name in names.items() if env.get(name)})
+    found: dict[str, object] = {field: env[name] for field, name in names.items() if env.get(name)}
+    if kind is StoreKind.S3 and env.get("AWS_ENDPOINT_URL_S3"):
+        found["endpoint"] = env["AWS_ENDPOINT_URL_S3"]
+    if kind is StoreKind.AZURE and not found and not targets and env.get("AZURE_STORAGE_CONNECTION_STRING"):
+        found = _connection_string(env["AZURE_STORAGE_CONNECTION_STRING"])
+    if str(found.get("endpoint", "")).startswith("http://"):
+        found["allow_http"] = True
+    settings = StoreSettings.model_validate(found)
+    for secret in settings.secrets():
+        register_secret(secret)  # an account key from a connection string is as secret as a configured one
+    return settings
+
+
+def _connection_string(text: str) -> dict[str, object]:
+    """``AccountName=…;AccountKey=…;BlobEndpoint=…`` (or ``SharedAccessSignature=…``) as settings."""
+    parts = dict(part.split("=", 1) for part in text.split(";") if "=" in part)
+    found: dict[str, object] = {
+        "account_name": parts.get("AccountName"),
+        "account_key": parts.get("AccountKey"),
+        "sas_token": parts.get("SharedAccessSignature"),
+        "endpoint": parts.get("BlobEndpoint"),
+    }
+    return {field: value for field, value in found.items() if value}
 
 
 def _reveal(secret: SecretStr | None) -> str | None:

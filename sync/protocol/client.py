@@ -120,6 +120,8 @@ class SharingClient:
         self._http = SharingHttp(profile.endpoint, auth_for(profile), self._client, self.retry)
         # Which presigned URLs of this provider may be fetched (its own origin; public hosts).
         self.file_url_policy = FileUrlPolicy(profile.endpoint, allow_private=allow_private_file_urls)
+        # How file downloads authenticate beyond their URL (None: the URL is its own signature).
+        self.file_auth: httpx.Auth | None = None
 
     def __repr__(self) -> str:
         return f"SharingClient(endpoint={self.profile.endpoint!r})"

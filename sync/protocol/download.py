@@ -148,6 +148,7 @@ class Downloader:
         budget: TransferBudget | None = None,
         provider: str | None = None,
         resolver: Resolver = system_resolver,
+        auth: httpx.Auth | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -170,6 +171,7 @@ class Downloader:
         # The rate floor (the same as the provider's API answers'); its error names the provider to configure.
         subject = f"the file storage of provider {provider}" if provider else "the file storage"
         self.bounds = self.timeouts.bounds(subject, provider)
+        self.auth = auth  # GCS directory access: a bearer token for the store's origin (never on a redirect away)
 
     def download(
         self,
@@ -208,6 +210,7 @@ class Downloader:
             verify=verify,
             timeout=self.timeouts.to_httpx(),
             transport=transport,
+            auth=self.auth,
             follow_redirects=True,
             # Files are stored compressed already; a body the server compresses anyway is decoded
             # and still stopped at its declared size (no decompression bomb fills the disk).

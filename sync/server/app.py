@@ -158,15 +158,7 @@ async def table_credentials(request: Request, state: ServerState) -> Response:
     """Generate Temporary Table Credential (POST, optional ``location`` in the body)."""
     table = _table(request, state)
     body = _parse(TemporaryCredentialsRequest, await request.body(), "credentials request")
-    s = state.settings
-    args = (
-        table,
-        body.location,
-        s.object_store,
-        s.credentials_role_arn,
-        state.clock.now_ms(),
-        s.credential_ttl_seconds,
-    )
+    args = (table, body.location, state.settings, state.clock.now_ms())
     secrets, answer = await run_in_threadpool(issue, *args)
     state.issued_credentials.append(secrets)
     return JSONResponse(answer, media_type="application/json; charset=utf-8")

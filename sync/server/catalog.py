@@ -9,9 +9,9 @@ What the provider says about a share (``displayName``, ``comment``, ``properties
 Shares") is a ``_share.json`` in its directory holding those fields, read on each listing too;
 a table's description is its Delta log's own ``metaData.description``.
 
-Tables in S3 are named in the settings instead (``remote_tables``, with their access modes):
+Tables in object stores (S3, Azure, GCS) are named in the settings instead (``remote_tables``, with their access modes):
 their log is mirrored into a local directory (:class:`~sharesync.sync.core.remote_table.RemoteTable`)
-before each read and their files are presigned S3 URLs, so every answer is built the same way.
+before each read and their files are the store's URLs, so every answer is built the same way.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sharesync.sync.core.remote_table import Keys, KeySource, RemoteTable
-from sharesync.sync.core.storage import StoreSettings
+from sharesync.sync.core.storage import StoreKind, StoreSettings
+from sharesync.sync.core.store_urls import table_root
 from sharesync.sync.protocol.wire import Share
 from sharesync.sync.server.deltalog import LOG_DIR, DeltaLog
 from sharesync.sync.server.problems import not_found
@@ -90,13 +92,15 @@ def _find_subdir(path: Path, wanted: str) -> str | None:
 
 
 class Catalog:
-    """Shares, schemas and tables under one root directory (and in S3), one cached log per table."""
+    """Shares, schemas and tables under one root directory (and in object stores), one cached log per table.
+
+    ``keys`` gives the credentials of the remote tables in each kind of store."""
 
     def __init__(
         self,
         root: Path | str,
         remote: tuple[RemoteTableSpec, ...] = (),
-        keys: KeySource | None = None,
+        keys: Callable[[StoreKind], KeySource] | None = None,
         cache_dir: Path | None = None,
     ) -> None:
         self.root = Path(root)
@@ -110,7 +114,8 @@ class Catalog:
             path = cache / share / schema / name
             table = SharedTable(share, schema, name, path, spec.location, tuple(spec.access_modes))
             self._remote[(share.lower(), schema.lower(), name.lower())] = table
-            self._readers[table.full_name] = RemoteTable(spec.location, keys or _no_keys)
+            source = keys(table_root(spec.location).kind) if keys is not None else _no_keys
+            self._readers[table.full_name] = RemoteTable(spec.location, source)
 
     def remote_reader(self, table: SharedTable) -> RemoteTable | None:
         """How to reach a remote table's files (None for a table under ``root``)."""

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from sharesync.sync.core.remote_table import Keys, KeySource
-from sharesync.sync.core.storage import StoreSettings
+from sharesync.sync.core.storage import StoreKind, StoreSettings
 from sharesync.sync.server.asyncqueries import AsyncQueries
 from sharesync.sync.server.catalog import Catalog
 from sharesync.sync.server.faults import Faults
@@ -39,11 +39,12 @@ class ServerState:
     signer: Signer
     clock: Clock = field(default_factory=Clock)
     queries: AsyncQueries = field(default_factory=AsyncQueries)
-    keys: KeySource | None = None  # credentials for remote tables (None: settings.object_store)
+    keys: KeySource | None = None  # credentials for remote tables (None: the settings' own store of each)
 
     def __post_init__(self) -> None:
         settings = self.settings
-        keys = self.keys or (lambda: Keys(settings.object_store or StoreSettings()))
+        given = self.keys
+        keys = self._own_keys if given is None else (lambda _kind: given)
         self.catalog = Catalog(settings.root, settings.remote_tables, keys, settings.cache_dir)
         self.issued_credentials: list[tuple[str, ...]] = []  # the secrets of each credentials answer (tests)
         self.auth = Authenticator(
@@ -52,3 +53,7 @@ class ServerState:
             self.settings.oauth_client_secret,
             self.settings.oauth_token_lifetime_seconds,
         )
+
+    def _own_keys(self, kind: StoreKind) -> KeySource:
+        store = self.settings.store_for(kind) or StoreSettings()
+        return lambda: Keys(store)

@@ -174,6 +174,7 @@ def stage(
                 budget=budget,
                 timeouts=client.timeouts,
                 provider=client.provider,
+                auth=client.file_auth,
             )
         return _stage(
             client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys, direct

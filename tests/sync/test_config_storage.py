@@ -142,3 +142,31 @@ def test_a_uri_no_prefix_matches_is_reached_with_the_standard_environment_variab
     assert SECRET not in repr(settings)
     azure = settings_from_environment(StoreKind.AZURE, {"AZURE_STORAGE_ACCOUNT_NAME": "acct"})
     assert azure.account_name == "acct" and azure.account_key is None
+
+
+def test_each_clouds_own_endpoint_variables_apply_when_no_prefix_matches() -> None:
+    # AWS SDKs: the service-specific variable before the general one.
+    both = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:2"}
+    s3 = settings_from_environment(StoreKind.S3, both)
+    assert (s3.endpoint, s3.allow_http) == ("http://127.0.0.1:2", True)
+    # Azure SDKs and azurite: a connection string, when object_store's own AZURE_STORAGE_* are unset.
+    text = f"DefaultEndpointsProtocol=http;AccountName=acct;AccountKey={SECRET};BlobEndpoint=http://127.0.0.1:3/acct;"
+    azure = settings_from_environment(StoreKind.AZURE, {"AZURE_STORAGE_CONNECTION_STRING": text})
+    assert (azure.account_name, azure.endpoint) == ("acct", "http://127.0.0.1:3/acct")
+    assert azure.account_key is not None and azure.account_key.get_secret_value() == SECRET
+    assert redact(f"key {SECRET}") == "key ***"  # registered like a configured key
+    named = {"AZURE_STORAGE_CONNECTION_STRING": text, "AZURE_STORAGE_ACCOUNT_NAME": "other"}
+    assert settings_from_environment(StoreKind.AZURE, named).account_name == "other"
+    # Google's client libraries: STORAGE_EMULATOR_HOST, with or without its scheme.
+    for host in ("127.0.0.1:4443", "http://127.0.0.1:4443"):
+        gcs = settings_from_environment(StoreKind.GCS, {"STORAGE_EMULATOR_HOST": host})
+        assert (gcs.endpoint, gcs.allow_http) == ("http://127.0.0.1:4443", True)
+    assert settings_from_environment(StoreKind.GCS, {}).endpoint is None
+
+
+def test_a_gcs_target_with_an_emulator_endpoint_is_refused_by_name() -> None:
+    from sharesync.sync.core.location import locate
+
+    storage = StorageSection.model_validate({"gs://lake/": {"endpoint": "http://127.0.0.1:4443", "allow_http": True}})
+    with pytest.raises(ConfigError, match=r"^'gs://lake/t': targets and staging on gs:// reach Google Cloud Storage"):
+        locate("gs://lake/t", storage)

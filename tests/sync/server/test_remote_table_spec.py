@@ -1,4 +1,4 @@
-"""``sharesync serve --remote-table NAME=S3_URI[@MODES]``: the form, and what a mistake says."""
+"""``sharesync serve --remote-table NAME=URI[@MODES]``: the form, and what a mistake says."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from sharesync.sync.server.settings import RemoteTableSpec
         ("sh.s.t=s3://b/p/t", ("url", "dir")),
         ("sh.s.t=s3://b/t@dir", ("dir",)),
         ("sh.s.t=s3a://b/t@url, dir", ("url", "dir")),
+        ("sh.s.t=abfss://c@acct.dfs.core.windows.net/p/t", ("url", "dir")),  # the "@" of an Azure root
+        ("sh.s.t=wasbs://c@acct.blob.core.windows.net/t@dir", ("dir",)),
+        ("sh.s.t=gs://b/t@dir", ("dir",)),
     ],
 )
 def test_the_form_names_the_table_its_root_and_its_modes(text: str, modes: tuple[str, ...]) -> None:
@@ -24,7 +27,7 @@ def test_the_form_names_the_table_its_root_and_its_modes(text: str, modes: tuple
 
 @pytest.mark.parametrize(
     ("text", "said"),
-    [("s3://b/t", "is not share.schema.table=s3://"), ("sh.t=s3://b/t", "is not"), ("sh.s.t=/data/t", "is not"),
+    [("s3://b/t", "is not share.schema.table=URI"), ("sh.t=s3://b/t", "is not"), ("sh.s.t=/data/t", "is not"),
      ("sh.s.t=s3://b/t@ftp", "access modes are url and/or dir")],
 )  # fmt: skip
 def test_a_wrong_form_is_refused_by_the_command_in_one_line(tmp_path: object, text: str, said: str) -> None:
