@@ -1,8 +1,8 @@
 """Google Cloud Storage on loopback for the tests: the ``fake-gcs-server`` emulator.
 
-It is built on first need with ``go install github.com/fsouza/fake-gcs-server@latest`` (the Go
-module proxy; a few minutes, once) into ``.engines/fake-gcs-server`` under the project, under a
-file lock so that two pytest-xdist workers do not both build it. Never skipped: without Go the
+It is built on first need with ``go install github.com/fsouza/fake-gcs-server@v1.56.1`` (the Go
+module proxy; a few minutes, once) into ``.engines/fake-gcs-server`` through
+:func:`support.installs.install_once`, so that two pytest-xdist workers do not both build it. Never skipped: without Go the
 tests that need it fail, saying so. It runs in memory on a free port of 127.0.0.1 over plain HTTP
 and accepts any OAuth token (it checks none), so the tests see which token was sent only from the
 reader's side.
@@ -10,8 +10,6 @@ reader's side.
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -22,37 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from filelock import FileLock
 
-REPO = Path(__file__).resolve().parents[2]
-ENGINES = REPO / ".engines"
-BINARY = ENGINES / "fake-gcs-server" / "fake-gcs-server"
-MODULE = "github.com/fsouza/fake-gcs-server@latest"
+from support.installs import ENGINES, install_once
+
+MODULE = "github.com/fsouza/fake-gcs-server@v1.56.1"
 BUCKET = "lake"
 
 
 def fake_gcs_server() -> Path:
     """The emulator's binary, built with ``go install`` the first time (one builder at a time)."""
-    if BINARY.is_file():
-        return BINARY
-    ENGINES.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(ENGINES / "fake-gcs-server.lock")):
-        if BINARY.is_file():  # another worker built it while this one waited
-            return BINARY
-        go = shutil.which("go")
-        if go is None:
-            raise RuntimeError(f"Go is needed to build the GCS emulator ({MODULE}); install Go 1.22 or later")
-        env = {"GOBIN": str(BINARY.parent), "PATH": str(Path(go).parent), "HOME": str(Path.home())}
-        built = subprocess.run(
-            [go, "install", MODULE], env={**_go_env(), **env}, capture_output=True, text=True, check=False
-        )
-        if built.returncode != 0 or not BINARY.is_file():
-            raise RuntimeError(f"go install {MODULE} failed: {built.stderr.strip()[-2000:]}")
-    return BINARY
-
-
-def _go_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(("GO", "HTTP", "HTTPS", "NO_PROXY", "XDG"))}
+    home = ENGINES / "fake-gcs-server"
+    return (
+        install_once("fake-gcs-server", ["go", "install", MODULE], ready="fake-gcs-server", env={"GOBIN": str(home)})
+        / "fake-gcs-server"
+    )
 
 
 @dataclass(frozen=True)
