@@ -369,8 +369,9 @@ def _check_length(job: _Job, written: int) -> None:
 
 
 def _refused(error: SharesyncError) -> SharesyncError:
-    """Storage refusing a presigned URL: 403 (S3, Azure), or 400/401 saying it expired (GCS)."""
+    """Storage refusing a presigned URL or a token: 403 (S3, Azure), 401 (GCS: a bearer token
+    expired or revoked before its ``expirationTime``), or 400 saying it expired (GCS signed URLs)."""
     status = getattr(error, "status", 0)
-    if status == 403 or (status in (400, 401) and "expire" in error.message.lower()):
+    if status in (401, 403) or (status == 400 and "expire" in error.message.lower()):
         return UrlExpired(f"{error.message} (the presigned URL expired or was refused)")
     return error

@@ -145,6 +145,16 @@ def test_an_expired_url_is_refreshed_once_for_all_files(downloader: Callable[...
     assert sorted(r for r in storage.requests if r.endswith("@1")) == sorted(f"{f}@1" for f in sizes)
 
 
+def test_a_refused_token_is_renewed_like_an_expired_url(downloader: Callable[..., Downloader]) -> None:
+    """GCS answers a revoked or expired OAuth token with a plain 401: renewed at once, not failed."""
+    storage = Storage({"a": 10})
+    storage.failures["a"] = [httpx.Response(401, text='{"error": {"code": 401, "message": "Invalid Credentials"}}')]
+    refresher = Refresher(storage, [make_file("a", 10)])
+    result = downloader(storage).download([make_file("a", 10)], refresher=refresher)
+    assert refresher.calls == 1 and result.stats.url_refreshes == 1
+    assert result.files[0].path.read_bytes() == data("a", 10)
+
+
 def test_without_a_refresher_an_expired_url_fails_clearly(downloader: Callable[..., Downloader]) -> None:
     storage = Storage({"a": 10}, valid_gen=1)
     with pytest.raises(UrlExpired, match=r"download file a .*HTTP 403.*expired or was refused\); no way to renew") as info:
