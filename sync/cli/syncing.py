@@ -209,13 +209,18 @@ def _report(results: Sequence[TableSyncResult]) -> None:
 @click.option("--from", "from_", required=True, help="Replay changes committed at or after this timestamp.")
 @click.option("--to", "to", default=None, help="Stop at the last version committed at or before this timestamp.")
 @click.option("--full-refresh", is_flag=True, help="Re-bootstrap from the snapshot at --from instead of replaying.")
+@click.option(
+    "--discard-target", is_flag=True, help="With --full-refresh: also drop an append table's change log before --from."
+)
 @click.pass_context
-def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool) -> None:
+def backfill_command(
+    ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool, discard_target: bool
+) -> None:
     """Re-apply a table's changes from a timestamp, then continue normally."""
     from sharesync.pipelines.run.sync_pass import BackfillRequest
 
     request = BackfillRequest(
-        given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh
+        given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh, discard_target
     )
     with _engine(ctx, progress=True) as engine:
         result = engine.backfill(name, request)
@@ -224,15 +229,19 @@ def backfill_command(ctx: click.Context, name: str, from_: str, to: str | None, 
 
 @click.command("reset")
 @click.argument("name")
+@click.option("--discard-target", is_flag=True, help="Also remove the target table (an append log or history too).")
 @click.pass_context
-def reset_command(ctx: click.Context, name: str) -> None:
-    """Forget a table's checkpoint: the next sync bootstraps it from a snapshot."""
+def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
+    """Forget a table's checkpoint: the next sync bootstraps it from a snapshot (an append or
+    history target keeps its rows and continues, unless --discard-target removes it)."""
     with _engine(ctx) as engine:
-        removed = engine.reset(name)
-    if removed is None:
-        click.echo(f"{name}: no checkpoint (nothing to reset)")
-    else:
-        click.echo(f"{name}: checkpoint at version {removed.version} removed; the next sync bootstraps")
+        removed, discarded = engine.reset(name, discard_target=discard_target)
+    said = "no checkpoint" if removed is None else f"checkpoint at version {removed.version} removed"
+    if discarded is not None:
+        said += f"; {discarded.describe()}"
+    elif discard_target:
+        said += "; no target table to remove"
+    click.echo(f"{name}: {said}; the next sync bootstraps")
 
 
 @click.command("status")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sharesync.sync.core.changefeed import ChangeFeed
 from sharesync.sync.protocol.wire import (
     AddFile,
     CdfFile,
@@ -65,6 +66,10 @@ class TableMetadata:
     @property
     def cdf_enabled(self) -> bool:
         return self.metadata.cdf_enabled
+
+    @property
+    def change_feed(self) -> ChangeFeed:
+        return self.metadata.change_feed
 
     @property
     def partition_columns(self) -> list[str]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from sharesync.sync.core.changefeed import ChangeFeed, change_feed_of
 from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.delta.properties import ColumnMappingMode, DeletionVectorDescriptor, column_mapping_mode
 
@@ -247,10 +248,13 @@ class Metadata(TableAccess):
         return column_mapping_mode(self.configuration or {}, _HONOUR_MAPPING)
 
     @property
+    def change_feed(self) -> ChangeFeed:
+        return change_feed_of(self.configuration)
+
+    @property
     def cdf_enabled(self) -> bool:
-        conf = self.configuration or {}
-        value = conf.get("delta.enableChangeDataFeed", conf.get("enableChangeDataFeed", "false"))
-        return value.lower() == "true"
+        """The metadata says the feed is on (unknown is not on: see :attr:`change_feed`)."""
+        return self.change_feed is ChangeFeed.ON
 
 
 class FileStats(BaseModel):

@@ -115,6 +115,7 @@ class Faults(BaseModel):
     omit_version: int | None = Field(default=None, description="leave out every file action of this version")
     file_url_origin: str | None = Field(default=None, description="presign file URLs at this origin instead")
     drip_seconds: float = Field(default=0.0, ge=0, description="send every body one byte per this many seconds")
+    omit_configuration: bool = Field(default=False, description="leave metaData.configuration out (optional)")
     budget: int | None = Field(
         default=None, ge=0, description="how many more responses may be faulted (None: no limit)"
     )

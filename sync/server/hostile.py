@@ -13,7 +13,10 @@ sharesync treats every byte it gets as untrusted. The knobs live on the same
 * ``file_url_origin``: presigned file and DV URLs point at this origin instead of the server
   (``http://127.0.0.1:<other port>``, standing for a cloud metadata address);
 * ``drip_seconds``: every body, API answer or file, arrives one byte at a time, this many
-  seconds apart, until the knob is set back to 0.
+  seconds apart, until the knob is set back to 0;
+* ``omit_configuration``: every ``metaData`` line leaves out ``configuration`` (optional in the
+  protocol; an independent Java server sends none), so whether the table has a change data
+  feed is not said.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Knobs(Protocol):
     omit_version: int | None
     file_url_origin: str | None
     drip_seconds: float
+    omit_configuration: bool
 
 
 def alters_feed(faults: Knobs) -> bool:
@@ -44,6 +48,7 @@ def alters_feed(faults: Knobs) -> bool:
         or faults.reverse_file_actions
         or faults.omit_version is not None
         or faults.file_url_origin is not None
+        or faults.omit_configuration
     )
 
 
@@ -73,12 +78,26 @@ def rewrite_lines(lines: list[bytes], faults: Knobs, files_prefix: str) -> list[
     # Protocol and metaData first, the endStreamAction last (others keeps their order).
     head = [line for line in others if not line.startswith(b'{"endStreamAction"')]
     tail = [line for line in others if line.startswith(b'{"endStreamAction"')]
+    if faults.omit_configuration:
+        head = [_without_configuration(line) for line in head]
     result = [*head, *files, *tail]
     if faults.file_url_origin is not None:
         pattern = re.compile(rb'https?://[^/"]+(?=' + re.escape(files_prefix.encode()) + rb"/)")
         target = faults.file_url_origin.rstrip("/").encode()
         result = [pattern.sub(target, line) for line in result]
     return result
+
+
+def _without_configuration(line: bytes) -> bytes:
+    """A ``metaData`` line (parquet or delta format) without its ``configuration``."""
+    if not line.startswith(b'{"metaData"'):
+        return line
+    action = json.loads(line)
+    meta = action["metaData"]
+    meta.pop("configuration", None)
+    if isinstance(meta.get("deltaMetadata"), dict):
+        meta["deltaMetadata"].pop("configuration", None)
+    return json.dumps(action, separators=(",", ":")).encode() + b"\n"
 
 
 class FeedRewriter:
