@@ -74,7 +74,9 @@ def test_an_unknown_feed_is_asked_for(mode: Mode) -> None:
 
 @pytest.mark.parametrize("mode", FEED_ONLY)
 @pytest.mark.parametrize("checkpoint", [None, CheckpointView(8, "t1")])
-def test_an_append_or_history_table_without_a_feed_writes_nothing(mode: Mode, checkpoint: CheckpointView | None) -> None:
+def test_an_append_or_history_table_without_a_feed_writes_nothing(
+    mode: Mode, checkpoint: CheckpointView | None
+) -> None:
     plan = plan_run(prepared(facts(mode, ChangeFeed.OFF, checkpoint=checkpoint)).state).plan
     assert isinstance(plan, NoChangeFeed)
     assert "does not publish a change data feed" in plan.message and "nothing was written" in plan.message
@@ -103,7 +105,9 @@ def test_a_refused_feed_rebootstraps_a_merge_table_saying_so() -> None:
 @given(
     st.sampled_from(FEED_ONLY),
     st.none() | st.builds(CheckpointView, VERSIONS, st.sampled_from(["t1", "t0"]), target_matches=st.booleans()),
-    st.builds(PlanOptions, st.sampled_from(FEED_ONLY), history_gap=st.booleans(), schema_change=st.none() | st.just("c")),
+    st.builds(
+        PlanOptions, st.sampled_from(FEED_ONLY), history_gap=st.booleans(), schema_change=st.none() | st.just("c")
+    ),
     VERSIONS,
 )
 def test_without_a_feed_a_log_or_history_never_gets_a_snapshot(

@@ -25,10 +25,10 @@ from sharesync.sync.planning.run_plan import (
     replan,
 )
 from sharesync.sync.planning.sync_plan import (
+    FEED_ONLY,
     ApplyChanges,
     Bootstrap,
     BootstrapReason,
-    FEED_ONLY,
     CheckpointView,
     NoChangeFeed,
     SourceView,
