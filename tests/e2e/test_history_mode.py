@@ -321,11 +321,18 @@ def test_switching_a_target_between_merge_and_history_needs_a_reset(
         commits = len(DeltaTable(ws.target("x")).history())
         refused = cli(*config, "sync")
         assert refused.code == 1
-        assert f"Run 'sharesync reset {ws.name('x')}'" in refused.err, refused.err
+        # Out of history mode the history goes: only with the explicit flag (issue 40 §1.3).
+        flag = " --discard-target" if mode == "merge" else ""
+        assert f"Run 'sharesync reset {ws.name('x')}{flag}'" in refused.err, refused.err
         assert len(DeltaTable(ws.target("x")).history()) == commits  # nothing written
         verified = cli(*config, "verify", ws.name("x"))
-        assert verified.code != 0 and f"Run 'sharesync reset {ws.name('x')}'" in verified.out + verified.err
-        assert cli(*config, "reset", ws.name("x")).code == 0
+        assert verified.code != 0 and f"Run 'sharesync reset {ws.name('x')}{flag}'" in verified.out + verified.err
+        if flag:  # a plain reset keeps the history, and the sync refuses to replace it
+            assert cli(*config, "reset", ws.name("x")).code == 0
+            kept = cli(*config, "sync")
+            assert kept.code == 1 and "--discard-target" in kept.err, kept.err
+            assert len(DeltaTable(ws.target("x")).history()) == commits
+        assert cli(*config, "reset", ws.name("x"), *flag.split()).code == 0
         sync(cli, ws)
     assert {"_sharesync_version"} <= set(read_target_table(ws.target("x")).column_names)
     assert not {VF, VT} & set(read_target_table(ws.target("x")).column_names)
