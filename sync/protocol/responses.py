@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sharesync.sync.core.changefeed import ChangeFeed
+from sharesync.sync.core.changefeed import ChangeFeed, change_feed_of
 from sharesync.sync.protocol.wire import (
     AddFile,
     CdfFile,
@@ -69,7 +69,7 @@ class TableMetadata:
 
     @property
     def change_feed(self) -> ChangeFeed:
-        return self.metadata.change_feed
+        return change_feed_of(self.metadata.configuration)
 
     @property
     def partition_columns(self) -> list[str]:

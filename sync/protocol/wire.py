@@ -248,13 +248,8 @@ class Metadata(TableAccess):
         return column_mapping_mode(self.configuration or {}, _HONOUR_MAPPING)
 
     @property
-    def change_feed(self) -> ChangeFeed:
-        return change_feed_of(self.configuration)
-
-    @property
-    def cdf_enabled(self) -> bool:
-        """The metadata says the feed is on (unknown is not on: see :attr:`change_feed`)."""
-        return self.change_feed is ChangeFeed.ON
+    def cdf_enabled(self) -> bool:  # said to be on (no configuration: unknown, not on)
+        return change_feed_of(self.configuration) is ChangeFeed.ON
 
 
 class FileStats(BaseModel):

@@ -147,7 +147,6 @@ def test_a_full_refresh_keeps_an_append_log_before_its_start_unless_discarded(
 def test_discard_target_goes_with_a_full_refresh_only(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
     workspace.table("a", rows=5, partitioned=False, seed=11)
     workspace.config(workspace.spec("a", "append"))
-    run = cli(
-        "--config", str(workspace.config_file), "backfill", workspace.name("a"), "--from", "2020-01-01", "--discard-target"
-    )
+    config = ("--config", str(workspace.config_file))
+    run = cli(*config, "backfill", workspace.name("a"), "--from", "2020-01-01", "--discard-target")
     assert run.code == 2 and "add --full-refresh" in run.err, run.out + run.err
