@@ -79,3 +79,4 @@ def sharesync_bootstrap(
     directory = base / ("sail-boot" if embedded else "ss-boot")
     config = write_config(directory, profile, [table], embedded=embedded)
     return config, lambda: remove(directory / "target", directory / "staging", directory / "state.db")
+

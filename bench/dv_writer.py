@@ -90,9 +90,7 @@ def generate(path: Path, shape: Shape, seed: int, base_commits: int, log: Log) -
                     spark.sql(f"DELETE FROM {table} WHERE {where}")
                     live = np.setdiff1d(live, chosen, assume_unique=True)
                     change_rows += len(chosen)
-            log(
-                f"  change {number}/{len(kinds)}: {kind:<6} ({time.monotonic() - began:.1f} s), {len(live):,} live rows"
-            )
+            log(f"  change {number}/{len(kinds)}: {kind:<6} ({time.monotonic() - began:.1f} s), {len(live):,} live rows")
     enable_change_data_feed(path)
     _drop_checkpoints(path)
     return kinds, len(live), change_rows

@@ -58,7 +58,9 @@ def check_goals(bench: Bench, summary: dict, labels: list[str]) -> list[str]:
         if "noop" in ran:
             check(f"{label}-noop: process wall", get(f"{label}-noop/sharesync"), 0.3, " s")
     if "small" in labels and "incremental" in ran:
-        check("small-incremental: a pass with changes (process wall)", get("small-incremental/sharesync"), 1.0, " s")
+        check(
+            "small-incremental: a pass with changes (process wall)", get("small-incremental/sharesync"), 1.0, " s"
+        )
     if "small" in labels and "warm" in ran:
         check(
             "small-warm: a pass with changes in a running `sync --every` process",
@@ -98,3 +100,4 @@ def check_goals(bench: Bench, summary: dict, labels: list[str]) -> list[str]:
             " s",
         )
     return out
+

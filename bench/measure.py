@@ -39,6 +39,7 @@ class Measure:
     engine_cpu: float = 0.0  # --engine spark: CPU seconds the Spark server spent during the run
 
 
+
 def process_cpu(pid: int | None) -> float:
     if pid is None:
         return 0.0
@@ -126,3 +127,4 @@ def run_child(
 def rss_floor(work: Path) -> float:
     """Peak RSS the launcher reports for a do-nothing child (``/bin/true``): the measurement floor."""
     return run_child(["/bin/true"], log_to=work / "logs" / "floor.log").maxrss_mib
+

@@ -48,7 +48,6 @@ def summarize(bench: Bench) -> dict[str, dict]:
                 out[key]["timings"] = {k: statistics.median(t.get(k, 0.0) for t in timings) for k in timings[0]}
     return out
 
-
 def write(bench: Bench, workloads: dict[str, wl.Workload], seconds: float) -> None:
     """The run's report: on stdout, and as ``<results>/<stamp>.json`` / ``.md``."""
     summary = summarize(bench)
@@ -87,7 +86,6 @@ def write(bench: Bench, workloads: dict[str, wl.Workload], seconds: float) -> No
     (results / f"{stamp}.md").write_text(text + "\n")
     log(f"results: {results / stamp}.json / .md")
 
-
 def table(summary: dict) -> list[str]:
     lines = ["| scenario | pipeline | wall s | peak RSS MiB | CPU s | server CPU s | rows/s | × peer wall | × peer RSS | × peer CPU | × limit wall |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -105,7 +103,6 @@ def table(summary: dict) -> list[str]:
             f"{ratio_cell(s, peer, 'cpu')} | {ratio_cell(s, limit, 'wall')} |"
         )
     return lines
-
 
 def spark_table(bench: Bench, summary: dict) -> list[str]:
     """--engine spark: sharesync on Spark vs the Spark peer (wall; memory = client + Spark server)
@@ -132,7 +129,6 @@ def spark_table(bench: Bench, summary: dict) -> list[str]:
         )
     return [*lines, ""]
 
-
 def by_shape(summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
     """One line per shape: sharesync's ratios, the figures the goals are about."""
 
@@ -152,7 +148,6 @@ def by_shape(summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
             f"{ratio(inc, 'peer', 'maxrss_mib')} | {ratio(inc, 'limit')} | {wall(f'{label}-noop/sharesync')} |"
         )
     return lines
-
 
 def notes(bench: Bench, summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
     extra = []
@@ -186,3 +181,4 @@ def notes(bench: Bench, summary: dict, workloads: dict[str, wl.Workload]) -> lis
                      f"~{w.change_rows:,} keys; {w.live_rows:,} rows at v{w.latest_version}; "
                      f"{w.change_file_rows:,} change rows in v{w.start_version + 1}..v{w.latest_version}")  # fmt: skip
     return extra
+

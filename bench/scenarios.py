@@ -219,9 +219,7 @@ class Bench:
                 self.server.stop()
                 raise
             commands.REMOTE = self.spark.remote
-            log(
-                f"Spark Connect server pid {self.spark.pid}: {self.spark.remote}, {self.spark.rss_kib() / 1024:.0f} MiB"
-            )
+            log(f"Spark Connect server pid {self.spark.pid}: {self.spark.remote}, {self.spark.rss_kib() / 1024:.0f} MiB")
         self.floor = rss_floor(self.work)
         log(f"RSS floor of the launcher (a /bin/true child): {self.floor:.1f} MiB")
         started = time.time()

@@ -166,3 +166,4 @@ class EngineSampler:
         self.thread.join()
         self.peak = max(self.peak, self.spark.rss_kib())
         return self.peak / 1024, self.spark.cpu() - self.cpu_before
+

@@ -43,7 +43,6 @@ INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
 # Delta's own default: statistics cost time on every write of a wide table.
 MAX_INDEXED_COLUMNS = 32
 
-
 def schema_change(
     df: DataFrame, state: TargetState, data_columns: Sequence[str], *, exclude: Sequence[str]
 ) -> SchemaChange:
@@ -124,3 +123,5 @@ def register_target(spark: SparkSession, target: Location) -> str:
 def _sql_string(value: str) -> str:
     """A Spark SQL string literal (backslash escapes are on by default in Spark and Sail)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+

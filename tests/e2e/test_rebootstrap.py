@@ -81,10 +81,7 @@ def test_history_gap_rebootstraps_with_a_warning(
     # Append mode keeps its log: the old rows stay, the snapshot lands as inserts at its version.
     assert _append_log(workspace.target("a"), checkpoint[workspace.name("a")]) == log_before
     assert_append_target_matches(
-        a,
-        workspace.target("a"),
-        bootstrap_version=source_version(a),
-        end_version=source_version(a),
+        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a),
         above=checkpoint[workspace.name("a")],
     )
     # The warning is on record: the run succeeded, with a note, and status shows it.
