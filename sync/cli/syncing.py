@@ -29,6 +29,7 @@ from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import given_timestamp
+from sharesync.sync.planning.sync_plan import FEED_ONLY
 
 if TYPE_CHECKING:
     from sharesync.pipelines.jobs.runtime import Runtime
@@ -236,11 +237,14 @@ def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
     history target keeps its rows and continues, unless --discard-target removes it)."""
     with _engine(ctx) as engine:
         removed, discarded = engine.reset(name, discard_target=discard_target)
+        keeps = engine.table(name).mode in FEED_ONLY
     said = "no checkpoint" if removed is None else f"checkpoint at version {removed.version} removed"
     if discarded is not None:
         said += f"; {discarded.describe()}"
     elif discard_target:
         said += "; no target table to remove"
+    elif keeps:  # what only the target holds stays (docs/modes.md, "Reset and full refresh")
+        said += "; the target keeps its rows, which the next sync continues (--discard-target removes them)"
     click.echo(f"{name}: {said}; the next sync bootstraps")
 
 
