@@ -59,20 +59,25 @@ class SyncRunConfig(dg.Config):
         default=False,
         description="Backfill: re-bootstrap from the snapshot at starting_timestamp instead of replaying.",
     )
+    discard_target: bool = Field(
+        default=False,
+        description="Full refresh: also drop an append table's change log from before starting_timestamp.",
+    )
 
     def backfill(self) -> "BackfillRequest | None":
         """The engine's backfill request, or None for a normal incremental sync."""
         from sharesync.pipelines.run.results import BackfillRequest
 
         if self.starting_timestamp is None:
-            if self.ending_timestamp is not None or self.full_refresh:
+            if self.ending_timestamp is not None or self.full_refresh or self.discard_target:
                 raise ConfigError(
-                    "run config: ending_timestamp and full_refresh need starting_timestamp (the backfill's start)"
+                    "run config: ending_timestamp, full_refresh and discard_target need starting_timestamp "
+                    "(the backfill's start)"
                 )
             return None
         start = given_timestamp("run config: starting_timestamp", self.starting_timestamp)
         end = given_timestamp("run config: ending_timestamp", self.ending_timestamp) if self.ending_timestamp else None
-        return BackfillRequest(start, end, self.full_refresh)  # refuses an end before the start
+        return BackfillRequest(start, end, self.full_refresh, self.discard_target)  # refuses an end before the start
 
 
 def build_sync_asset_specs(config: SharesyncConfig, names: naming.Names = naming.DEFAULT_NAMES) -> list[dg.AssetSpec]:

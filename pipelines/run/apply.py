@@ -37,7 +37,10 @@ Spark = Callable[[], "SparkSession"]
 # Bootstraps that make a snapshot-mode target the snapshot, schema included.
 _REPLACING = (BootstrapReason.TARGET_CHANGED, BootstrapReason.SCHEMA_CHANGED)
 # Bootstraps an append target's change log continues through (the snapshot lands as inserts).
-_KEEPS_LOG = (BootstrapReason.HISTORY_GAP, BootstrapReason.NO_CDF, BootstrapReason.SCHEMA_CHANGED)
+# (A table without a change feed never bootstraps one: the planner refuses it.)
+_KEEPS_LOG = (BootstrapReason.HISTORY_GAP, BootstrapReason.SCHEMA_CHANGED)
+# Bootstraps that move the rows kept into the snapshot's schema first.
+_CONFORMS = (BootstrapReason.SCHEMA_CHANGED, BootstrapReason.KEPT)
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,14 @@ class Applied:
 
 @dataclass(frozen=True)
 class BootstrapAt:
-    """The snapshot a bootstrap applies: its version, its commit time (None: unknown) and, for a
-    full-refresh backfill in history mode, the version history is rewritten from."""
+    """The snapshot a bootstrap applies: its version, its commit time (None: unknown), for a
+    full-refresh backfill in history mode the version history is rewritten from, and in append
+    mode the version up to which the target's rows stay (a reset or refreshed log)."""
 
     version: int
     committed: datetime | None = None
     replay_from: int | None = None
+    keep_after: int | None = None
 
 
 def apply_bootstrap(
@@ -81,13 +86,14 @@ def apply_bootstrap(
             row_filter=expr,
             version=snapshot.version,
             commit_timestamp=snapshot.committed,
-            # First sync, after 'sharesync reset' (also the way to switch a target's mode), or a
-            # target to rebuild (another table at its path): the target becomes the snapshot. Any
-            # other re-bootstrap closes the open rows and keeps the history before.
-            replace=checkpoint is None or reason is BootstrapReason.TARGET_CHANGED,
+            # First sync, or a target to rebuild (another table at its path): the target becomes
+            # the snapshot. Any other re-bootstrap (one after 'sharesync reset' included) closes
+            # the open rows and keeps the history before.
+            replace=(checkpoint is None and reason is not BootstrapReason.KEPT)
+            or reason is BootstrapReason.TARGET_CHANGED,
             replay_from=snapshot.replay_from,
             rewrite_threshold=rewrite_threshold,
-            conform=reason is BootstrapReason.SCHEMA_CHANGED,
+            conform=reason in _CONFORMS,
             record=record,
         )
         return Applied(history, _history_changes(history))
@@ -113,19 +119,14 @@ def apply_bootstrap(
         case Mode.APPEND:
             # The change log continues after a gap (the snapshot lands as inserts at its version);
             # it restarts when versions restart (first sync, re-created or rewound source).
-            # A rebuild after a breaking schema change keeps the log too, moved into the new schema.
+            # A rebuild after a breaking schema change keeps the log too, moved into the new schema,
+            # and so does a reset; a full refresh keeps the rows before its version.
             keeps_log = checkpoint is not None and reason in _KEEPS_LOG
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
+            if snapshot.keep_after is not None:
+                after = snapshot.keep_after
             return _append(
-                spark,
-                table,
-                target,
-                staged,
-                expr,
-                row_filter,
-                after,
-                conform=reason is BootstrapReason.SCHEMA_CHANGED,
-                record=record,
+                spark, table, target, staged, expr, row_filter, after, conform=reason in _CONFORMS, record=record
             )
         case _:  # pragma: no cover
             raise AssertionError(table.mode)

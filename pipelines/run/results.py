@@ -36,8 +36,14 @@ class BackfillRequest:
     ending_timestamp: datetime | None = None
     # Re-bootstrap from the snapshot at the resolved starting version instead of replaying changes.
     full_refresh: bool = False
+    # A full refresh of an append target replaces its change log whole, not from the start on.
+    discard_target: bool = False
 
     def __post_init__(self) -> None:
+        if self.discard_target and not self.full_refresh:
+            raise ConfigError(
+                "discarding the target goes with a full refresh: add --full-refresh (run config: full_refresh)"
+            )
         if self.ending_timestamp is not None and self.ending_timestamp < self.starting_timestamp:
             raise ConfigError(
                 f"the backfill ends ({self.ending_timestamp.isoformat()}) before it starts "

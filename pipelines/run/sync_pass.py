@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     from sharesync.pipelines.jobs.runtime import Runtime
     from sharesync.pipelines.run.table_run import TableRun
+    from sharesync.pipelines.target.discard import Discarded
     from sharesync.state import StateStore
     from sharesync.sync.core.include_patterns import Selection
     from sharesync.sync.protocol.budget import TransferBudget
@@ -322,9 +323,17 @@ class SyncEngine:
                 raise
             raise named from exc
 
-    def reset(self, name: str) -> Checkpoint | None:
+    def reset(self, name: str, *, discard_target: bool = False) -> tuple[Checkpoint | None, Discarded | None]:
+        """Forget the checkpoint (the next sync keeps an append or history target's rows and
+        continues them); ``discard_target``: first remove the target too, under the table's lease."""
+        from sharesync.pipelines.target.discard import discard_target as discard
+
         table = self.table(name)
-        return self.store.reset_checkpoint(table.key)
+        if not discard_target:
+            return self.store.reset_checkpoint(table.key), None
+        with self.store.hold_lease(table.key, ttl=self.lease_ttl):  # never under a running sync
+            discarded = discard(self.runtime.locate(table.target))
+            return self.store.reset_checkpoint(table.key), discarded
 
     # ------------------------------------------------------------ helpers
 

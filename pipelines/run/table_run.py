@@ -37,12 +37,20 @@ from sharesync.pipelines.run.target_check import (
     switches_history,
     written_for,
 )
+from sharesync.pipelines.target.guard_columns import feed_only_layout
 from sharesync.pipelines.target.history_rows import history_start
 from sharesync.pipelines.target.identity import Glance, glance, high_water_mark, read_identity
 from sharesync.pipelines.target.preflight import check_storage_access
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
-from sharesync.sync.core.errors import HistoryUnavailable, SchemaIncompatible, TargetError
+from sharesync.sync.core.errors import (
+    ChangeFeedRefused,
+    ChangeFeedRequired,
+    HistoryUnavailable,
+    SchemaIncompatible,
+    TargetError,
+)
+from sharesync.sync.planning.kept_target import LeftTarget
 from sharesync.sync.planning.run_plan import (
     Backfill,
     Move,
@@ -62,6 +70,7 @@ from sharesync.sync.planning.sync_plan import (
     ApplyChanges,
     Bootstrap,
     CheckpointView,
+    NoChangeFeed,
     SourceView,
     UpToDate,
     VersionRange,
@@ -167,7 +176,7 @@ class TableRun:
         request = until = start = None
         if backfill is not None:
             replay_from = version_at(client, table.name, backfill.starting_timestamp)
-            request = Backfill(replay_from, full_refresh=backfill.full_refresh)
+            request = Backfill(replay_from, full_refresh=backfill.full_refresh, discard=backfill.discard_target)
             if backfill.ending_timestamp is not None:
                 until = version_at_or_before(client, table.name, backfill.ending_timestamp)
             if mode is Mode.HISTORY and not backfill.full_refresh and replay_from > 0:
@@ -176,13 +185,21 @@ class TableRun:
             name=table.name,
             mode=mode,
             checkpoint=_view(checkpoint, table),
-            source=SourceView(metadata.version, metadata.metadata.id, metadata.cdf_enabled),
+            source=SourceView(metadata.version, metadata.metadata.id, metadata.change_feed),
             max_versions_per_batch=self.services.config.batch_size(table),
             target=target,
             backfill=request,
             until_version=until,
             history_start=start,
+            left=None if checkpoint is not None and written_for(checkpoint, table) else self._left_target(),
         )
+
+    def _left_target(self) -> LeftTarget | None:
+        """The change log or row history at the target's path, when it holds rows (only it has them)."""
+        found = read_identity(self.target)
+        layout = feed_only_layout(found.columns) if found is not None else None
+        newest = high_water_mark(self.target, *high_water_columns(layout)) if layout is not None else None
+        return None if layout is None or newest is None else LeftTarget(layout, self.table.target, newest)
 
     def _start_version(self, state: PlanState) -> int | None:
         """The configured ``start``, for a first sync only: resolving a timestamp after that would be
@@ -262,12 +279,16 @@ class TableRun:
             gap, change = True, None
         except SchemaIncompatible as exc:  # nothing written; on_breaking_change: rebuild plans again
             error, gap, change = exc, False, rebuild_change(self.table, exc)
+        except ChangeFeedRefused as exc:  # the metadata left the feed unknown, and it is off
+            error, gap, change = exc, False, None
+        refused = error.server_message if isinstance(error, ChangeFeedRefused) else None
         stored = self.services.store.get_checkpoint(self.table.key)
-        again = replan(state, _view(stored, self.table), bool(self.batches), history_gap=gap, schema_change=change)
+        view, applied = _view(stored, self.table), bool(self.batches)
+        again = replan(state, view, applied, history_gap=gap, schema_change=change, feed_refused=refused)
         if again is None:
             raise error
-        if isinstance(error, HistoryUnavailable):
-            log.warning("%s: %s; re-bootstrapping", self.table.name, error.server_message)
+        if isinstance(error, HistoryUnavailable | ChangeFeedRefused):
+            log.warning("%s: %s; planning again", self.table.name, error.server_message)
         self.attempt.recorded = False
         return self._carry_out(again, context, stored)
 
@@ -282,7 +303,7 @@ class TableRun:
                 if warning:
                     self.warnings.append(warning)
                     log.warning("%s: %s", self.table.name, warning)
-                step = self._bootstrap_step(context, plan, checkpoint, decided.rewrites_from)
+                step = self._bootstrap_step(context, plan, checkpoint, decided)
                 checkpoint = self._run(runner, step, checkpoint)
                 for batch in then:
                     checkpoint = self._run(runner, self._changes_step(context, batch, checkpoint, None), checkpoint)
@@ -292,6 +313,8 @@ class TableRun:
                     step = self._changes_step(context, batch, checkpoint, replay_from)
                     checkpoint = self._run(runner, step, checkpoint)
                 return checkpoint
+            case NoChangeFeed(message=message):
+                raise ChangeFeedRequired(message)
         raise AssertionError(f"unknown plan {plan!r}")  # pragma: no cover
 
     def _run(self, runner: BatchRunner, step: BatchStep, checkpoint: Checkpoint | None) -> Checkpoint:
@@ -306,7 +329,7 @@ class TableRun:
         context: TableContext,
         plan: Bootstrap,
         checkpoint: Checkpoint | None,
-        rewrites_from: int | None,
+        decided: RunPlan,
     ) -> BatchStep:
         spark, table = self.services.spark, self.table
         threshold = self.services.config.rewrite_threshold(table)
@@ -323,7 +346,7 @@ class TableRun:
                 context.expr,
                 reason=reason,
                 checkpoint=checkpoint,
-                snapshot=BootstrapAt(fetched.end, fetched.end_commit, rewrites_from),
+                snapshot=BootstrapAt(fetched.end, fetched.end_commit, decided.rewrites_from, decided.keep_after),
                 rewrite_threshold=threshold,
                 record=fetched.record(table),
             ),

@@ -17,7 +17,8 @@ record (:func:`judge`), and each finding has one answer:
 
 A target the config moves into or out of history mode is refused (:func:`switch_refusal`): either
 way the table would be rewritten in another layout — its history lost, or a history begun on rows
-that never had one. ``sharesync reset`` is the deliberate way to do that.
+that never had one. ``sharesync reset`` is the deliberate way to do that (out of history mode,
+``--discard-target`` too: what only the history holds goes with it).
 
 What a pass does about each finding is decided in :mod:`sharesync.sync.planning.run_plan`.
 """
@@ -130,10 +131,13 @@ def switches_history(checkpoint: Checkpoint, table: TableConfig) -> bool:
 
 def switch_refusal(checkpoint: Checkpoint, table: TableConfig) -> TargetError:
     """The error for a target the config moved into or out of history mode: nothing is written."""
-    kept = "its history would be lost" if checkpoint.mode == Mode.HISTORY.value else "it holds no history to continue"
+    leaving = checkpoint.mode == Mode.HISTORY.value
+    kept = "its history would be lost" if leaving else "it holds no history to continue"
+    # Leaving history drops what the provider cannot rebuild: only an explicit flag does that.
+    reset = f"sharesync reset {table.key}" + (" --discard-target" if leaving else "")
     return TargetError(
         f"target {table.target} was synced in '{checkpoint.mode}' mode and the config now says "
-        f"'{table.mode.value}'; sharesync will not convert it ({kept}). Run 'sharesync reset {table.key}' "
+        f"'{table.mode.value}'; sharesync will not convert it ({kept}). Run '{reset}' "
         "to rebuild it from the provider's snapshot in the new mode, or point 'target' at a new path"
     )
 

@@ -37,6 +37,7 @@ from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import given_timestamp
+from sharesync.sync.planning.sync_plan import FEED_ONLY
 
 if TYPE_CHECKING:
     from sharesync.pipelines.jobs.runtime import Runtime
@@ -243,16 +244,19 @@ def _report(results: Sequence[TableSyncResult], *, as_json: bool = False) -> Non
 @click.option("--from", "from_", required=True, help="Replay changes committed at or after this timestamp.")
 @click.option("--to", "to", default=None, help="Stop at the last version committed at or before this timestamp.")
 @click.option("--full-refresh", is_flag=True, help="Re-bootstrap from the snapshot at --from instead of replaying.")
+@click.option(
+    "--discard-target", is_flag=True, help="With --full-refresh: also drop an append table's change log before --from."
+)
 @click.option("--json", "as_json", is_flag=True, help='Print JSON: {"tables": [...]}.')
 @click.pass_context
 def backfill_command(
-    ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool, as_json: bool
+    ctx: click.Context, name: str, from_: str, to: str | None, full_refresh: bool, discard_target: bool, as_json: bool
 ) -> None:
     """Re-apply a table's changes from a timestamp, then continue normally."""
     from sharesync.pipelines.run.sync_pass import BackfillRequest
 
     request = BackfillRequest(
-        given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh
+        given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh, discard_target
     )
     with _engine(ctx, progress=not as_json) as engine:
         result = engine.backfill(name, request)
@@ -261,15 +265,22 @@ def backfill_command(
 
 @click.command("reset")
 @click.argument("name")
+@click.option("--discard-target", is_flag=True, help="Also remove the target table (an append log or history too).")
 @click.pass_context
-def reset_command(ctx: click.Context, name: str) -> None:
-    """Forget a table's checkpoint: the next sync bootstraps it from a snapshot."""
+def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
+    """Forget a table's checkpoint: the next sync bootstraps it from a snapshot (an append or
+    history target keeps its rows and continues, unless --discard-target removes it)."""
     with _engine(ctx) as engine:
-        removed = engine.reset(name)
-    if removed is None:
-        click.echo(f"{name}: no checkpoint (nothing to reset)")
-    else:
-        click.echo(f"{name}: checkpoint at version {removed.version} removed; the next sync bootstraps")
+        removed, discarded = engine.reset(name, discard_target=discard_target)
+        keeps = engine.table(name).mode in FEED_ONLY
+    said = "no checkpoint" if removed is None else f"checkpoint at version {removed.version} removed"
+    if discarded is not None:
+        said += f"; {discarded.describe()}"
+    elif discard_target:
+        said += "; no target table to remove"
+    elif keeps:  # what only the target holds stays (docs/modes.md, "Reset and full refresh")
+        said += "; the target keeps its rows, which the next sync continues (--discard-target removes them)"
+    click.echo(f"{name}: {said}; the next sync bootstraps")
 
 
 @click.command("status")

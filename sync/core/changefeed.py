@@ -8,6 +8,7 @@ batch, so every staged row — and every row of an append-mode target — has th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 __all__ = [
@@ -16,7 +17,9 @@ __all__ = [
     "COMMIT_TIMESTAMP",
     "COMMIT_VERSION",
     "UPSERT_TYPES",
+    "ChangeFeed",
     "ChangeType",
+    "change_feed_of",
 ]
 
 
@@ -37,3 +40,23 @@ CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 # A row whose winning change is one of these exists afterwards with that image; after any other
 # (a delete, or a preimage without its postimage) the key is gone.
 UPSERT_TYPES = (ChangeType.INSERT, ChangeType.UPDATE_POSTIMAGE)
+
+
+class ChangeFeed(StrEnum):
+    """Whether the provider publishes a table's change data feed, as far as its metadata says."""
+
+    ON = "on"
+    OFF = "off"
+    # ``metaData.configuration`` is optional in the protocol and some servers leave it out: then
+    # the changes are asked for, and only the server's refusal of them says "off".
+    UNKNOWN = "unknown"
+
+
+def change_feed_of(configuration: Mapping[str, str] | None) -> ChangeFeed:
+    """The feed a ``metaData.configuration`` describes: its absence says nothing; present, a
+    missing key is Delta's default (off) — the reference server sends ``{}`` for a table without
+    one, and the table's own properties in delta-format answers."""
+    if configuration is None:
+        return ChangeFeed.UNKNOWN
+    value = configuration.get("delta.enableChangeDataFeed", configuration.get("enableChangeDataFeed", "false"))
+    return ChangeFeed.ON if value.lower() == "true" else ChangeFeed.OFF

@@ -8,7 +8,8 @@ and the retry loops decide by type, never by parsing messages or status codes::
     ├─ SharingError                 anything the provider side did
     │   ├─ SharingHTTPError(status, error_code, message)   ← http_error_for() maps status → class
     │   │   ├─ BadRequest (400)
-    │   │   │   └─ HistoryUnavailable   the versions asked for are no longer served (vacuumed / log cleaned)
+    │   │   │   ├─ HistoryUnavailable   the versions asked for are no longer served (vacuumed / log cleaned)
+    │   │   │   └─ ChangeFeedRefused    the provider serves no change data feed for the table
     │   │   ├─ Unauthorized (401)
     │   │   ├─ Forbidden (403)
     │   │   ├─ NotFound (404)
@@ -35,6 +36,7 @@ and the retry loops decide by type, never by parsing messages or status codes::
     │   └─ LeaseHeld                another process syncs this table
     └─ SyncError                    the engine refused to apply a plan
         ├─ SchemaIncompatible       breaking schema change (dropped column, type change)
+        ├─ ChangeFeedRequired       an append or history target without the provider's change data feed
         └─ TargetError              target path unusable (not Delta, not writable)
 
 ``Retryable`` is a marker mixin: retry loops ask ``isinstance(exc, Retryable)``.
@@ -119,6 +121,13 @@ class HistoryUnavailable(BadRequest):
     """The provider no longer serves the versions asked for (history vacuumed or log cleaned up).
 
     The planner answers it with a re-bootstrap from a snapshot.
+    """
+
+
+class ChangeFeedRefused(BadRequest):
+    """The provider refused a table's change data feed (CDF off, or its history not shared).
+
+    A metadata answer that left the setting out planned changes; this refusal re-plans without them.
     """
 
 
@@ -268,6 +277,11 @@ class SchemaIncompatible(SyncError, Permanent):
     def __init__(self, message: str, *, change: str | None = None) -> None:
         super().__init__(message)
         self.change = None if change is None else printable(redact(change))
+
+
+class ChangeFeedRequired(SyncError, Permanent):
+    """An append or history target continues only from change rows: a snapshot in their place would
+    land as changes that never happened (nothing is written)."""
 
 
 class TargetError(SyncError, Permanent):

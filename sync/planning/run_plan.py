@@ -15,9 +15,13 @@ target check found, the backfill asked for) and returning what to do, which
   whether the bootstrap rewrites a history).
 * :func:`resume_version` — a checkpoint missing or behind what its target records (a lost or
   older state store): the version to resume from, so nothing is downloaded or applied again.
-* :func:`replan` — after the provider's history ran out (``HistoryUnavailable``) or a breaking
-  schema change on a table set to rebuild: the state to plan again from, at most once per cause;
-  None when that cause was already answered (the run then fails).
+* :func:`replan` — after the provider's history ran out (``HistoryUnavailable``), it refused the
+  change data feed its metadata left unknown (``ChangeFeedRefused``) or a breaking schema change
+  on a table set to rebuild: the state to plan again from, at most once per cause; None when that
+  cause was already answered (the run then fails).
+
+An append or history target no checkpoint describes is kept or refused as
+:mod:`~sharesync.sync.planning.kept_target` says.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sharesync.sync.core.changefeed import ChangeFeed
 from sharesync.sync.core.config import Mode
+from sharesync.sync.planning.kept_target import Keep, KeepRefused, LeftTarget, judge_left, kept_warning
 from sharesync.sync.planning.sync_plan import (
     Bootstrap,
+    BootstrapReason,
     CheckpointView,
     PlanOptions,
     SourceView,
@@ -68,6 +75,7 @@ class Backfill:
 
     replay_from: int
     full_refresh: bool = False
+    discard: bool = False  # a full refresh of an append target replaces its rows from before it too
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ class RunFacts:
     backfill: Backfill | None = None
     until_version: int | None = None  # a backfill's end
     history_start: int | None = None  # history mode: the version the target's history starts at
+    left: LeftTarget | None = None  # no checkpoint describes the target: the log or history it holds
 
 
 def wants_high_water(finding: Finding, mode: Mode) -> bool:
@@ -123,11 +132,14 @@ class PlanState:
     applied: bool = False  # batches of this pass are applied already (a re-plan)
     history_gap: bool = False
     schema_change: str | None = None
+    kept: LeftTarget | None = None  # a target without a checkpoint, continued (kept_target)
+    discard: bool = False  # Backfill.discard
+    feed_refused: str | None = None  # what the provider said refusing the change data feed
 
     @property
     def first_sync(self) -> bool:
         """Planned as a first sync from the configured ``start``: nothing to resume from, no refresh."""
-        return self.checkpoint is None and self.refresh_from is None
+        return self.checkpoint is None and self.refresh_from is None and self.kept is None
 
 
 @dataclass(frozen=True)
@@ -150,6 +162,7 @@ class Refused:
 class RunPlan:
     plan: SyncPlan
     rewrites_from: int | None = None  # the bootstrap rewrites the target's history from this version
+    keep_after: int | None = None  # append: the bootstrap keeps the target's rows up to this version
 
 
 def prepare_run(facts: RunFacts) -> Prepared | Refused:
@@ -159,6 +172,14 @@ def prepare_run(facts: RunFacts) -> Prepared | Refused:
         return Refused(
             f"{target.said}; sharesync will not overwrite it. Move that table elsewhere (the next sync of "
             f"{facts.name} then rebuilds the target from the provider's snapshot), or point 'target' at a new path"
+        )
+    kept = judge_left(facts.name, mode, facts.left, view, facts.source.version)
+    if isinstance(kept, KeepRefused):
+        return Refused(kept.message)
+    if isinstance(kept, Keep) and facts.backfill is not None:
+        return Refused(
+            f"{facts.name} has no checkpoint and its target holds rows only it has; run 'sharesync sync "
+            f"{facts.name}' first (it continues them), then the backfill"
         )
     moves: list[Move] = []
     notices: list[str] = []
@@ -197,6 +218,8 @@ def prepare_run(facts: RunFacts) -> Prepared | Refused:
         replay_from=None if refresh_from is not None else replay_from,
         refresh_from=refresh_from,
         rebuild=rebuild,
+        kept=facts.left if isinstance(kept, Keep) else None,
+        discard=backfill is not None and backfill.discard,
     )
     intact = target is not None and target.finding is Finding.INTACT and view is not None
     return Prepared(tuple(moves), tuple(notices), state, record_if_idle=intact)
@@ -229,20 +252,35 @@ def plan_run(state: PlanState, start_version: int | None = None) -> RunPlan:
     options = PlanOptions(
         mode=state.mode,
         max_versions_per_batch=state.max_versions_per_batch,
-        start_version=state.refresh_from if state.refresh_from is not None else start_version,
+        start_version=state.refresh_from if state.refresh_from is not None else _first(state, start_version),
         replay_from=state.replay_from,
         until_version=state.until_version,
         history_gap=state.history_gap,
         schema_change=state.schema_change,
+        feed_refused=state.feed_refused,
     )
     plan = plan_sync(view, state.source, options)
     if not isinstance(plan, Bootstrap):
         return RunPlan(plan)
     if rebuilding is not None:
         plan = dataclasses.replace(plan, warning=rebuild_warning(rebuilding, state.mode, plan.version))
-    # A full refresh rewrites history from its version; a bootstrap the provider's lost history
-    # moved elsewhere keeps the history synced before.
-    return RunPlan(plan, state.refresh_from if fresh and plan.version == state.refresh_from else None)
+    kept = state.kept if view is None else None
+    if kept is not None:
+        warning = kept_warning(state.mode, kept.target, kept.high_water, plan.version)
+        plan = dataclasses.replace(plan, reason=BootstrapReason.KEPT, warning=warning)
+        return RunPlan(plan, keep_after=kept.high_water if state.mode is Mode.APPEND else None)
+    # A full refresh rewrites history from its version (an append log: its rows from there on);
+    # a bootstrap the provider's lost history moved elsewhere keeps the history synced before.
+    rewrites = fresh and plan.version == state.refresh_from
+    keep_after = None
+    if rewrites and state.mode is Mode.APPEND and not state.discard and state.refresh_from is not None:
+        keep_after = state.refresh_from - 1
+    return RunPlan(plan, state.refresh_from if rewrites else None, keep_after)
+
+
+def _first(state: PlanState, start_version: int | None) -> int | None:
+    """The configured start applies to a first sync only (a kept target continues after its rows)."""
+    return start_version if state.kept is None else None
 
 
 def replan(
@@ -252,19 +290,27 @@ def replan(
     *,
     history_gap: bool = False,
     schema_change: str | None = None,
+    feed_refused: str | None = None,
 ) -> PlanState | None:
     """The state to plan again from after a failed plan (``checkpoint``: as stored now,
     ``applied``: whether batches of this pass got in); None when this cause was answered before."""
     if history_gap and state.history_gap or schema_change is not None and state.schema_change is not None:
         return None
-    if not history_gap and schema_change is None:
+    if feed_refused is not None and state.feed_refused is not None:
         return None
+    if not history_gap and schema_change is None and feed_refused is None:
+        return None
+    source = state.source
+    if feed_refused is not None:  # the refusal is the answer the metadata did not give
+        source = dataclasses.replace(source, change_feed=ChangeFeed.OFF)
     return dataclasses.replace(
         state,
         checkpoint=checkpoint,
+        source=source,
         applied=state.applied or applied,
         history_gap=state.history_gap or history_gap,
         schema_change=state.schema_change if schema_change is None else schema_change,
+        feed_refused=state.feed_refused if feed_refused is None else feed_refused,
     )
 
 

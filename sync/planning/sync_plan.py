@@ -7,12 +7,15 @@ table id and CDF flag); the output is one frozen plan, applied by the engine wit
 * :class:`Bootstrap`    — copy the snapshot at a version, then (optionally) apply the changes
   after it. Used for the first sync, snapshot mode, and every case where changes cannot be
   trusted: the provider re-created the table (new ``metaData.id``), vacuumed the history we
-  need, or does not publish a change data feed; when the config moved the table to
+  need, or (merge mode) publishes no change data feed; when the config moved the table to
   another target or mode than its checkpoint describes; and after a breaking schema change on a
   table set to ``on_breaking_change: rebuild``.
 * :class:`ApplyChanges` — apply ``[checkpoint+1 … latest]`` in batches of at most
   ``max_versions_per_batch`` versions; the checkpoint advances after each batch, so a crash
   loses at most one batch of work and never skips one.
+* :class:`NoChangeFeed` — nothing is written: an append or history target continues only from
+  change rows, and the provider has no change data feed for the table (its metadata says so, or
+  it refused the changes). A feed the metadata leaves unknown is asked for as if it were on.
 
 Keeping this pure makes the rules property-testable (see ``tests/sync/test_planning.py``).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sharesync.sync.core.changefeed import ChangeFeed
 from sharesync.sync.core.config import Mode
 
 
@@ -34,6 +38,7 @@ class BootstrapReason(StrEnum):
     SOURCE_REWOUND = "source version went backwards"
     TARGET_CHANGED = "target or mode changed in the config"
     SCHEMA_CHANGED = "breaking schema change, on_breaking_change: rebuild"
+    KEPT = "checkpoint reset, the target's rows kept"
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class SourceView:
 
     version: int
     table_id: str | None
-    cdf_enabled: bool
+    change_feed: ChangeFeed
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class PlanOptions:
     # Set after a batch met a breaking schema change on a table set to ``on_breaking_change: rebuild``:
     # what changed, for the warning.
     schema_change: str | None = None
+    # Set after the provider refused the change data feed: what it said, for the warning.
+    feed_refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,17 @@ class ApplyChanges:
         return self.batches[-1].end
 
 
-SyncPlan = UpToDate | Bootstrap | ApplyChanges
+@dataclass(frozen=True)
+class NoChangeFeed:
+    """Nothing may be written (see the module docstring): the error message."""
+
+    message: str
+
+
+SyncPlan = UpToDate | Bootstrap | ApplyChanges | NoChangeFeed
+
+# The modes whose targets hold what only the change feed gives: a change log, a row history.
+FEED_ONLY = (Mode.APPEND, Mode.HISTORY)
 
 
 def split_batches(start: int, end: int, max_versions: int) -> tuple[VersionRange, ...]:
@@ -134,6 +151,8 @@ def split_batches(start: int, end: int, max_versions: int) -> tuple[VersionRange
 def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: PlanOptions) -> SyncPlan:
     """The one decision procedure for a sync pass (see the module docstring)."""
     latest = source.version if options.until_version is None else min(options.until_version, source.version)
+    if source.change_feed is ChangeFeed.OFF and options.mode in FEED_ONLY:
+        return NoChangeFeed(no_feed_message(options))  # whatever else changed: never a snapshot as changes
 
     if checkpoint is None:
         return _first_sync(source, options, latest)
@@ -192,16 +211,8 @@ def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: Pl
             return UpToDate(checkpoint.version)
         return Bootstrap(latest, BootstrapReason.SNAPSHOT_MODE)
 
-    if not source.cdf_enabled:
-        return Bootstrap(
-            latest,
-            BootstrapReason.NO_CDF,
-            warning=(
-                "the provider does not publish a change data feed for this table; "
-                f"re-bootstrapping from its snapshot at version {latest} (ask the provider to enable CDF "
-                "for incremental syncs)"
-            ),
-        )
+    if source.change_feed is ChangeFeed.OFF:
+        return Bootstrap(latest, BootstrapReason.NO_CDF, warning=_no_feed_warning(options, latest))
 
     if options.history_gap:
         return Bootstrap(
@@ -235,14 +246,33 @@ def _first_sync(source: SourceView, options: PlanOptions, latest: int) -> SyncPl
     if start is None or start >= latest or options.mode is Mode.SNAPSHOT:
         reason = BootstrapReason.SNAPSHOT_MODE if options.mode is Mode.SNAPSHOT else BootstrapReason.FIRST_SYNC
         return Bootstrap(latest, reason)
-    if not source.cdf_enabled:
-        return Bootstrap(
-            latest,
-            BootstrapReason.NO_CDF,
-            warning=f"the provider publishes no change data feed; starting from the snapshot at version {latest}",
-        )
+    if source.change_feed is ChangeFeed.OFF:
+        return Bootstrap(latest, BootstrapReason.NO_CDF, warning=_no_feed_warning(options, latest))
     return Bootstrap(
         start,
         BootstrapReason.FIRST_SYNC,
         then=split_batches(start + 1, latest, options.max_versions_per_batch),
+    )
+
+
+def _no_feed(options: PlanOptions) -> str:
+    if options.feed_refused is not None:
+        return f"the provider refused the table's change data feed ({options.feed_refused})"
+    return "the provider does not publish a change data feed for this table"
+
+
+def _no_feed_warning(options: PlanOptions, latest: int) -> str:
+    return (
+        f"{_no_feed(options)}; re-bootstrapping from its snapshot at version {latest} (ask the provider "
+        "to share the table's history with its change data feed for incremental syncs)"
+    )
+
+
+def no_feed_message(options: PlanOptions) -> str:
+    """Why an append or history target is not synced, and what to do."""
+    holds = "change log" if options.mode is Mode.APPEND else "row history"
+    return (
+        f"{_no_feed(options)}, and '{options.mode.value}' mode keeps a {holds} built from it: a snapshot "
+        "would land as changes that never happened, so nothing was written. Ask the provider to share the "
+        "table with its change data feed, or set 'mode: merge' or 'mode: snapshot' for it"
     )

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sharesync.sync.core.errors import (
     BadRequest,
+    ChangeFeedRefused,
     ConfigError,
     ConnectFailed,
     HistoryUnavailable,
@@ -212,6 +213,17 @@ def has_history_error_shape(message: str, error_code: str | None) -> bool:
     return shape is not None and shape.search(message) is not None
 
 
+# The reference server's refusal of /changes (and of version queries) on a table without a shared
+# change data feed: INVALID_PARAMETER_VALUE with one of these messages (DeltaSharingService).
+_NO_FEED = re.compile(r"\bcdf is not enabled\b|change data feed is not enabled|history sharing is not enabled", re.I)
+
+
+def refuses_change_feed(message: str, error_code: str | None) -> bool:
+    """Whether an error answer says the table has no change data feed to serve."""
+    code = (error_code or "INVALID_PARAMETER_VALUE").upper()
+    return code == "INVALID_PARAMETER_VALUE" and _NO_FEED.search(message) is not None
+
+
 def looks_like_history_unavailable(message: str, error_code: str | None = None) -> bool:
     """Whether an error answer says the versions asked for are no longer served."""
     if has_history_error_shape(message, error_code):
@@ -250,6 +262,8 @@ def error_from_parts(
     retry_after = parse_retry_after(headers.get("Retry-After"))
     if status == BadRequest.status and looks_like_history_unavailable(message, error_code):
         return HistoryUnavailable(status, error_code, message, context=context)
+    if status == BadRequest.status and refuses_change_feed(message, error_code):
+        return ChangeFeedRefused(status, error_code, message, context=context)
     if status == NotFound.status and has_history_error_shape(message, error_code):  # e.g. RESOURCE_DOES_NOT_EXIST
         return HistoryUnavailable(status, error_code, message, context=context)
     return http_error_for(status, error_code, message, context=context, retry_after=retry_after)

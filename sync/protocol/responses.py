@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from sharesync.sync.core.changefeed import ChangeFeed, change_feed_of
 from sharesync.sync.core.provider_text import NAME_CHARS, bounded_properties, one_line
 from sharesync.sync.protocol.wire import (
     AddFile,
@@ -96,6 +97,10 @@ class TableMetadata:
     @property
     def cdf_enabled(self) -> bool:
         return self.metadata.cdf_enabled
+
+    @property
+    def change_feed(self) -> ChangeFeed:
+        return change_feed_of(self.metadata.configuration)
 
     @property
     def partition_columns(self) -> list[str]:

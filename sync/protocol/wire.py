@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from sharesync.sync.core.changefeed import ChangeFeed, change_feed_of
 from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.delta.properties import ColumnMappingMode, DeletionVectorDescriptor, column_mapping_mode
 
@@ -247,10 +248,8 @@ class Metadata(TableAccess):
         return column_mapping_mode(self.configuration or {}, _HONOUR_MAPPING)
 
     @property
-    def cdf_enabled(self) -> bool:
-        conf = self.configuration or {}
-        value = conf.get("delta.enableChangeDataFeed", conf.get("enableChangeDataFeed", "false"))
-        return value.lower() == "true"
+    def cdf_enabled(self) -> bool:  # said to be on (no configuration: unknown, not on)
+        return change_feed_of(self.configuration) is ChangeFeed.ON
 
 
 class FileStats(BaseModel):

@@ -118,6 +118,7 @@ class Faults(BaseModel):
     ignore_ending_version: bool = Field(default=False, description="answer /changes up to the latest version")
     ignore_metadata_version: bool = Field(default=False, description="answer /metadata of the latest version")
     drip_seconds: float = Field(default=0.0, ge=0, description="send every body one byte per this many seconds")
+    omit_configuration: bool = Field(default=False, description="leave metaData.configuration out (optional)")
     budget: int | None = Field(
         default=None, ge=0, description="how many more responses may be faulted (None: no limit)"
     )

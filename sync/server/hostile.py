@@ -19,7 +19,10 @@ sharesync treats every byte it gets as untrusted. The knobs live on the same
   answers time travel but labels it as its current version;
 * ``ignore_ending_version``: ``/changes`` is answered as if no ``endingVersion`` was asked for
   (lines past the range); ``ignore_metadata_version``: ``/metadata`` as if no ``version`` or
-  ``timestamp`` was (the latest metadata, labelled as such).
+  ``timestamp`` was (the latest metadata, labelled as such);
+* ``omit_configuration``: every ``metaData`` line leaves out ``configuration`` (optional in the
+  protocol; an independent Java server sends none), so whether the table has a change data
+  feed is not said.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Knobs(Protocol):
     label_version: int | None
     ignore_ending_version: bool
     ignore_metadata_version: bool
+    omit_configuration: bool
 
 
 def alters_feed(faults: Knobs) -> bool:
@@ -55,6 +59,7 @@ def alters_feed(faults: Knobs) -> bool:
         or faults.omit_version is not None
         or faults.file_url_origin is not None
         or faults.label_version is not None
+        or faults.omit_configuration
     )
 
 
@@ -108,6 +113,8 @@ def rewrite_lines(lines: list[bytes], faults: Knobs, files_prefix: str) -> list[
     # Protocol and metaData first, the endStreamAction last (others keeps their order).
     head = [line for line in others if not line.startswith(b'{"endStreamAction"')]
     tail = [line for line in others if line.startswith(b'{"endStreamAction"')]
+    if faults.omit_configuration:
+        head = [_without_configuration(line) for line in head]
     result = [*head, *files, *tail]
     if faults.label_version is not None:
         result = [_relabel(line, faults.label_version) for line in result]
@@ -116,6 +123,18 @@ def rewrite_lines(lines: list[bytes], faults: Knobs, files_prefix: str) -> list[
         target = faults.file_url_origin.rstrip("/").encode()
         result = [pattern.sub(target, line) for line in result]
     return result
+
+
+def _without_configuration(line: bytes) -> bytes:
+    """A ``metaData`` line (parquet or delta format) without its ``configuration``."""
+    if not line.startswith(b'{"metaData"'):
+        return line
+    action = json.loads(line)
+    meta = action["metaData"]
+    meta.pop("configuration", None)
+    if isinstance(meta.get("deltaMetadata"), dict):
+        meta["deltaMetadata"].pop("configuration", None)
+    return json.dumps(action, separators=(",", ":")).encode() + b"\n"
 
 
 class FeedRewriter:

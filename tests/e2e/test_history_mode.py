@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import FlakyStore, Workspace
 from support.engines import SAIL, SPARK, SPARK_CLUSTER, on_both_engines
-from support.history import CURRENT, VF, VF_TS, VT, VT_TS, Row, assert_history_matches, commit_times, source_history
+from support.history import CURRENT, VF, VT, Row, assert_history_matches, commit_times, source_history
 from support.verify import read_target_table, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
@@ -243,26 +242,18 @@ def test_a_history_gap_rebootstraps_and_closes_every_open_row_with_a_warning(
     assert_history_matches(ws.target("g"), expected, KEYS)
 
 
-@on_both_engines
-def test_a_table_without_change_data_feed_dates_its_history_when_sharesync_read_it(
+def test_a_table_without_change_data_feed_fails_and_writes_nothing(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
-    """Such a provider answers no timestamp query: each snapshot's rows open (and the rows before
-    close) at the moment sharesync read it, at or after the commit; never at an unknown time."""
+    """A history built from snapshots would open and close every row at each pass, as changes that
+    never happened: without the provider's change data feed the table fails (issue 40 §1.2)."""
     ws = workspace
     ws.table("n", rows=10, partitioned=False, cdf=False, seed=9)
     ws.config(history_spec(ws, "n"))
-    sync(cli, ws)
-    between = datetime.now(UTC)
-    ws.commit("n", 2, seed=9)
-    sync(cli, ws)
-
-    rows = read_target_table(ws.target("n")).to_pylist()
-    commits = commit_times(ws.path("n"))
-    assert all(r[VF_TS] is not None and r[VF_TS] >= commits[r[VF]] for r in rows)
-    assert all(r[VT_TS] is not None and r[VT_TS] >= commits[r[VT]] for r in rows if not r[CURRENT])
-    as_of = {r["id"] for r in rows if r[VF_TS] <= between and (r[VT_TS] is None or r[VT_TS] > between)}
-    assert as_of == set(DeltaTable(str(ws.path("n")), version=0).to_pyarrow_table(columns=["id"])["id"].to_pylist())
+    run = cli("--config", str(ws.config_file), "sync")
+    assert run.code == 1, run.out + run.err
+    assert "does not publish a change data feed" in run.err and "'history' mode keeps a row history" in run.err
+    assert not Path(ws.target("n")).exists()
 
 
 @on_both_engines
@@ -321,11 +312,18 @@ def test_switching_a_target_between_merge_and_history_needs_a_reset(
         commits = len(DeltaTable(ws.target("x")).history())
         refused = cli(*config, "sync")
         assert refused.code == 1
-        assert f"Run 'sharesync reset {ws.name('x')}'" in refused.err, refused.err
+        # Out of history mode the history goes: only with the explicit flag (issue 40 §1.3).
+        flag = " --discard-target" if mode == "merge" else ""
+        assert f"Run 'sharesync reset {ws.name('x')}{flag}'" in refused.err, refused.err
         assert len(DeltaTable(ws.target("x")).history()) == commits  # nothing written
         verified = cli(*config, "verify", ws.name("x"))
-        assert verified.code != 0 and f"Run 'sharesync reset {ws.name('x')}'" in verified.out + verified.err
-        assert cli(*config, "reset", ws.name("x")).code == 0
+        assert verified.code != 0 and f"Run 'sharesync reset {ws.name('x')}{flag}'" in verified.out + verified.err
+        if flag:  # a plain reset keeps the history, and the sync refuses to replace it
+            assert cli(*config, "reset", ws.name("x")).code == 0
+            kept = cli(*config, "sync")
+            assert kept.code == 1 and "--discard-target" in kept.err, kept.err
+            assert len(DeltaTable(ws.target("x")).history()) == commits
+        assert cli(*config, "reset", ws.name("x"), *flag.split()).code == 0
         sync(cli, ws)
     assert {"_sharesync_version"} <= set(read_target_table(ws.target("x")).column_names)
     assert not {VF, VT} & set(read_target_table(ws.target("x")).column_names)

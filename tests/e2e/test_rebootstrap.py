@@ -121,27 +121,26 @@ def test_a_recreated_source_is_rebootstrapped(workspace: Workspace) -> None:
     assert_append_target_matches(workspace.path("a"), workspace.target("a"), bootstrap_version=1, end_version=1)
 
 
-def test_a_source_without_cdf_is_rebootstrapped_each_time_it_changes(workspace: Workspace) -> None:
+def test_a_source_without_cdf_rebootstraps_merge_and_fails_append_writing_nothing(workspace: Workspace) -> None:
+    """Merge targets are rebuilt from each new snapshot, with a warning; an append target's change
+    log would get every snapshot again as inserts, so it fails, naming why (issue 40 §1.2)."""
     workspace.table("m", rows=20, cdf=False, seed=1)
     workspace.table("a", rows=20, cdf=False, seed=2, partitioned=False)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
     engine = workspace.engine(config)
     first = {r.name: r for r in engine.sync_all()}
-    assert all(r.outcome is TableOutcome.SYNCED and not r.warnings for r in first.values())
-    log_before = _append_log(workspace.target("a"), first[workspace.name("a")].checkpoint_version or 0)
-    for seed, table in enumerate(("m", "a")):
-        workspace.commit(table, 3, seed=seed)
-
-    results = {r.name: r for r in engine.sync_all()}
-
-    for table in ("m", "a"):
-        result = results[workspace.name(table)]
-        assert result.outcome is TableOutcome.SYNCED, result.error
-        assert any("change data feed" in w for w in result.warnings), result.warnings
-    m, a = workspace.path("m"), workspace.path("a")
-    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
-    first_version = first[workspace.name("a")].checkpoint_version
-    assert _append_log(workspace.target("a"), first_version) == log_before
-    assert_append_target_matches(
-        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a), above=first_version
+    assert first[workspace.name("m")].outcome is TableOutcome.SYNCED and not first[workspace.name("m")].warnings
+    refused = first[workspace.name("a")]
+    assert refused.outcome is TableOutcome.FAILED
+    assert "does not publish a change data feed" in (refused.error or "") and "nothing was written" in (
+        refused.error or ""
     )
+    assert not Path(workspace.target("a")).exists() and engine.store.get_checkpoint(workspace.name("a")) is None
+    workspace.commit("m", 3, seed=0)
+
+    result = {r.name: r for r in engine.sync_all()}[workspace.name("m")]
+
+    assert result.outcome is TableOutcome.SYNCED, result.error
+    assert any("change data feed" in w for w in result.warnings), result.warnings
+    m = workspace.path("m")
+    assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))

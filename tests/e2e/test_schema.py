@@ -91,10 +91,11 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
         path, target = workspace.path(table), workspace.target(table)
         if mode == "merge":
             assert_merge_target_matches(path, target, ["id"], source_version(path))
-        elif mode == "append":
-            assert_append_target_matches(
-                path, target, bootstrap_version=source_version(path), end_version=source_version(path)
-            )
+        elif mode == "append":  # the log is kept (issue 40 §1.3): the snapshot lands after it
+            latest = source_version(path)
+            above = before[workspace.name(table)]
+            assert_append_target_matches(path, target, bootstrap_version=latest, end_version=latest, above=above)
+            assert any(v <= above for v in DeltaTable(target).to_pyarrow_table()["_commit_version"].to_pylist())
         else:
             assert_snapshot_target_matches(path, target, source_version(path))
 

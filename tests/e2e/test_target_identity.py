@@ -336,7 +336,8 @@ def test_a_history_target_replaced_by_another_sharesync_table_is_rebuilt(
 def test_a_target_switched_to_append_mode_restarts_as_a_change_log(
     workspace: Workspace, cli: Callable[..., CliResult], before: str
 ) -> None:
-    """Another mode's target becomes the log from the snapshot on (history needs a reset first)."""
+    """Another mode's target becomes the log from the snapshot on (a history, which only the target
+    holds, needs a reset that discards it first)."""
     workspace.table("w", rows=20, seed=3)
     workspace.config(workspace.spec("w", before, **({"keys": ["id"]} if before == "history" else {})))
     config = ("--config", str(workspace.config_file))
@@ -344,7 +345,7 @@ def test_a_target_switched_to_append_mode_restarts_as_a_change_log(
     workspace.commit("w", 2, seed=31)
     workspace.config(workspace.spec("w", "append"))
     if before == "history":
-        assert cli(*config, "reset", workspace.name("w")).code == 0
+        assert cli(*config, "reset", workspace.name("w"), "--discard-target").code == 0
 
     result = cli(*config, "sync")
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sharesync.sync.core.changefeed import ChangeFeed
 from sharesync.sync.core.config import Mode
 from sharesync.sync.planning.sync_plan import (
     ApplyChanges,
@@ -20,7 +21,7 @@ from sharesync.sync.planning.sync_plan import (
     split_batches,
 )
 
-SOURCE = SourceView(version=10, table_id="t1", cdf_enabled=True)
+SOURCE = SourceView(version=10, table_id="t1", change_feed=ChangeFeed.ON)
 MERGE = PlanOptions(mode=Mode.MERGE, max_versions_per_batch=4)
 
 
@@ -46,7 +47,7 @@ def test_changes_are_batched_from_checkpoint_plus_one() -> None:
     ("checkpoint", "source", "options", "reason"),
     [
         (CheckpointView(2, "old"), SOURCE, MERGE, BootstrapReason.SOURCE_RECREATED),
-        (CheckpointView(2, "t1"), SourceView(10, "t1", cdf_enabled=False), MERGE, BootstrapReason.NO_CDF),
+        (CheckpointView(2, "t1"), SourceView(10, "t1", change_feed=ChangeFeed.OFF), MERGE, BootstrapReason.NO_CDF),
         (
             CheckpointView(2, "t1"),
             SOURCE,
@@ -124,7 +125,7 @@ def test_batches_cover_the_range_exactly_and_contiguously(start: int, length: in
 )
 def test_applying_batches_one_by_one_equals_one_plan(checkpoint: int, ahead: int, size: int, mode: Mode) -> None:
     """Re-planning after each batch (what a crash-and-resume does) yields the same batches."""
-    source = SourceView(checkpoint + ahead, "t1", cdf_enabled=True)
+    source = SourceView(checkpoint + ahead, "t1", change_feed=ChangeFeed.ON)
     options = PlanOptions(mode=mode, max_versions_per_batch=size)
     whole = plan_sync(CheckpointView(checkpoint, "t1"), source, options)
     stepped: list[VersionRange] = []
@@ -163,7 +164,7 @@ def test_a_breaking_schema_change_to_rebuild_always_rebootstraps_at_the_latest_v
 ) -> None:
     """Whatever else holds (a history gap, snapshot mode), the rebuild is one snapshot at the
     latest version — never batches of changes the target cannot take — and says what changed."""
-    source = SourceView(checkpoint + ahead, "t1", cdf_enabled=True)
+    source = SourceView(checkpoint + ahead, "t1", change_feed=ChangeFeed.ON)
     options = PlanOptions(mode=mode, history_gap=gap, schema_change="column 'small' changed type short -> string")
     plan = plan_sync(CheckpointView(checkpoint, "t1"), source, options)
     assert isinstance(plan, Bootstrap)

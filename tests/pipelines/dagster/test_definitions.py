@@ -104,7 +104,12 @@ def test_loading_is_offline_even_with_an_unreachable_provider_and_state_store(
     sync_op = repo.assets_defs_by_key[dg.AssetKey(["sharesync", "acme", "sales", "orders"])].op
     assert sync_op.pool == "sharesync/acme.sales.orders"
     assert sync_op.retry_policy == DEFAULT_RETRY_POLICY
-    assert set(sync_op.config_schema.config_type.fields) == {"starting_timestamp", "ending_timestamp", "full_refresh"}  # type: ignore[union-attr]
+    assert set(sync_op.config_schema.config_type.fields) == {  # type: ignore[union-attr]
+        "starting_timestamp",
+        "ending_timestamp",
+        "full_refresh",
+        "discard_target",
+    }
     checks = {k.name for k in repo.asset_graph.asset_check_keys if k.asset_key.path[-1] == "orders"}
     assert checks == {
         "row_count_matches_source",

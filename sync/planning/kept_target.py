@@ -1,0 +1,91 @@
+"""What a bootstrap does with an append or history target it finds at its path — pure, no I/O.
+
+A change log (append mode) and a row history (history mode) hold what the provider cannot give
+again: changes of versions it has vacuumed, rows as they were. So a bootstrap that no checkpoint
+describes a target for (after ``sharesync reset``, or a state store that lost its row) never
+replaces one:
+
+* the configured mode's own layout: kept and continued, as ``on_breaking_change: rebuild``
+  continues one — moved into the snapshot's schema, then the snapshot lands as ``insert`` rows at
+  its version (append) or closes the open rows and opens its own there (history);
+* another mode's layout, a target the config moved onto a log that its checkpoint does not
+  describe, or a log that reaches past the provider's version (its table re-created): refused,
+  nothing written. ``sharesync reset NAME --discard-target`` removes the target deliberately.
+
+Merge and snapshot targets are rebuilt from the provider's snapshot as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sharesync.sync.core.config import Mode
+from sharesync.sync.planning.sync_plan import FEED_ONLY, CheckpointView
+
+
+@dataclass(frozen=True)
+class LeftTarget:
+    """An append or history target with rows at the configured path."""
+
+    layout: Mode  # the mode its columns were written in: APPEND or HISTORY
+    target: str
+    high_water: int  # the newest source version its rows carry
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Continue the target: its rows up to ``high_water`` stay."""
+
+    high_water: int
+
+
+@dataclass(frozen=True)
+class KeepRefused:
+    message: str
+
+
+def judge_left(
+    name: str, mode: Mode, left: LeftTarget | None, checkpoint: CheckpointView | None, source_version: int
+) -> Keep | KeepRefused | None:
+    """What the pass does with ``left`` (None: nothing to keep, the plan goes on as before)."""
+    if left is None or left.layout not in FEED_ONLY or (checkpoint is not None and checkpoint.target_matches):
+        return None  # nothing only it holds, or the checkpoint's own target (checked against its record)
+    holds = _holds(left)
+    discard = f"'sharesync reset {name} --discard-target' removes it (its rows are lost)"
+    if left.layout is not mode:
+        return KeepRefused(
+            f"target {left.target} holds {holds}, which the provider cannot rebuild, and {name} is set to "
+            f"'{mode.value}' mode now; sharesync will not replace it. Point 'target' at a new path, or {discard}"
+        )
+    if checkpoint is not None:
+        return KeepRefused(
+            f"target {left.target} holds {holds} that this table's checkpoint was not written for (the config "
+            f"moved the table there); sharesync will not replace it. 'sharesync reset {name}' continues it, "
+            f"{discard}"
+        )
+    if left.high_water > source_version:
+        return KeepRefused(
+            f"target {left.target} holds {holds}, past the provider's version {source_version} (its table was "
+            f"re-created or rewound): continuing it would mix two version sequences. Point 'target' at a new "
+            f"path, or {discard}"
+        )
+    return Keep(left.high_water)
+
+
+def kept_warning(mode: Mode, target: str, high_water: int, version: int) -> str:
+    """What the run record, the CLI and Dagster say when a reset target is continued."""
+    then = (
+        f"the snapshot at version {version} lands as insert rows at that version"
+        if mode is Mode.APPEND
+        else f"its open rows close at version {version} and the snapshot's rows open there"
+    )
+    what = "change log" if mode is Mode.APPEND else "row history"
+    return (
+        f"no checkpoint (reset or lost): target {target} keeps its {what} up to source version {high_water} "
+        f"and continues from the provider's snapshot: {then} ('sharesync reset --discard-target' starts it anew)"
+    )
+
+
+def _holds(left: LeftTarget) -> str:
+    what = "an append-mode change log" if left.layout is Mode.APPEND else "a history-mode row history"
+    return f"{what} up to source version {left.high_water}"
