@@ -18,9 +18,8 @@ from support.e2e import Workspace
 from support.engines import on_both_engines
 from support.feature_tables import (
     NTZ,
-    assert_append_matches,
     assert_merge_matches,
-    assert_snapshot_matches,
+    assert_mode_matches,
     commit,
     create_source,
     latest_version,
@@ -86,12 +85,7 @@ def test_every_mode_follows_dv_and_column_mapping_tables_through_faults(
             checkpoint = store.get_checkpoint(workspace.name(name))
             assert checkpoint is not None and checkpoint.version == version, (round_, name, checkpoint)
             bootstrap.setdefault(name, version)
-            if mode == "merge":
-                assert_merge_matches(spark, source, target, version)
-            elif mode == "append":
-                assert_append_matches(spark, source, target, bootstrap[name], version)
-            else:
-                assert_snapshot_matches(spark, source, target, version)
+            assert_mode_matches(spark, source, target, mode, bootstrap[name], version)
 
     # What the targets got: logical names, a wall-clock column, and no deletion vectors.
     for name in TABLES:

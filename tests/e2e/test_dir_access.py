@@ -15,26 +15,18 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pyarrow.compute as pc
-from deltalake import DeltaTable
 from support.e2e import Workspace
 from support.feature_tables import (
-    KEY,
-    assert_append_matches,
-    assert_merge_matches,
-    assert_snapshot_matches,
+    assert_mode_matches,
     commit,
     create_source,
     latest_version,
-    read_source,
 )
 from support.s3 import S3Store
 from support.spark import get_spark
 
 from sharesync.state import open_store
-from sharesync.sync.core.history_columns import IS_CURRENT
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
@@ -49,16 +41,6 @@ TABLES = {
     "s": (False, True, "snapshot", ("url", "dir"), "dir"),
     "h": (True, False, "history", ("dir",), "auto"),
 }
-
-
-def _assert_current_rows_match(spark: Any, source: Path, target: str, version: int) -> None:
-    """History mode: the target's current rows are the source at ``version``, one per key."""
-    table = DeltaTable(target).to_pyarrow_table()
-    current = table.filter(pc.equal(table[IS_CURRENT], True))
-    names = [c for c in current.column_names if not c.startswith("_sharesync")]
-    got = {r[KEY]: r for r in current.select(names).to_pylist()}
-    want = {r[KEY]: r for r in read_source(spark, source, version).to_pylist()}
-    assert len(got) == current.num_rows and got == want, f"{target} current rows differ from {source}@{version}"
 
 
 def _serve(
@@ -118,14 +100,7 @@ def test_every_mode_reads_dir_tables_with_expiring_credentials(
                 checkpoint = state.get_checkpoint(workspace.name(name))
                 assert checkpoint is not None and checkpoint.version == version, (round_, name, checkpoint)
                 bootstrap.setdefault(name, version)
-                if mode == "merge":
-                    assert_merge_matches(spark, sources[name], workspace.target(name), version)
-                elif mode == "append":
-                    assert_append_matches(spark, sources[name], workspace.target(name), bootstrap[name], version)
-                elif mode == "snapshot":
-                    assert_snapshot_matches(spark, sources[name], workspace.target(name), version)
-                else:
-                    _assert_current_rows_match(spark, sources[name], workspace.target(name), version)
+                assert_mode_matches(spark, sources[name], workspace.target(name), mode, bootstrap[name], version)
         # Three one-version batches per table and round, each a Spark write: longer than the
         # credentials' half life, so some were renewed during a pass, and the targets stayed right.
         assert server.credentials_issued > 3 * len(TABLES), "no credentials were renewed during a pass"

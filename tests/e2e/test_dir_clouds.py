@@ -29,9 +29,7 @@ import pytest
 from support.azurite import ACCOUNT, KEY, AzuriteStore, azurite_store
 from support.e2e import Workspace
 from support.feature_tables import (
-    assert_append_matches,
-    assert_merge_matches,
-    assert_snapshot_matches,
+    assert_mode_matches,
     commit,
     create_source,
     latest_version,
@@ -132,12 +130,7 @@ def test_every_mode_reads_dir_tables_with_expiring_credentials(
                 checkpoint = state.get_checkpoint(workspace.name(name))
                 assert checkpoint is not None and checkpoint.version == version, (round_, name, checkpoint)
                 bootstrap.setdefault(name, version)
-                if mode == "merge":
-                    assert_merge_matches(spark, sources[name], workspace.target(name), version)
-                elif mode == "append":
-                    assert_append_matches(spark, sources[name], workspace.target(name), bootstrap[name], version)
-                else:
-                    assert_snapshot_matches(spark, sources[name], workspace.target(name), version)
+                assert_mode_matches(spark, sources[name], workspace.target(name), mode, bootstrap[name], version)
         # Each table asks for its own SAS on each pass (more when one was renewed at half life: how
         # many depends on the machine's speed; the renewal rule is tests/pipelines/test_directory.py,
         # a refused SAS renewed is the last test here).

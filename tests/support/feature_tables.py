@@ -276,3 +276,24 @@ def z85_encode(data: bytes) -> str:
         value = int.from_bytes(data[start : start + 4], "big")
         out.append("".join(_Z85[(value // 85**power) % 85] for power in range(4, -1, -1)))
     return "".join(out)
+
+
+def assert_current_rows_match(spark: Any, source: Path, target: str, version: int) -> None:
+    """History mode: the target's current rows are the source at ``version``, one per key."""
+    current = read_target(target, current=True)
+    got = {r[KEY]: r for r in current.to_pylist()}
+    want = {r[KEY]: r for r in read_source(spark, source, version).to_pylist()}
+    assert len(got) == current.num_rows and got == want, f"{target} current rows differ from {source}@{version}"
+
+
+def assert_mode_matches(spark: Any, source: Path, target: str, mode: str, bootstrap: int, version: int) -> None:
+    """The promise of ``mode`` (docs/guarantees.md): what its target holds after syncing ``version``."""
+    if mode == "merge":
+        assert_merge_matches(spark, source, target, version)
+    elif mode == "append":
+        assert_append_matches(spark, source, target, bootstrap, version)
+    elif mode == "snapshot":
+        assert_snapshot_matches(spark, source, target, version)
+    else:
+        assert mode == "history", mode
+        assert_current_rows_match(spark, source, target, version)
