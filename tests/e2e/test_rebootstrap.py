@@ -81,7 +81,10 @@ def test_history_gap_rebootstraps_with_a_warning(
     # Append mode keeps its log: the old rows stay, the snapshot lands as inserts at its version.
     assert _append_log(workspace.target("a"), checkpoint[workspace.name("a")]) == log_before
     assert_append_target_matches(
-        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a),
+        a,
+        workspace.target("a"),
+        bootstrap_version=source_version(a),
+        end_version=source_version(a),
         above=checkpoint[workspace.name("a")],
     )
     # The warning is on record: the run succeeded, with a note, and status shows it.
@@ -94,14 +97,20 @@ def test_history_gap_rebootstraps_with_a_warning(
     assert "no longer serves" in row["last_warning"]
 
 
-def test_a_recreated_source_is_rebootstrapped(workspace: Workspace) -> None:
+def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: Workspace) -> None:
+    """Issue 40: the change log's rows came from a table the provider no longer has. Before, the
+    log was overwritten with the new table's snapshot; now it is kept: refused while the new
+    table's versions do not pass the log's, then continued from its snapshot, with a warning."""
     for seed, table in enumerate(("m", "a")):
         workspace.table(table, rows=20, seed=seed)
         workspace.commit(table, 5, seed=seed)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
     engine = workspace.engine(config)
     engine.sync_all()
-    old_ids = {c.name: c.table_id for c in engine.store.list_checkpoints()}
+    old = {c.name: c for c in engine.store.list_checkpoints()}
+    kept = old[workspace.name("a")].version
+    log_before = _append_log(workspace.target("a"), kept)
+    commits = len(DeltaTable(workspace.target("a")).history())
     for seed, table in enumerate(("m", "a")):
         shutil.rmtree(workspace.path(table))
         create_sample_table(workspace.path(table), rows=8, seed=50 + seed)  # version 0 again, new id
@@ -109,16 +118,31 @@ def test_a_recreated_source_is_rebootstrapped(workspace: Workspace) -> None:
 
     results = {r.name: r for r in engine.sync_all()}
 
-    for table in ("m", "a"):
-        result = results[workspace.name(table)]
-        assert result.outcome is TableOutcome.SYNCED, result.error
-        assert result.checkpoint_version == 1
-        assert any("re-created" in w for w in result.warnings), result.warnings
-    checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
-    assert all(checkpoints[n].table_id != old_ids[n] for n in old_ids)
+    merged = results[workspace.name("m")]
+    assert merged.outcome is TableOutcome.SYNCED and merged.checkpoint_version == 1, merged.error
+    assert any("re-created" in w for w in merged.warnings), merged.warnings
+    assert engine.store.get_checkpoint(workspace.name("m")).table_id != old[workspace.name("m")].table_id  # type: ignore[union-attr]
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 1)
-    # The change log restarts with the new table's versions.
-    assert_append_target_matches(workspace.path("a"), workspace.target("a"), bootstrap_version=1, end_version=1)
+    refused = results[workspace.name("a")]
+    assert refused.outcome is TableOutcome.FAILED
+    assert f"sharesync reset {workspace.name('a')} --discard-target" in (refused.error or ""), refused.error
+    assert "mix two version sequences" in (refused.error or "")
+    assert len(DeltaTable(workspace.target("a")).history()) == commits  # nothing written
+    assert engine.store.get_checkpoint(workspace.name("a")) == old[workspace.name("a")]
+
+    workspace.commit("a", kept, seed=70)  # the new table's versions pass the log's
+    continued = engine.sync_all([workspace.name("a")])[0]
+
+    latest = source_version(workspace.path("a"))
+    assert continued.outcome is TableOutcome.SYNCED and continued.checkpoint_version == latest, continued.error
+    said = [w for w in continued.warnings if f"keeps its change log up to source version {kept}" in w]
+    assert len(said) == 1 and "re-created" in said[0], continued.warnings
+    assert _append_log(workspace.target("a"), kept) == log_before  # every row of the old table's log
+    assert_append_target_matches(
+        workspace.path("a"), workspace.target("a"), bootstrap_version=latest, end_version=latest, above=kept
+    )
+    run = engine.store.latest_runs([workspace.name("a")])[workspace.name("a")]
+    assert run.status.value == "succeeded" and run.note and said[0] in run.note
 
 
 def test_a_source_without_cdf_rebootstraps_merge_and_fails_append_writing_nothing(workspace: Workspace) -> None:
