@@ -145,6 +145,34 @@ def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: W
     assert run.status.value == "succeeded" and run.note and said[0] in run.note
 
 
+def test_a_recreated_source_keeps_a_history(workspace: Workspace) -> None:
+    """History mode, the same rule: refused while the new versions do not pass the history's
+    (before, only once the snapshot was staged, naming a plain reset), then continued."""
+    workspace.table("h", rows=12, partitioned=False, seed=3)
+    workspace.commit("h", 4, seed=30)
+    engine = workspace.engine(workspace.config(workspace.spec("h", "history", keys=["id"])))
+    engine.sync_all()
+    kept = engine.store.get_checkpoint(workspace.name("h")).version  # type: ignore[union-attr]
+    before = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
+    shutil.rmtree(workspace.path("h"))
+    create_sample_table(workspace.path("h"), rows=6, seed=31, partitioned=False)  # version 0, new id
+
+    refused = engine.sync_all()[0]
+
+    assert refused.outcome is TableOutcome.FAILED and "row history" in (refused.error or ""), refused.error
+    assert f"sharesync reset {workspace.name('h')} --discard-target" in (refused.error or "")
+    workspace.commit("h", kept + 1, seed=32)  # (at version kept it would pass for up to date: guarantees)
+    continued = engine.sync_all()[0]
+    assert continued.outcome is TableOutcome.SYNCED, continued.error
+    assert any(f"keeps its row history up to source version {kept}" in w for w in continued.warnings)
+    after = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
+    assert all(r in after for r in before if r["_sharesync_valid_to_version"] is not None)  # closed rows stay
+    latest = source_version(workspace.path("h"))
+    assert sorted(r["id"] for r in after if r["_sharesync_valid_from_version"] == latest) == sorted(
+        DeltaTable(str(workspace.path("h"))).to_pyarrow_table().column("id").to_pylist()
+    )
+
+
 def test_a_source_without_cdf_rebootstraps_merge_and_fails_append_writing_nothing(workspace: Workspace) -> None:
     """Merge targets are rebuilt from each new snapshot, with a warning; an append target's change
     log would get every snapshot again as inserts, so it fails, naming why (issue 40 §1.2)."""
