@@ -26,9 +26,7 @@ def test_generic_top_level_names_are_not_importable(name: str) -> None:
 
 
 def test_namespaced_packages_are_importable() -> None:
-    result = _run(
-        "import sharesync.sync.protocol.client, sharesync.state, sharesync.pipelines.run.sync_pass; print('ok')"
-    )
+    result = _run("import sharesync.sync.protocol.client, sharesync.state, sharesync.pipelines.run.sync_pass; print('ok')")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok"
 

@@ -31,14 +31,7 @@ def test_mypy_strict_is_clean(tmp_path: Path) -> None:
         (namespace / folder).symlink_to(REPO / folder, target_is_directory=True)
     packages = [arg for folder in FOLDERS for arg in ("-p", f"sharesync.{folder}")]
     result = subprocess.run(
-        [
-            _tool("mypy"),
-            "--config-file",
-            str(REPO / "pyproject.toml"),
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            *packages,
-        ],
+        [_tool("mypy"), "--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"), *packages],
         capture_output=True,
         text=True,
         cwd=tmp_path,

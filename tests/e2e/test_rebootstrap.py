@@ -81,10 +81,7 @@ def test_history_gap_rebootstraps_with_a_warning(
     # Append mode keeps its log: the old rows stay, the snapshot lands as inserts at its version.
     assert _append_log(workspace.target("a"), checkpoint[workspace.name("a")]) == log_before
     assert_append_target_matches(
-        a,
-        workspace.target("a"),
-        bootstrap_version=source_version(a),
-        end_version=source_version(a),
+        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a),
         above=checkpoint[workspace.name("a")],
     )
     # The warning is on record: the run succeeded, with a note, and status shows it.
@@ -121,7 +118,8 @@ def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: W
     merged = results[workspace.name("m")]
     assert merged.outcome is TableOutcome.SYNCED and merged.checkpoint_version == 1, merged.error
     assert any("re-created" in w for w in merged.warnings), merged.warnings
-    assert engine.store.get_checkpoint(workspace.name("m")).table_id != old[workspace.name("m")].table_id  # type: ignore[union-attr]
+    recreated = engine.store.get_checkpoint(workspace.name("m"))
+    assert recreated is not None and recreated.table_id != old[workspace.name("m")].table_id
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 1)
     refused = results[workspace.name("a")]
     assert refused.outcome is TableOutcome.FAILED

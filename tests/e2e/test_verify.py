@@ -47,9 +47,7 @@ def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_
     damages: dict[str, Callable[[DeltaTable], object]] = {
         "deleted": lambda dt: dt.delete(f"id = {some_id}"),
         "changed": lambda dt: dt.update(updates={"small": "coalesce(small, 0) + 1"}, predicate=f"id = {some_id}"),
-        "nulled": lambda dt: dt.update(
-            updates={"payload": "null", "amount": "null", "day": "null"}, predicate=f"id = {some_id}"
-        ),
+        "nulled": lambda dt: dt.update(updates={"payload": "null", "amount": "null", "day": "null"}, predicate=f"id = {some_id}"),
         "duplicated": _duplicate_one_row,
     }
     for kind, damage in damages.items():
@@ -63,9 +61,8 @@ def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_
     with pytest.raises(AssertionError):
         assert_append_target_matches(a, bad, bootstrap_version=0, end_version=source_version(a))
     with pytest.raises(AssertionError):  # the last version's changes are expected but absent
-        assert_append_target_matches(
-            a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a) + 0, changes_from=0
-        )
+        assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a) + 0,
+                                     changes_from=0)
     with pytest.raises(AssertionError):  # an older snapshot is not what the target holds
         assert_merge_target_matches(m, workspace.target("m"), ["id"], version - 1)
 

@@ -174,16 +174,12 @@ def test_untracked_changes_update_the_current_row_in_place(spark: SparkSession, 
             post(4, **r(1, "x", 7)),  # score only: in place on the row opened at 3
             post(4, **r(2, "n2", 2)),  # nothing changed: no change
         ]
-        stats = history_batch.apply_history(
-            spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option
-        )
+        stats = history_batch.apply_history(spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option)
         model = replay(HistoryModel(KEYS, COLUMNS, ["name"]), SNAPSHOT)
         assert history(path) == replay(model, batch).sorted_rows()
         assert (stats.opened, stats.closed, stats.updated) == (1, 1, 1)
         version = version_of(path)
-        again = history_batch.apply_history(
-            spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option
-        )
+        again = history_batch.apply_history(spark, stage(batch), path, keys=KEYS, rewrite_threshold=_threshold, **option)
         assert again.changed_rows == 0 and version_of(path) == version
 
 

@@ -65,7 +65,10 @@ def test_net_change_priority_rules(spark: SparkSession, stage: StageFn) -> None:
         files=3,
     )
     net_staged_batch(batch, ["id"])
-    net = {r["id"]: (r["_change_type"], r["_commit_version"], r["name"]) for r in read_staged(spark, batch).collect()}
+    net = {
+        r["id"]: (r["_change_type"], r["_commit_version"], r["name"])
+        for r in read_staged(spark, batch).collect()
+    }
     assert net == {
         1: ("update_postimage", 2, "v2"),
         2: ("insert", 3, "new"),

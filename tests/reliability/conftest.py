@@ -35,3 +35,4 @@ def site(tmp_path: Path, start_server: Callable[..., SharingServer]) -> Iterator
     built = Site(tmp_path, start_server(provider))
     yield built
     built.close()
+

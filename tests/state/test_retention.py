@@ -67,7 +67,9 @@ def test_without_retention_nothing_is_deleted(store_url: str, clock: FakeClock) 
         store.prune_runs()
 
 
-def test_prune_runs_covers_every_table_and_status_still_has_each_last_outcome(store_url: str, clock: FakeClock) -> None:
+def test_prune_runs_covers_every_table_and_status_still_has_each_last_outcome(
+    store_url: str, clock: FakeClock
+) -> None:
     store = open_store(store_url, clock=clock)
     for name in ("s.b.a", "s.b.b"):
         for _ in range(3):

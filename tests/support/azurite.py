@@ -88,16 +88,7 @@ def _executable() -> str:
 def azurite_store() -> Iterator[AzuriteStore]:
     executable = _executable()
     process = subprocess.Popen(
-        [
-            executable,
-            "--blobHost",
-            "127.0.0.1",
-            "--blobPort",
-            "0",
-            "--inMemoryPersistence",
-            "--skipApiVersionCheck",
-            "--disableTelemetry",
-        ],
+        [executable, "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -149,11 +149,7 @@ def test_applying_batches_one_by_one_equals_one_plan(checkpoint: int, ahead: int
 def test_first_sync_whose_start_is_gone_bootstraps_from_latest_with_a_warning(start: int | None) -> None:
     options = PlanOptions(mode=Mode.APPEND, start_version=start, history_gap=True)
     plan = plan_sync(None, SOURCE, options)
-    assert isinstance(plan, Bootstrap) and (plan.version, plan.reason, plan.then) == (
-        10,
-        BootstrapReason.HISTORY_GAP,
-        (),
-    )
+    assert isinstance(plan, Bootstrap) and (plan.version, plan.reason, plan.then) == (10, BootstrapReason.HISTORY_GAP, ())
     assert plan.warning is not None and "no longer served" in plan.warning
 
 

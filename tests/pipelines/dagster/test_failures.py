@@ -20,16 +20,12 @@ def test_a_permanent_error_fails_the_run_at_once_with_the_redacted_message(
 ) -> None:
     wrong = site.root / "wrong.share"
     secret = "wrong-token-that-must-never-show"
-    wrong.write_text(
-        json.dumps({"shareCredentialsVersion": 1, "endpoint": site.server.endpoint, "bearerToken": secret})
-    )
+    wrong.write_text(json.dumps({"shareCredentialsVersion": 1, "endpoint": site.server.endpoint, "bearerToken": secret}))
     site.write_config(site.merge_spec(), profile=wrong)
 
     result = materialize(
-        site.definitions(),
-        dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(),
-        instance=instance,
-        raise_on_error=False,
+        site.definitions(), dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(),
+        instance=instance, raise_on_error=False,
     )
 
     assert not result.success
@@ -50,7 +46,9 @@ def test_a_transient_error_is_retried_by_the_retry_policy(
     site.server.faults.error_rate = 1.0
     site.server.faults.budget = 1
 
-    result = materialize(defs, dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(), instance=instance)
+    result = materialize(
+        defs, dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(), instance=instance
+    )
 
     assert result.success
     [retry] = _events(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
@@ -65,9 +63,7 @@ def test_no_presigned_url_or_token_reaches_the_event_log(
     site.server.faults.file_size_delta = 3  # every download is the wrong size: a DownloadError naming the file
 
     result = materialize(
-        defs,
-        dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(),
-        instance=instance,
+        defs, dg.AssetSelection.assets(site.key(MERGE_TABLE)).without_checks(), instance=instance,
         raise_on_error=False,
     )
 

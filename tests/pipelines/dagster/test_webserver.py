@@ -138,10 +138,7 @@ def webserver(environment: dict[str, str], tmp_path: Path) -> Iterator[Webserver
     log = (tmp_path / "webserver.log").open("wb")
     process = subprocess.Popen(
         [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO,
-        env=environment,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT,
     )
     server = Webserver(port, process)
     try:
@@ -160,15 +157,7 @@ def webserver(environment: dict[str, str], tmp_path: Path) -> Iterator[Webserver
 def _materialize(environment: dict[str, str], select: str, config: dict[str, Any] | None = None) -> None:
     # In-process execution: the same run, without a subprocess per step (a few seconds each on CI).
     run_config = {**(config or {}), "execution": {"config": {"in_process": {}}}}
-    command = [
-        str(BIN / "dagster"),
-        "asset",
-        "materialize",
-        "-m",
-        "sharesync.pipelines.dagster.definitions",
-        "--select",
-        select,
-    ]
+    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "sharesync.pipelines.dagster.definitions", "--select", select]
     command += ["--config-json", json.dumps(run_config)]
     done = subprocess.run(command, check=False, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -176,7 +165,9 @@ def _materialize(environment: dict[str, str], select: str, config: dict[str, Any
 
 def _latest(server: Webserver, path: list[str]) -> dict[str, Any]:
     [latest] = server.graphql(LATEST_MATERIALIZATION, path=path)["assetOrError"]["assetMaterializations"]
-    return {e["label"]: e.get("intValue", e.get("floatValue", e.get("text"))) for e in latest["metadataEntries"]}
+    return {
+        e["label"]: e.get("intValue", e.get("floatValue", e.get("text"))) for e in latest["metadataEntries"]
+    }
 
 
 def test_webserver_shows_assets_and_materialization_metadata(

@@ -60,9 +60,7 @@ class Storage:
                     raise item
                 return item
             if int(request.url.params["gen"]) < self.valid_gen:
-                return httpx.Response(
-                    403, text="<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
-                )
+                return httpx.Response(403, text="<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>")
             return httpx.Response(200, content=self.body_override.get(file_id, data(file_id, self.sizes[file_id])))
         finally:
             self.in_flight -= 1
@@ -83,9 +81,7 @@ class Refresher:
 def downloader(tmp_path: Path, retry: RetryPolicy) -> Callable[..., Downloader]:
     def make(storage: Storage, **kwargs: Any) -> Downloader:
         kwargs.setdefault("retry", retry)
-        return Downloader(
-            tmp_path / "staging", policy=STORAGE, transport=httpx.MockTransport(storage), clock=lambda: NOW, **kwargs
-        )
+        return Downloader(tmp_path / "staging", policy=STORAGE, transport=httpx.MockTransport(storage), clock=lambda: NOW, **kwargs)
 
     return make
 
@@ -124,11 +120,7 @@ def test_a_long_body_is_stopped_at_the_declared_size(downloader: Callable[..., D
 
 def test_a_transient_failure_is_retried(downloader: Callable[..., Downloader], clock: FakeClock) -> None:
     storage = Storage({"a": 50})
-    storage.failures["a"] = [
-        httpx.Response(503),
-        httpx.ConnectError("reset"),
-        httpx.Response(429, headers={"Retry-After": "2"}),
-    ]
+    storage.failures["a"] = [httpx.Response(503), httpx.ConnectError("reset"), httpx.Response(429, headers={"Retry-After": "2"})]
     result = downloader(storage).download([make_file("a", 50)])
     assert result.stats.retries == 3 and result.files[0].path.read_bytes() == data("a", 50)
     assert clock.sleeps[-1] == 2.0
@@ -165,9 +157,7 @@ def test_a_refused_token_is_renewed_like_an_expired_url(downloader: Callable[...
 
 def test_without_a_refresher_an_expired_url_fails_clearly(downloader: Callable[..., Downloader]) -> None:
     storage = Storage({"a": 10}, valid_gen=1)
-    with pytest.raises(
-        UrlExpired, match=r"download file a .*HTTP 403.*expired or was refused\); no way to renew"
-    ) as info:
+    with pytest.raises(UrlExpired, match=r"download file a .*HTTP 403.*expired or was refused\); no way to renew") as info:
         downloader(storage).download([make_file("a", 10)])
     assert "sig-a-0" not in str(info.value)
 
@@ -178,14 +168,7 @@ def test_urls_about_to_expire_are_refreshed_before_use(tmp_path: Path, retry: Re
     refresher = Refresher(storage, files)
     # received at NOW with 30 s to live; 25 s later less than a quarter of that lifetime is left
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(
-        tmp_path,
-        policy=STORAGE,
-        transport=httpx.MockTransport(storage),
-        retry=retry,
-        concurrency=1,
-        clock=lambda: next(times),
-    )
+    d = Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1
     assert "a@0" not in storage.requests  # never tried the URL that was about to expire
@@ -201,9 +184,7 @@ def test_the_answers_min_url_expiration_bounds_every_url(
     files = [make_file("a", 10, expires=own_expiry)]
     refresher = Refresher(storage, files, min_url_expiration_ms=int((NOW + 30) * 1000))
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(
-        tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)
-    )
+    d = Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1 and storage.requests == ["a@1"]  # renewed before the bound, not after a 403
 
@@ -213,9 +194,9 @@ def test_without_a_bound_a_long_lived_url_is_used_as_is(tmp_path: Path, retry: R
     files = [make_file("a", 10, expires=NOW + 3600)]
     refresher = Refresher(storage, files)
     times = iter([NOW] + [NOW + 25] * 100)
-    Downloader(
-        tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)
-    ).download(files, refresher=refresher)
+    Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)).download(
+        files, refresher=refresher
+    )
     assert refresher.calls == 0 and storage.requests == ["a@0"]
 
 
@@ -351,9 +332,7 @@ def test_requery_refresher_reissues_a_change_feed(make_client: Callable[..., Sha
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request)
-        return ndjson(
-            [protocol(), metadata(), file("c", kind="cdf", url=f"https://b/c?n={len(calls)}"), end()], version=1
-        )
+        return ndjson([protocol(), metadata(), file("c", kind="cdf", url=f"https://b/c?n={len(calls)}"), end()], version=1)
 
     client = make_client(handler)
     result = client.changes("s.sc.t", starting_version=1, ending_version=2)

@@ -83,10 +83,7 @@ def test_a_start_given_as_a_timestamp_checks_repeats_only() -> None:
     ("line", "wording"),
     [
         (file("a", size=-1), "invalid 'file' action: size: Input should be greater than or equal to 0"),
-        (
-            file("a", kind="add", version=-2),
-            "invalid 'add' action: version: Input should be greater than or equal to 0",
-        ),
+        (file("a", kind="add", version=-2), "invalid 'add' action: version: Input should be greater than or equal to 0"),
     ],
 )
 def test_a_negative_size_or_version_is_refused(make_client: Make, line: dict[str, Any], wording: str) -> None:

@@ -91,9 +91,7 @@ def test_an_api_answer_that_drips_is_cut_off_at_its_deadline(
     client: SharingClient, sharing_server: SharingServer
 ) -> None:
     sharing_server.faults.drip_seconds = 0.01  # a ~2 kB answer would take ~20 s
-    with pytest.raises(
-        TransportError, match=r"timed out .*not complete after 0\.5 s \(the bound on a whole response\)"
-    ):
+    with pytest.raises(TransportError, match=r"timed out .*not complete after 0\.5 s \(the bound on a whole response\)"):
         client.metadata(TABLE)
 
 

@@ -75,9 +75,7 @@ def test_every_endpoint(client: SharingClient, sharing_server: SharingServer) ->
     old = client.query(PARTITIONED, version=1)
     assert old.version == 1 and old.refresh_token is None
     ranged = client.query(PARTITIONED, starting_version=1, ending_version=2)
-    assert {f.version for f in ranged.files} <= {1, 2} and all(
-        isinstance(f, AddFile | RemoveFile) for f in ranged.files
-    )
+    assert {f.version for f in ranged.files} <= {1, 2} and all(isinstance(f, AddFile | RemoveFile) for f in ranged.files)
 
     changes = client.changes(PARTITIONED, starting_version=0, ending_version=latest)
     assert {f.version for f in changes.files} <= set(range(latest + 1))
@@ -122,9 +120,7 @@ def test_tiny_pages_everywhere(client: SharingClient) -> None:
     assert paged_changes.pages == math.ceil(len(all_changes.files) / 2) > 1
 
 
-def test_refresh_by_token_gives_the_same_ids_with_new_urls(
-    client: SharingClient, sharing_server: SharingServer
-) -> None:
+def test_refresh_by_token_gives_the_same_ids_with_new_urls(client: SharingClient, sharing_server: SharingServer) -> None:
     first = client.query(PARTITIONED, max_files=2)
     sharing_server.clock.advance(5)  # a later signature time, so every URL differs
     fresh = RefreshTokenRefresher(client, first).refresh()
@@ -147,8 +143,7 @@ def cdf_provider(tmp_path_factory: pytest.TempPathFactory) -> Path:
     DeltaTable(str(path)).delete("id >= 10 AND id < 13")  # v3 delete
     source = sample_rows(rng, [1, 2, 200, 201])
     (
-        DeltaTable(str(path))
-        .merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+        DeltaTable(str(path)).merge(source, "t.id = s.id", source_alias="s", target_alias="t")
         .when_matched_update_all()
         .when_not_matched_insert_all()
         .execute()
@@ -161,15 +156,11 @@ def cdf_provider(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _expected_changes(path: Path, end: int) -> Counter[tuple[int, str]]:
     reader = DeltaTable(str(path)).load_cdf(starting_version=0, ending_version=end)
     table = reader.read_all()
-    return Counter(
-        zip(table.column("_commit_version").to_pylist(), table.column("_change_type").to_pylist(), strict=True)
-    )
+    return Counter(zip(table.column("_commit_version").to_pylist(), table.column("_change_type").to_pylist(), strict=True))
 
 
 def _downloaded_changes(client: SharingClient, result: ChangesResult, staging: Path) -> Counter[tuple[int, str]]:
-    downloaded = Downloader(staging, policy=client.file_url_policy, concurrency=4, retry=FAST).download(
-        list(result.files)
-    )
+    downloaded = Downloader(staging, policy=client.file_url_policy, concurrency=4, retry=FAST).download(list(result.files))
     counts: Counter[tuple[int, str]] = Counter()
     for item in downloaded.files:
         f = item.file
@@ -246,9 +237,7 @@ def test_injected_server_errors_are_retried_then_reported(client: SharingClient,
         client.list_shares()
 
 
-def test_an_expired_url_is_refreshed_mid_download(
-    client: SharingClient, sharing_server: SharingServer, tmp_path: Path
-) -> None:
+def test_an_expired_url_is_refreshed_mid_download(client: SharingClient, sharing_server: SharingServer, tmp_path: Path) -> None:
     sharing_server.faults.url_ttl_seconds = 1
     result = client.query(PARTITIONED)
     assert len(result.files) >= 3
@@ -265,23 +254,17 @@ def test_an_expired_url_is_refreshed_mid_download(
         assert item.path.stat().st_size == item.file.size
 
 
-def test_urls_expiring_in_real_time_with_a_slow_store(
-    client: SharingClient, sharing_server: SharingServer, tmp_path: Path
-) -> None:
+def test_urls_expiring_in_real_time_with_a_slow_store(client: SharingClient, sharing_server: SharingServer, tmp_path: Path) -> None:
     sharing_server.faults.url_ttl_seconds = 1.5
     sharing_server.faults.download_delay_seconds = 0.8
     result = client.changes(PARTITIONED, starting_version=1, ending_version=2)
     files = list(result.files)[:3]
     assert len(files) >= 2  # served one after another, 0.8 s each: the second URL is stale by then
-    downloaded = Downloader(tmp_path, policy=client.file_url_policy, concurrency=1, retry=FAST).download(
-        files, refresher=refresher_for(client, result)
-    )
+    downloaded = Downloader(tmp_path, policy=client.file_url_policy, concurrency=1, retry=FAST).download(files, refresher=refresher_for(client, result))
     assert downloaded.stats.url_refreshes >= 1 and downloaded.stats.files == len(files)
 
 
-def test_wrong_sizes_from_the_store_are_caught(
-    client: SharingClient, sharing_server: SharingServer, tmp_path: Path
-) -> None:
+def test_wrong_sizes_from_the_store_are_caught(client: SharingClient, sharing_server: SharingServer, tmp_path: Path) -> None:
     from sharesync.sync.core.errors import DownloadError
 
     result = client.query(PARTITIONED)
@@ -292,3 +275,4 @@ def test_wrong_sizes_from_the_store_are_caught(
     with pytest.raises(DownloadError, match="the server declared"):
         Downloader(tmp_path, policy=client.file_url_policy, retry=FAST).download(list(result.files)[:1])
     assert not [p for p in tmp_path.iterdir() if p.suffix in (".parquet", ".part")]
+

@@ -31,17 +31,12 @@ def pages(*bodies: dict[str, Any]) -> tuple[list[httpx.Request], Callable[[httpx
 
 @pytest.mark.parametrize(
     "last",
-    [
-        {"items": [{"name": "c"}]},
-        {"items": [{"name": "c"}], "nextPageToken": ""},
-        {"items": [{"name": "c"}], "nextPageToken": None},
-    ],
+    [{"items": [{"name": "c"}]}, {"items": [{"name": "c"}], "nextPageToken": ""}, {"items": [{"name": "c"}], "nextPageToken": None}],
     ids=["token missing", "token empty", "token null"],
 )
 def test_missing_or_empty_next_page_token_ends_the_listing(make_client: Make, last: dict[str, Any]) -> None:
-    seen, handler = pages(
-        {"items": [{"name": "a"}], "nextPageToken": "t1"}, {"items": [{"name": "b"}], "nextPageToken": "t2"}, last
-    )
+    seen, handler = pages({"items": [{"name": "a"}], "nextPageToken": "t1"},
+                          {"items": [{"name": "b"}], "nextPageToken": "t2"}, last)
     assert [s.name for s in make_client(handler).list_shares(max_results=1)] == ["a", "b", "c"]
     assert [r.url.params.get("pageToken") for r in seen] == [None, "t1", "t2"]
     assert all(r.url.params["maxResults"] == "1" for r in seen)
@@ -93,10 +88,7 @@ def test_every_listing_endpoint(make_client: Make) -> None:
     assert [s.name for s in client.list_schemas("s")] == ["sc"]
     tables = client.list_tables("s", "sc")
     assert tables[0].full_name == "s.sc.t" and tables[0].share_id == "sid"
-    assert [TableRef.of(t) for t in client.list_all_tables("s")] == [
-        TableRef("s", "sc", "t"),
-        TableRef("s", "other", "t"),
-    ]
+    assert [TableRef.of(t) for t in client.list_all_tables("s")] == [TableRef("s", "sc", "t"), TableRef("s", "other", "t")]
 
 
 def test_names_are_url_encoded(make_client: Make) -> None:

@@ -42,12 +42,7 @@ def sent_authorization(auth: httpx.Auth) -> str:
 
 
 def v1(**extra: Any) -> dict[str, Any]:
-    return {
-        "shareCredentialsVersion": 1,
-        "endpoint": "https://srv.example.com/ds/",
-        "bearerToken": "tok-v1-abcdef",
-        **extra,
-    }
+    return {"shareCredentialsVersion": 1, "endpoint": "https://srv.example.com/ds/", "bearerToken": "tok-v1-abcdef", **extra}
 
 
 def test_spec_example_profile_loads_when_expiry_is_allowed() -> None:
@@ -58,9 +53,7 @@ def test_spec_example_profile_loads_when_expiry_is_allowed() -> None:
 
 
 def test_spec_example_profile_is_refused_because_it_expired() -> None:
-    with pytest.raises(
-        ConfigError, match=r"profile_v1.share: the profile's bearerToken expired at 2021-11-12.*new profile"
-    ):
+    with pytest.raises(ConfigError, match=r"profile_v1.share: the profile's bearerToken expired at 2021-11-12.*new profile"):
         load_profile(FIXTURES / "profile_v1.share")
 
 
@@ -79,13 +72,8 @@ def test_v2_bearer_token_type(tmp_path: Path) -> None:
 
 
 def test_v2_basic(tmp_path: Path) -> None:
-    raw = {
-        "shareCredentialsVersion": 2,
-        "type": "basic",
-        "endpoint": "https://srv.example.com",
-        "username": "u",
-        "password": "pw-secret-123",
-    }
+    raw = {"shareCredentialsVersion": 2, "type": "basic", "endpoint": "https://srv.example.com", "username": "u",
+           "password": "pw-secret-123"}
     profile = load_profile(write(tmp_path, raw))
     assert isinstance(profile, BasicProfile)
     header = sent_authorization(auth_for(profile))
@@ -94,15 +82,9 @@ def test_v2_basic(tmp_path: Path) -> None:
 
 
 def test_v2_oauth(tmp_path: Path) -> None:
-    raw = {
-        "shareCredentialsVersion": 2,
-        "type": "oauth_client_credentials",
-        "endpoint": "https://srv.example.com",
-        "tokenEndpoint": "https://idp.example.com/token",
-        "clientId": "cid",
-        "clientSecret": "csecret-123456",
-        "scope": "sharing",
-    }
+    raw = {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": "https://srv.example.com",
+           "tokenEndpoint": "https://idp.example.com/token", "clientId": "cid", "clientSecret": "csecret-123456",
+           "scope": "sharing"}
     profile = load_profile(write(tmp_path, raw))
     assert isinstance(profile, OAuthClientCredentialsProfile) and profile.scope == "sharing"
     assert not profile.expires_within(1)
@@ -125,18 +107,10 @@ def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
         ({"shareCredentialsVersion": 1, "endpoint": "https://x"}, r"p.share: field 'bearerToken' is missing"),
         ({**v1(), "bearerToken": "  "}, r"field 'bearerToken' must not be empty"),
         ({**v1(), "endpoint": "ftp://x"}, r"field 'endpoint' must be an http\(s\) URL, not 'ftp://x'"),
+        ({**v1(), "expirationTime": "next tuesday"}, r"field 'expirationTime' must be an ISO-8601 timestamp like .*, not 'next tuesday'"),
         (
-            {**v1(), "expirationTime": "next tuesday"},
-            r"field 'expirationTime' must be an ISO-8601 timestamp like .*, not 'next tuesday'",
-        ),
-        (
-            {
-                "shareCredentialsVersion": 2,
-                "type": "oauth_client_credentials",
-                "endpoint": "https://x",
-                "clientId": "c",
-                "clientSecret": "s-123456",
-            },
+            {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": "https://x",
+             "clientId": "c", "clientSecret": "s-123456"},
             r"field 'tokenEndpoint' is missing",
         ),
         (
@@ -168,14 +142,8 @@ def test_expiring_soon_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
 
 
 def test_secrets_never_in_repr_and_registered_on_load(tmp_path: Path) -> None:
-    raw = {
-        "shareCredentialsVersion": 2,
-        "type": "oauth_client_credentials",
-        "endpoint": "https://srv.example.com",
-        "tokenEndpoint": "https://idp.example.com/token",
-        "clientId": "cid",
-        "clientSecret": "oauth-secret-value",
-    }
+    raw = {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": "https://srv.example.com",
+           "tokenEndpoint": "https://idp.example.com/token", "clientId": "cid", "clientSecret": "oauth-secret-value"}
     profile = parse_profile(raw)
     bearer = parse_profile(v1(bearerToken="bearer-secret-value"))
     for text in (repr(profile), str(profile), repr(bearer), repr(auth_for(bearer)), repr(auth_for(profile))):
@@ -194,21 +162,12 @@ def test_a_secret_in_a_broken_profile_is_still_registered() -> None:
 
 def jwt_profile(**auth: Any) -> dict[str, Any]:
     """The connector 1.4.2's layout: everything but the endpoint nested under ``auth``."""
-    settings = {
-        "tokenEndpoint": "https://idp.example.com/token",
-        "issuer": "https://idp.example.com",
-        "clientId": "recipient-app",
-        "audience": "https://sharing.example.com",
-        "scope": "sharing",
-        "privateKey": {"privateKeyFile": "/keys/recipient.pem", "keyId": "key-1", "algorithm": "RS256"},
-        **auth,
-    }
-    return {
-        "shareCredentialsVersion": 2,
-        "type": "oauth_jwt_bearer_private_key_jwt",
-        "endpoint": "https://srv.example.com/ds",
-        "auth": settings,
-    }
+    settings = {"tokenEndpoint": "https://idp.example.com/token", "issuer": "https://idp.example.com",
+                "clientId": "recipient-app", "audience": "https://sharing.example.com", "scope": "sharing",
+                "privateKey": {"privateKeyFile": "/keys/recipient.pem", "keyId": "key-1", "algorithm": "RS256"},
+                **auth}
+    return {"shareCredentialsVersion": 2, "type": "oauth_jwt_bearer_private_key_jwt",
+            "endpoint": "https://srv.example.com/ds", "auth": settings}
 
 
 def test_v2_oauth_jwt_bearer(tmp_path: Path) -> None:
@@ -216,21 +175,16 @@ def test_v2_oauth_jwt_bearer(tmp_path: Path) -> None:
     assert isinstance(profile, OAuthJwtBearerProfile)
     settings = profile.auth
     assert (settings.token_endpoint, settings.issuer, settings.client_id, settings.audience, settings.scope) == (
-        "https://idp.example.com/token",
-        "https://idp.example.com",
-        "recipient-app",
-        "https://sharing.example.com",
-        "sharing",
-    )
+        "https://idp.example.com/token", "https://idp.example.com", "recipient-app", "https://sharing.example.com",
+        "sharing")
     key = settings.private_key
     assert (key.private_key_file, key.key_id, key.algorithm) == (Path("/keys/recipient.pem"), "key-1", "RS256")
     assert not profile.expires_within(1)
 
 
 def test_jwt_defaults_follow_the_connector(tmp_path: Path) -> None:
-    profile = load_profile(
-        write(tmp_path, jwt_profile(audience=None, scope=None, privateKey={"privateKeyFile": "k.pem"}))
-    )
+    profile = load_profile(write(tmp_path, jwt_profile(audience=None, scope=None,
+                                                       privateKey={"privateKeyFile": "k.pem"})))
     assert isinstance(profile, OAuthJwtBearerProfile)
     assert profile.auth.private_key.algorithm == "RS256" and profile.auth.private_key.key_id is None
 
@@ -240,10 +194,7 @@ def test_jwt_defaults_follow_the_connector(tmp_path: Path) -> None:
     [
         ({"issuer": None}, r"field 'auth.issuer' Input should be a valid string"),
         ({"privateKey": {"keyId": "k"}}, r"field 'auth.privateKey.privateKeyFile' is missing"),
-        (
-            {"privateKey": {"privateKeyFile": "k.pem", "algorithm": "HS256"}},
-            r"field 'auth.privateKey.algorithm' .*'RS256'",
-        ),
+        ({"privateKey": {"privateKeyFile": "k.pem", "algorithm": "HS256"}}, r"field 'auth.privateKey.algorithm' .*'RS256'"),
         ({"tokenEndpoint": "idp.example.com/token"}, r"field 'auth.tokenEndpoint' must be an http\(s\) URL"),
     ],
 )

@@ -21,9 +21,9 @@ Make = Callable[..., SharingClient]
 TABLE = "s.sc.t"
 
 
-def recorder(
-    *responses: httpx.Response | Callable[[httpx.Request], httpx.Response],
-) -> tuple[list[httpx.Request], Callable[[httpx.Request], httpx.Response]]:
+def recorder(*responses: httpx.Response | Callable[[httpx.Request], httpx.Response]) -> tuple[
+    list[httpx.Request], Callable[[httpx.Request], httpx.Response]
+]:
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -107,27 +107,13 @@ def test_a_file_in_a_metadata_answer_is_a_protocol_violation(make_client: Make) 
 
 
 def test_latest_snapshot_query(make_client: Make) -> None:
-    seen, handler = recorder(
-        ndjson(
-            [
-                protocol(),
-                metadata(),
-                file("a", 3, expirationTimestamp=2000),
-                file("b", 4),
-                end(refreshToken="refresh-1", minUrlExpirationTimestamp=1900),
-            ],
-            version=9,
-        )
-    )
+    seen, handler = recorder(ndjson(
+        [protocol(), metadata(), file("a", 3, expirationTimestamp=2000), file("b", 4),
+         end(refreshToken="refresh-1", minUrlExpirationTimestamp=1900)], version=9))
     result = make_client(handler).query(TABLE)
     assert [(f.id, f.size) for f in result.files] == [("a", 3), ("b", 4)] and result.size == 7
     assert all(isinstance(f, File) for f in result.files)
-    assert (result.version, result.refresh_token, result.min_url_expiration_timestamp, result.pages) == (
-        9,
-        "refresh-1",
-        1900,
-        1,
-    )
+    assert (result.version, result.refresh_token, result.min_url_expiration_timestamp, result.pages) == (9, "refresh-1", 1900, 1)
     request = seen[0]
     assert request.method == "POST" and request.url.path.endswith("/tables/t/query")
     assert body(request) == {"includeRefreshToken": True}
@@ -142,23 +128,14 @@ def test_query_parameters_go_into_the_body(make_client: Make) -> None:
 
     seen, handler = recorder(answer)
     client = make_client(handler)
-    hints = {
-        "op": "equal",
-        "children": [
-            {"op": "column", "name": "day", "valueType": "date"},
-            {"op": "literal", "value": "2024-01-01", "valueType": "date"},
-        ],
-    }
+    hints = {"op": "equal", "children": [{"op": "column", "name": "day", "valueType": "date"},
+                                         {"op": "literal", "value": "2024-01-01", "valueType": "date"}]}
     client.query(TABLE, version=3, predicate_hints=["day = '2024-01-01'"], json_predicate_hints=hints, limit_hint=10)
     client.query(TABLE, timestamp="2024-01-01")
     client.query(TABLE, starting_version=2, ending_version=4, max_files=50)
     client.query(TABLE, refresh_token="tok-r")
-    assert body(seen[0]) == {
-        "version": 3,
-        "predicateHints": ["day = '2024-01-01'"],
-        "jsonPredicateHints": json.dumps(hints),
-        "limitHint": 10,
-    }
+    assert body(seen[0]) == {"version": 3, "predicateHints": ["day = '2024-01-01'"], "jsonPredicateHints": json.dumps(hints),
+                             "limitHint": 10}
     assert body(seen[1]) == {"timestamp": "2024-01-01T00:00:00Z"}
     assert body(seen[2]) == {"startingVersion": 2, "endingVersion": 4, "maxFiles": 50}
     assert body(seen[3]) == {"includeRefreshToken": True, "refreshToken": "tok-r"}
@@ -166,12 +143,8 @@ def test_query_parameters_go_into_the_body(make_client: Make) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [
-        {"version": 1, "timestamp": "2024-01-01"},
-        {"ending_version": 3},
-        {"version": 2, "refresh_token": "x"},
-        {"starting_version": 1, "include_refresh_token": True},
-    ],
+    [{"version": 1, "timestamp": "2024-01-01"}, {"ending_version": 3}, {"version": 2, "refresh_token": "x"},
+     {"starting_version": 1, "include_refresh_token": True}],
 )
 def test_contradictory_query_arguments_are_refused(make_client: Make, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
@@ -197,10 +170,8 @@ def test_query_pages_are_followed(make_client: Make) -> None:
 
 
 def test_a_page_of_another_version_is_a_protocol_violation(make_client: Make) -> None:
-    _seen, handler = recorder(
-        ndjson([protocol(), metadata(), file("a"), end(nextPageToken="p2")], version=5),
-        ndjson([protocol(), metadata(), file("b"), end()], version=6),
-    )
+    _seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end(nextPageToken="p2")], version=5),
+                             ndjson([protocol(), metadata(), file("b"), end()], version=6))
     with pytest.raises(ProtocolViolation, match=r"table changed between pages \(version 5 → 6\)"):
         make_client(handler).query(TABLE)
 
@@ -219,10 +190,8 @@ def test_the_iterator_streams_without_reading_the_whole_body(make_client: Make) 
 
 
 def test_a_truncated_stream_is_retried(make_client: Make, clock: FakeClock) -> None:
-    seen, handler = recorder(
-        ndjson([protocol(), metadata(), file("a")]),  # echoed, but no endStreamAction
-        ndjson([protocol(), metadata(), file("a"), end()]),
-    )
+    seen, handler = recorder(ndjson([protocol(), metadata(), file("a")]),  # echoed, but no endStreamAction
+                             ndjson([protocol(), metadata(), file("a"), end()]))
     result = make_client(handler).query(TABLE)
     assert [f.id for f in result.files] == ["a"] and len(seen) == 2 and len(clock.sleeps) == 1
 
@@ -236,10 +205,8 @@ def test_a_stream_that_stays_truncated_fails(make_client: Make) -> None:
 
 def test_a_line_cut_in_half_is_a_truncated_stream(make_client: Make) -> None:
     cut = json.dumps(file("b"))[:30]
-    seen, handler = recorder(
-        ndjson([protocol(), metadata(), file("a"), cut], echo=False, tail=""),
-        ndjson([protocol(), metadata(), file("a"), file("b")], echo=False),
-    )
+    seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), cut], echo=False, tail=""),
+                             ndjson([protocol(), metadata(), file("a"), file("b")], echo=False))
     assert [f.id for f in make_client(handler).query(TABLE).files] == ["a", "b"]
     assert len(seen) == 2
 
@@ -272,9 +239,7 @@ def test_an_empty_body_is_a_truncated_stream(make_client: Make) -> None:
 
 def test_an_error_message_fails_the_call(make_client: Make) -> None:
     seen, handler = recorder(ndjson([protocol(), metadata(), file("a"), end(errorMessage="disk on fire")]))
-    with pytest.raises(
-        StreamError, match=r"query s.sc.t \(snapshot\): the server failed while streaming: disk on fire"
-    ):
+    with pytest.raises(StreamError, match=r"query s.sc.t \(snapshot\): the server failed while streaming: disk on fire"):
         make_client(handler).query(TABLE)
     assert len(seen) == 1  # not retried
 
@@ -315,19 +280,10 @@ def test_grammar_violations(make_client: Make, lines: list[Any], match: str) -> 
     assert len(seen) == 1  # a broken answer is not retried
 
 
-def test_an_unknown_action_is_skipped_for_forward_compatibility(
-    make_client: Make, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_an_unknown_action_is_skipped_for_forward_compatibility(make_client: Make, caplog: pytest.LogCaptureFixture) -> None:
     # Was a ProtocolViolation; a newer server may add actions (here one the reference server has, queryStatus).
-    lines = [
-        protocol(),
-        {"queryStatus": {"queryId": "q"}},
-        metadata(),
-        file("a"),
-        {"futureAction": {"x": 1}, "alsoNew": {}},
-        file("b"),
-        end(),
-    ]
+    lines = [protocol(), {"queryStatus": {"queryId": "q"}}, metadata(), file("a"),
+             {"futureAction": {"x": 1}, "alsoNew": {}}, file("b"), end()]
     seen, handler = recorder(ndjson(lines))
     with caplog.at_level(logging.DEBUG, logger="sharesync.sync.protocol.ndjson"):
         result = make_client(handler).query(TABLE)
@@ -345,9 +301,7 @@ def test_an_answer_in_another_format_is_refused(make_client: Make) -> None:
     # Either format we offered is read (tests/sync/client/test_delta_format.py); nothing else.
     headers = {"delta-sharing-capabilities": "responseformat=arrow"}
     _seen, handler = recorder(ndjson([protocol(), metadata(), end()], echo=False, headers=headers))
-    with pytest.raises(
-        ProtocolViolation, match="answered in responseformat='arrow'; sharesync reads parquet and delta"
-    ):
+    with pytest.raises(ProtocolViolation, match="answered in responseformat='arrow'; sharesync reads parquet and delta"):
         make_client(handler).query(TABLE)
 
 
@@ -377,26 +331,13 @@ def test_a_resumed_page_with_other_files_is_refused(make_client: Make) -> None:
 
 def test_changes(make_client: Make) -> None:
     historical = metadata(version=2, configuration={"delta.enableChangeDataFeed": "true"})
-    seen, handler = recorder(
-        ndjson(
-            [
-                protocol(),
-                metadata(),
-                file("a", kind="add", version=1),
-                historical,
-                file("c", kind="cdf", version=2),
-                file("r", kind="remove", version=3),
-                end(),
-            ],
-            version=1,
-        )
-    )
+    seen, handler = recorder(ndjson([
+        protocol(), metadata(), file("a", kind="add", version=1), historical, file("c", kind="cdf", version=2),
+        file("r", kind="remove", version=3), end()], version=1))
     result = make_client(handler).changes(TABLE, starting_version=1, ending_version=3, include_historical_metadata=True)
     assert [type(f) for f in result.files] == [AddFile, CdfFile, RemoveFile]
     assert [f.id for f in result.adds] == ["a"] and [f.id for f in result.cdfs] == ["c"] and len(result.removes) == 1
-    assert [m.version for m in result.historical_metadata] == [2] and isinstance(
-        result.historical_metadata[0], Metadata
-    )
+    assert [m.version for m in result.historical_metadata] == [2] and isinstance(result.historical_metadata[0], Metadata)
     request = seen[0]
     assert request.method == "GET" and request.url.path.endswith("/tables/t/changes")
     assert dict(request.url.params) == {"startingVersion": "1", "endingVersion": "3", "includeHistoricalMetadata": "true",
@@ -411,22 +352,15 @@ def test_changes_by_timestamp_and_pages(make_client: Make) -> None:
     def page(request: httpx.Request) -> httpx.Response:
         token = request.url.params.get("pageToken")
         if token is None:
-            return ndjson(
-                [protocol(), metadata(), file("a", kind="add", timestamp=MAY_1_NOON), end(nextPageToken="n2")]
-            )
+            return ndjson([protocol(), metadata(), file("a", kind="add", timestamp=MAY_1_NOON), end(nextPageToken="n2")])
         return ndjson([protocol(), metadata(), file("b", kind="cdf", timestamp=MAY_1_NOON), end()])
 
     seen, handler = recorder(page)
-    result = make_client(handler).changes(
-        TABLE, starting_timestamp="2024-05-01T00:00:00Z", ending_timestamp="2024-05-02", max_files=1
-    )
+    result = make_client(handler).changes(TABLE, starting_timestamp="2024-05-01T00:00:00Z",
+                                          ending_timestamp="2024-05-02", max_files=1)
     assert [f.id for f in result.files] == ["a", "b"] and result.pages == 2
-    assert dict(seen[1].url.params) == {
-        "startingTimestamp": "2024-05-01T00:00:00Z",
-        "endingTimestamp": "2024-05-02T00:00:00Z",
-        "maxFiles": "1",
-        "pageToken": "n2",
-    }
+    assert dict(seen[1].url.params) == {"startingTimestamp": "2024-05-01T00:00:00Z",
+                                        "endingTimestamp": "2024-05-02T00:00:00Z", "maxFiles": "1", "pageToken": "n2"}
 
 
 def test_a_snapshot_file_in_a_change_feed_is_refused(make_client: Make) -> None:
@@ -437,11 +371,8 @@ def test_a_snapshot_file_in_a_change_feed_is_refused(make_client: Make) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [
-        {},
-        {"starting_version": 1, "starting_timestamp": "2024-01-01"},
-        {"starting_version": 1, "ending_version": 2, "ending_timestamp": "2024-01-01"},
-    ],
+    [{}, {"starting_version": 1, "starting_timestamp": "2024-01-01"},
+     {"starting_version": 1, "ending_version": 2, "ending_timestamp": "2024-01-01"}],
 )
 def test_changes_needs_one_start_and_at_most_one_end(make_client: Make, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):

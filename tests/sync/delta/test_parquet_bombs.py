@@ -31,9 +31,7 @@ def test_a_footer_declaring_over_a_thousand_times_its_size_is_refused(tmp_path: 
     bomb = _zeros(tmp_path / "bomb.parquet", 16)
     stored = bomb.stat().st_size
     assert stored * 1000 < 16 * MiB, f"the sample compresses too badly to be a bomb ({stored} bytes)"
-    with pytest.raises(
-        ProtocolViolation, match=r"file f: its \d+ bytes declare \d+ bytes of decoded data, more than 1000"
-    ):
+    with pytest.raises(ProtocolViolation, match=r"file f: its \d+ bytes declare \d+ bytes of decoded data, more than 1000"):
         check_expansion(pq.read_metadata(bomb), stored, "file f", floor=MiB)
 
 

@@ -123,13 +123,7 @@ def test_each_version_stages_exactly_the_rows_it_changed(
     result = client.changes(f"{SHARE}.{SCHEMA}.{name}", starting_version=1, ending_version=end)
     recording = Recording()
     files = batches.change_files(result, end)
-    staged = _stage(
-        client,
-        result,
-        files,
-        tmp_path,
-        downloader_factory=lambda raw: Downloader(raw, policy=client.file_url_policy, transport=recording),
-    )
+    staged = _stage(client, result, files, tmp_path, downloader_factory=lambda raw: Downloader(raw, policy=client.file_url_policy, transport=recording))
     # A data file that several versions name (its DV changed each time) is downloaded once.
     fetched = Counter(p for p in recording.paths if p.endswith(".parquet"))
     assert set(fetched.values()) == {1} and len(fetched) < len({(c.file.id, c.commit_version) for c in files})
