@@ -117,10 +117,10 @@ def apply_bootstrap(
         case Mode.SNAPSHOT:
             stats = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
         case Mode.APPEND:
-            # The change log continues after a gap (the snapshot lands as inserts at its version);
-            # it restarts when versions restart (first sync, re-created or rewound source).
+            # The change log continues after a gap (the snapshot lands as inserts at its version).
             # A rebuild after a breaking schema change keeps the log too, moved into the new schema,
-            # and so does a reset; a full refresh keeps the rows before its version.
+            # and so do a reset and a re-created or rewound source (once its versions pass the log's:
+            # the planner refuses it before); a full refresh keeps the rows before its version.
             keeps_log = checkpoint is not None and reason in _KEEPS_LOG
             after = checkpoint.version if keeps_log and checkpoint is not None else -1
             if snapshot.keep_after is not None:

@@ -34,7 +34,7 @@ from sharesync.pipelines.run.target_check import (
     high_water_columns,
     judge,
     switch_refusal,
-    switches_history,
+    switches_layout,
     written_for,
 )
 from sharesync.pipelines.target.guard_columns import feed_only_layout
@@ -120,7 +120,7 @@ class TableRun:
             context = table_context(table, metadata)
         if policy.warning is not None:
             self._notice(policy.warning)
-        if checkpoint is not None and switches_history(checkpoint, table) and read_identity(self.target) is not None:
+        if checkpoint is not None and switches_layout(checkpoint, table) and read_identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
         check_storage_access(self.target, self.services.runtime.locate(self.services.config.staging_dir))
         check = self._check_target(checkpoint)

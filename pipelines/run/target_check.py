@@ -15,10 +15,11 @@ record (:func:`judge`), and each finding has one answer:
 * unrecorded — a checkpoint written before sharesync recorded the target: as before, until its
   next batch records it.
 
-A target the config moves into or out of history mode is refused (:func:`switch_refusal`): either
-way the table would be rewritten in another layout — its history lost, or a history begun on rows
-that never had one. ``sharesync reset`` is the deliberate way to do that (out of history mode,
-``--discard-target`` too: what only the history holds goes with it).
+A target the config moves out of append or history mode, or into history mode, is refused
+(:func:`switch_refusal`, the rule is :func:`~sharesync.sync.planning.kept_target.switch_refused`):
+the table would be rewritten in another layout — its change log or history lost, or a history
+begun on rows that never had one. ``sharesync reset`` is the deliberate way to do that (out of
+append or history mode, ``--discard-target`` too: what only the log or history holds goes with it).
 
 What a pass does about each finding is decided in :mod:`sharesync.sync.planning.run_plan`.
 """
@@ -34,6 +35,7 @@ from sharesync.sync.core.changefeed import COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import SharesyncError, TargetError
 from sharesync.sync.core.storage import StorageSection
+from sharesync.sync.planning.kept_target import switch_refused
 from sharesync.sync.planning.run_plan import Finding as Finding  # re-exported: verify asks for it here
 from sharesync.sync.planning.run_plan import TargetFact
 
@@ -123,17 +125,19 @@ def written_for(checkpoint: Checkpoint, table: TableConfig) -> bool:
     return checkpoint.target == table.target and checkpoint.mode == table.mode.value
 
 
-def switches_history(checkpoint: Checkpoint, table: TableConfig) -> bool:
-    """Whether the config moved the checkpoint's target into or out of history mode."""
-    modes = {checkpoint.mode, table.mode.value}
-    return checkpoint.target == table.target and len(modes) == 2 and Mode.HISTORY.value in modes
+def switches_layout(checkpoint: Checkpoint, table: TableConfig) -> bool:
+    """Whether the config moved the checkpoint's target in a way it may not (:func:`switch_refused`)."""
+    return checkpoint.target == table.target and switch_refused(Mode(checkpoint.mode), table.mode)
 
 
 def switch_refusal(checkpoint: Checkpoint, table: TableConfig) -> TargetError:
-    """The error for a target the config moved into or out of history mode: nothing is written."""
-    leaving = checkpoint.mode == Mode.HISTORY.value
-    kept = "its history would be lost" if leaving else "it holds no history to continue"
-    # Leaving history drops what the provider cannot rebuild: only an explicit flag does that.
+    """The error for a target the config moved out of append or history mode, or into history
+    mode: nothing is written."""
+    leaving = checkpoint.mode in (Mode.APPEND.value, Mode.HISTORY.value)
+    kept = "it holds no history to continue"
+    if leaving:
+        kept = f"its {'change log' if checkpoint.mode == Mode.APPEND.value else 'history'} would be lost"
+    # Leaving a log or history drops what the provider cannot rebuild: only an explicit flag does that.
     reset = f"sharesync reset {table.key}" + (" --discard-target" if leaving else "")
     return TargetError(
         f"target {table.target} was synced in '{checkpoint.mode}' mode and the config now says "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
-from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_history, written_for
+from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
 from sharesync.pipelines.target.identity import read_identity
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
@@ -105,7 +105,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
     if not written_for(checkpoint, table):
         then = (
             str(switch_refusal(checkpoint, table))
-            if switches_history(checkpoint, table)
+            if switches_layout(checkpoint, table)
             else "the next sync bootstraps it"
         )
         return found(

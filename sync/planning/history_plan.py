@@ -226,8 +226,8 @@ def _check_not_behind(view: pa.Table, version: int) -> None:
         raise TargetError(
             f"the target's history reaches source version {newest}, after the snapshot at version {version}: "
             "the source's versions went backwards (the table was re-created or restored), so its history cannot "
-            "continue in this target. Run 'sharesync reset' for this table to start a new history, or point "
-            "'target' at a new path"
+            "continue in this target. Run 'sharesync reset --discard-target' for this table to start a new history "
+            "(the old one is removed), or point 'target' at a new path"
         )
 
 

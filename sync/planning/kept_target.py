@@ -12,6 +12,12 @@ replaces one:
   describe, or a log that reaches past the provider's version (its table re-created): refused,
   nothing written. ``sharesync reset NAME --discard-target`` removes the target deliberately.
 
+Their checkpoint's own target is kept the same way when the provider's table restarts its
+versions (:func:`judge_restart`: re-created, or rewound): continued from the new table's snapshot
+once its version passes the log's, refused until then (the two version sequences would mix). And
+a checkpoint's target is never moved out of append or history mode, nor into history mode
+(:func:`switch_refused`): its rows would be rewritten in another layout.
+
 Merge and snapshot targets are rebuilt from the provider's snapshot as before.
 """
 
@@ -20,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.sync.core.config import Mode
-from sharesync.sync.planning.sync_plan import FEED_ONLY, CheckpointView
+from sharesync.sync.planning.sync_plan import FEED_ONLY, CheckpointView, SourceView, recreated, restarted
 
 
 @dataclass(frozen=True)
@@ -72,17 +78,58 @@ def judge_left(
     return Keep(left.high_water)
 
 
+def judge_restart(
+    name: str, mode: Mode, checkpoint: CheckpointView | None, source: SourceView, version: int, backfill: bool
+) -> Keep | KeepRefused | None:
+    """An append or history target whose checkpoint's provider table restarted its versions
+    (re-created or rewound), bootstrapped from its snapshot at ``version``; None: not that case."""
+    if mode not in FEED_ONLY or checkpoint is None or not checkpoint.target_matches:
+        return None
+    if not restarted(checkpoint, source):
+        return None
+    if version > checkpoint.version and backfill:
+        return KeepRefused(
+            f"the provider re-created or rewound {name}'s table and its target holds rows only it has; run "
+            f"'sharesync sync {name}' first (it continues them), then the backfill"
+        )
+    if version > checkpoint.version:  # every row kept is older than the snapshot's: one sequence still
+        return Keep(checkpoint.version)
+    what = f"re-created its table (id {checkpoint.source_table_id} → {source.table_id})"
+    if not recreated(checkpoint, source):
+        what = "rewound its table's versions"
+    holds = "change log" if mode is Mode.APPEND else "row history"
+    return KeepRefused(
+        f"the provider {what}: its version {version} does not pass {checkpoint.version}, where the target's "
+        f"{holds} ends, and continuing it would mix two version sequences; nothing was written. Sync again once "
+        f"the provider's version passes {checkpoint.version} (the {holds} then continues from its snapshot), "
+        f"point 'target' at a new path, or run 'sharesync reset {name} --discard-target' (its rows are lost)"
+    )
+
+
+def switch_refused(was: Mode, now: Mode) -> bool:
+    """Whether the config may not move a synced target from mode ``was`` to ``now`` (same path):
+    out of append or history mode the log or history is lost; into history mode a history would
+    begin on rows that never had one. ``sharesync reset`` is the deliberate way."""
+    return was is not now and (was in FEED_ONLY or now is Mode.HISTORY)
+
+
 def kept_warning(mode: Mode, target: str, high_water: int, version: int) -> str:
     """What the run record, the CLI and Dagster say when a reset target is continued."""
+    return f"no checkpoint (reset or lost): target {target} {continued(mode, high_water, version)}"
+
+
+def continued(mode: Mode, high_water: int, version: int, name: str = "") -> str:
+    """How a kept change log or row history goes on from the snapshot at ``version``."""
     then = (
         f"the snapshot at version {version} lands as insert rows at that version"
         if mode is Mode.APPEND
         else f"its open rows close at version {version} and the snapshot's rows open there"
     )
     what = "change log" if mode is Mode.APPEND else "row history"
+    reset = f"sharesync reset {name} --discard-target" if name else "sharesync reset --discard-target"
     return (
-        f"no checkpoint (reset or lost): target {target} keeps its {what} up to source version {high_water} "
-        f"and continues from the provider's snapshot: {then} ('sharesync reset --discard-target' starts it anew)"
+        f"keeps its {what} up to source version {high_water} and continues from the provider's snapshot: "
+        f"{then} ('{reset}' starts it anew)"
     )
 
 

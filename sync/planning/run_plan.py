@@ -20,8 +20,8 @@ target check found, the backfill asked for) and returning what to do, which
   on a table set to rebuild: the state to plan again from, at most once per cause; None when that
   cause was already answered (the run then fails).
 
-An append or history target no checkpoint describes is kept or refused as
-:mod:`~sharesync.sync.planning.kept_target` says.
+An append or history target no checkpoint describes, or whose provider table restarted its
+versions, is kept or refused as :mod:`~sharesync.sync.planning.kept_target` says.
 """
 
 from __future__ import annotations
@@ -32,7 +32,15 @@ from enum import StrEnum
 
 from sharesync.sync.core.changefeed import ChangeFeed
 from sharesync.sync.core.config import Mode
-from sharesync.sync.planning.kept_target import Keep, KeepRefused, LeftTarget, judge_left, kept_warning
+from sharesync.sync.planning.kept_target import (
+    Keep,
+    KeepRefused,
+    LeftTarget,
+    continued,
+    judge_left,
+    judge_restart,
+    kept_warning,
+)
 from sharesync.sync.planning.sync_plan import (
     Bootstrap,
     BootstrapReason,
@@ -56,6 +64,8 @@ class Finding(StrEnum):
 
 
 REBUILT = (Finding.LOST, Finding.REPLACED)
+# Bootstraps after the provider's versions restarted (kept_target.judge_restart).
+RESTARTS = (BootstrapReason.SOURCE_RECREATED, BootstrapReason.SOURCE_REWOUND)
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,7 @@ class PlanState:
     history_gap: bool = False
     schema_change: str | None = None
     kept: LeftTarget | None = None  # a target without a checkpoint, continued (kept_target)
+    restart_keep: int | None = None  # the provider's table restarted: the target's rows up to this stay
     discard: bool = False  # Backfill.discard
     feed_refused: str | None = None  # what the provider said refusing the change data feed
 
@@ -176,6 +187,12 @@ def prepare_run(facts: RunFacts) -> Prepared | Refused:
     kept = judge_left(facts.name, mode, facts.left, view, facts.source.version)
     if isinstance(kept, KeepRefused):
         return Refused(kept.message)
+    restart = None
+    if (target is None or target.finding not in REBUILT) and not (facts.backfill and facts.backfill.discard):
+        latest = facts.source.version if facts.until_version is None else min(facts.until_version, facts.source.version)
+        restart = judge_restart(facts.name, mode, view, facts.source, latest, facts.backfill is not None)
+    if isinstance(restart, KeepRefused):
+        return Refused(restart.message)
     if isinstance(kept, Keep) and facts.backfill is not None:
         return Refused(
             f"{facts.name} has no checkpoint and its target holds rows only it has; run 'sharesync sync "
@@ -219,6 +236,7 @@ def prepare_run(facts: RunFacts) -> Prepared | Refused:
         refresh_from=refresh_from,
         rebuild=rebuild,
         kept=facts.left if isinstance(kept, Keep) else None,
+        restart_keep=restart.high_water if isinstance(restart, Keep) else None,
         discard=backfill is not None and backfill.discard,
     )
     intact = target is not None and target.finding is Finding.INTACT and view is not None
@@ -264,6 +282,10 @@ def plan_run(state: PlanState, start_version: int | None = None) -> RunPlan:
         return RunPlan(plan)
     if rebuilding is not None:
         plan = dataclasses.replace(plan, warning=rebuild_warning(rebuilding, state.mode, plan.version))
+    if state.restart_keep is not None and plan.reason in RESTARTS:
+        said = continued(state.mode, state.restart_keep, plan.version)
+        plan = dataclasses.replace(plan, warning=f"{plan.warning}; the target {said}")
+        return RunPlan(plan, keep_after=state.restart_keep if state.mode is Mode.APPEND else None)
     kept = state.kept if view is None else None
     if kept is not None:
         warning = kept_warning(state.mode, kept.target, kept.high_water, plan.version)

@@ -167,11 +167,7 @@ def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: Pl
             ),
         )
 
-    if (
-        checkpoint.source_table_id is not None
-        and source.table_id is not None
-        and checkpoint.source_table_id != source.table_id
-    ):
+    if recreated(checkpoint, source):
         return Bootstrap(
             latest,
             BootstrapReason.SOURCE_RECREATED,
@@ -228,6 +224,17 @@ def plan_sync(checkpoint: CheckpointView | None, source: SourceView, options: Pl
     if not batches:
         return UpToDate(checkpoint.version)
     return ApplyChanges(batches, replay_from=replay_from)
+
+
+def recreated(checkpoint: CheckpointView, source: SourceView) -> bool:
+    """Whether the provider's table has another id than the one the checkpoint counted versions of."""
+    was, now = checkpoint.source_table_id, source.table_id
+    return was is not None and now is not None and was != now
+
+
+def restarted(checkpoint: CheckpointView, source: SourceView) -> bool:
+    """Whether the provider's versions restarted under the checkpoint: its table re-created or rewound."""
+    return recreated(checkpoint, source) or source.version < checkpoint.version
 
 
 def _first_sync(source: SourceView, options: PlanOptions, latest: int) -> SyncPlan:

@@ -94,14 +94,20 @@ def test_history_gap_rebootstraps_with_a_warning(
     assert "no longer serves" in row["last_warning"]
 
 
-def test_a_recreated_source_is_rebootstrapped(workspace: Workspace) -> None:
+def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: Workspace) -> None:
+    """Issue 40: the change log's rows came from a table the provider no longer has. Before, the
+    log was overwritten with the new table's snapshot; now it is kept: refused while the new
+    table's versions do not pass the log's, then continued from its snapshot, with a warning."""
     for seed, table in enumerate(("m", "a")):
         workspace.table(table, rows=20, seed=seed)
         workspace.commit(table, 5, seed=seed)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
     engine = workspace.engine(config)
     engine.sync_all()
-    old_ids = {c.name: c.table_id for c in engine.store.list_checkpoints()}
+    old = {c.name: c for c in engine.store.list_checkpoints()}
+    kept = old[workspace.name("a")].version
+    log_before = _append_log(workspace.target("a"), kept)
+    commits = len(DeltaTable(workspace.target("a")).history())
     for seed, table in enumerate(("m", "a")):
         shutil.rmtree(workspace.path(table))
         create_sample_table(workspace.path(table), rows=8, seed=50 + seed)  # version 0 again, new id
@@ -109,16 +115,60 @@ def test_a_recreated_source_is_rebootstrapped(workspace: Workspace) -> None:
 
     results = {r.name: r for r in engine.sync_all()}
 
-    for table in ("m", "a"):
-        result = results[workspace.name(table)]
-        assert result.outcome is TableOutcome.SYNCED, result.error
-        assert result.checkpoint_version == 1
-        assert any("re-created" in w for w in result.warnings), result.warnings
-    checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
-    assert all(checkpoints[n].table_id != old_ids[n] for n in old_ids)
+    merged = results[workspace.name("m")]
+    assert merged.outcome is TableOutcome.SYNCED and merged.checkpoint_version == 1, merged.error
+    assert any("re-created" in w for w in merged.warnings), merged.warnings
+    recreated = engine.store.get_checkpoint(workspace.name("m"))
+    assert recreated is not None and recreated.table_id != old[workspace.name("m")].table_id
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 1)
-    # The change log restarts with the new table's versions.
-    assert_append_target_matches(workspace.path("a"), workspace.target("a"), bootstrap_version=1, end_version=1)
+    refused = results[workspace.name("a")]
+    assert refused.outcome is TableOutcome.FAILED
+    assert f"sharesync reset {workspace.name('a')} --discard-target" in (refused.error or ""), refused.error
+    assert "mix two version sequences" in (refused.error or "")
+    assert len(DeltaTable(workspace.target("a")).history()) == commits  # nothing written
+    assert engine.store.get_checkpoint(workspace.name("a")) == old[workspace.name("a")]
+
+    workspace.commit("a", kept, seed=70)  # the new table's versions pass the log's
+    continued = engine.sync_all([workspace.name("a")])[0]
+
+    latest = source_version(workspace.path("a"))
+    assert continued.outcome is TableOutcome.SYNCED and continued.checkpoint_version == latest, continued.error
+    said = [w for w in continued.warnings if f"keeps its change log up to source version {kept}" in w]
+    assert len(said) == 1 and "re-created" in said[0], continued.warnings
+    assert _append_log(workspace.target("a"), kept) == log_before  # every row of the old table's log
+    assert_append_target_matches(
+        workspace.path("a"), workspace.target("a"), bootstrap_version=latest, end_version=latest, above=kept
+    )
+    run = engine.store.latest_runs([workspace.name("a")])[workspace.name("a")]
+    assert run.status.value == "succeeded" and run.note and said[0] in run.note
+
+
+def test_a_recreated_source_keeps_a_history(workspace: Workspace) -> None:
+    """History mode, the same rule: refused while the new versions do not pass the history's
+    (before, only once the snapshot was staged, naming a plain reset), then continued."""
+    workspace.table("h", rows=12, partitioned=False, seed=3)
+    workspace.commit("h", 4, seed=30)
+    engine = workspace.engine(workspace.config(workspace.spec("h", "history", keys=["id"])))
+    engine.sync_all()
+    kept = engine.store.get_checkpoint(workspace.name("h")).version  # type: ignore[union-attr]
+    before = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
+    shutil.rmtree(workspace.path("h"))
+    create_sample_table(workspace.path("h"), rows=6, seed=31, partitioned=False)  # version 0, new id
+
+    refused = engine.sync_all()[0]
+
+    assert refused.outcome is TableOutcome.FAILED and "row history" in (refused.error or ""), refused.error
+    assert f"sharesync reset {workspace.name('h')} --discard-target" in (refused.error or "")
+    workspace.commit("h", kept + 1, seed=32)  # (at version kept it would pass for up to date: guarantees)
+    continued = engine.sync_all()[0]
+    assert continued.outcome is TableOutcome.SYNCED, continued.error
+    assert any(f"keeps its row history up to source version {kept}" in w for w in continued.warnings)
+    after = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
+    assert all(r in after for r in before if r["_sharesync_valid_to_version"] is not None)  # closed rows stay
+    latest = source_version(workspace.path("h"))
+    assert sorted(r["id"] for r in after if r["_sharesync_valid_from_version"] == latest) == sorted(
+        DeltaTable(str(workspace.path("h"))).to_pyarrow_table().column("id").to_pylist()
+    )
 
 
 def test_a_source_without_cdf_rebootstraps_merge_and_fails_append_writing_nothing(workspace: Workspace) -> None:

@@ -150,3 +150,30 @@ def test_discard_target_goes_with_a_full_refresh_only(workspace: Workspace, cli:
     config = ("--config", str(workspace.config_file))
     run = cli(*config, "backfill", workspace.name("a"), "--from", "2020-01-01", "--discard-target")
     assert run.code == 2 and "add --full-refresh" in run.err, run.out + run.err
+
+
+@pytest.mark.parametrize("mode", ["merge", "snapshot"])
+def test_moving_an_append_target_to_another_mode_needs_discard_target(
+    workspace: Workspace, cli: Callable[..., CliResult], mode: str
+) -> None:
+    """Refused by the one rule for a move out of history mode, naming the explicit flag; before,
+    ``verify`` said the next sync would bootstrap the target."""
+    workspace.table("a", rows=10, partitioned=False, seed=11)
+    workspace.config(workspace.spec("a", "append"))
+    _run(cli, workspace, "sync")
+    workspace.commit("a", 2, seed=110)
+    _run(cli, workspace, "sync")
+    target, discard = workspace.target("a"), f"sharesync reset {workspace.name('a')} --discard-target"
+    commits = len(DeltaTable(target).history())
+    workspace.config(workspace.spec("a", mode))
+
+    refused = cli("--config", str(workspace.config_file), "sync")
+
+    assert refused.code == 1 and discard in refused.err and "change log would be lost" in refused.err, refused.err
+    assert "Traceback" not in refused.err and len(refused.err.strip().splitlines()) == 1, refused.err
+    assert len(DeltaTable(target).history()) == commits  # nothing written
+    verified = cli("--config", str(workspace.config_file), "verify", workspace.name("a"))  # said "bootstraps it"
+    assert verified.code != 0 and discard in verified.out + verified.err, verified.out + verified.err
+    _run(cli, workspace, "reset", workspace.name("a"), "--discard-target")
+    _run(cli, workspace, "sync")
+    assert "_change_type" not in DeltaTable(target).schema().to_arrow().names

@@ -69,7 +69,7 @@ class Expectation:
 
     Append targets keep a change log: ``bootstrap`` is the version whose snapshot landed as
     inserts, ``above`` the checkpoint below which older log rows are kept as they were (after a
-    history gap the log continues; after a re-created source it restarts: ``above`` None).
+    history gap and a re-created source the log continues).
     """
 
     table: str
