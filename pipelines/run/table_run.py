@@ -108,12 +108,13 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
         runtime = self.services.runtime
         staging = runtime.locate(self.services.config.staging_dir)
+        context = table_context(table, metadata)  # before any other call: a config error stops here
+        check_storage_access(self.target, staging)  # before the first read of the target: one clear line
         if resumed := resume_from_target(
             store, table, self.target, checkpoint, runtime.storage, staging, self.keeper.lease
         ):
             checkpoint = resumed.checkpoint  # a lost or older state store: the target says how far it got
             self._notice(resumed.notice)
-        context = table_context(table, metadata)  # before any other call: a config error stops here
         policy = new_columns(table, self.target, metadata, self.services.client, checkpoint)
         if policy.table is not table:  # on_new_column: ignore, and the provider has new columns
             self.table = table = policy.table
@@ -122,7 +123,6 @@ class TableRun:
             self._notice(policy.warning)
         if checkpoint is not None and switches_layout(checkpoint, table) and read_identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
-        check_storage_access(self.target, self.services.runtime.locate(self.services.config.staging_dir))
         check = self._check_target(checkpoint)
         decided = prepare_run(self._facts(checkpoint, check, metadata, backfill))
         if isinstance(decided, Refused):
