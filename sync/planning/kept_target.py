@@ -94,14 +94,17 @@ def judge_restart(
         )
     if version > checkpoint.version:  # every row kept is older than the snapshot's: one sequence still
         return Keep(checkpoint.version)
+    holds = "change log" if mode is Mode.APPEND else "row history"
+    # A re-created table keeps its new id, so a later pass still sees the restart and continues the
+    # kept rows from a snapshot. A rewound one keeps its id: once its versions pass the checkpoint
+    # nothing tells the restart apart, so waiting is no way on for it.
+    wait = f"Sync again once the provider's version passes {checkpoint.version} (the {holds} then continues from its snapshot), "
     what = f"re-created its table (id {checkpoint.source_table_id} → {source.table_id})"
     if not recreated(checkpoint, source):
-        what = "rewound its table's versions"
-    holds = "change log" if mode is Mode.APPEND else "row history"
+        what, wait = "rewound its table's versions", "Ask the provider why, then "
     return KeepRefused(
         f"the provider {what}: its version {version} does not pass {checkpoint.version}, where the target's "
-        f"{holds} ends, and continuing it would mix two version sequences; nothing was written. Sync again once "
-        f"the provider's version passes {checkpoint.version} (the {holds} then continues from its snapshot), "
+        f"{holds} ends, and continuing it would mix two version sequences; nothing was written. {wait}"
         f"point 'target' at a new path, or run 'sharesync reset {name} --discard-target' (its rows are lost)"
     )
 

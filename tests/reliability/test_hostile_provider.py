@@ -170,7 +170,9 @@ def test_a_provider_under_its_rate_floor_fails_each_table_at_once_and_writes_not
 
 
 def test_a_table_version_that_goes_backwards_is_rebootstrapped_with_a_warning(site: Site) -> None:
-    """The provider restored the table (same table id) from a copy older than our checkpoint."""
+    """The provider restored the table (same table id) from a copy older than our checkpoint: merge
+    and snapshot targets re-bootstrap; the append log, which the provider cannot rebuild, is kept:
+    refused, nothing written, naming the ways on (issue 40)."""
     config, expectations = _tables(site)
     engine = site.engine(config)
     for table in MODES:
@@ -183,12 +185,15 @@ def test_a_table_version_that_goes_backwards_is_rebootstrapped_with_a_warning(si
         shutil.copytree(site.root / f"old-{table}", site.path(table))
         assert site.version(table) < ahead[table].version  # type: ignore[union-attr]
 
+    log_before = _written(site)["a"]
     results = {r.name: r for r in engine.sync_all()}
-    expectations["a"].bootstrap, expectations["a"].above = site.version("a"), None  # the log restarts
-    _converged(site, list(results.values()), expectations)
-    for table in ("m", "a"):  # snapshot tables bootstrap every pass anyway, silently
-        warnings = results[site.name(table)].warnings
-        assert any("is behind our checkpoint" in w for w in warnings), (table, warnings)
+    refused = results[site.name("a")]
+    assert refused.outcome is TableOutcome.FAILED and refused.error is not None, refused
+    assert "rewound" in refused.error and "--discard-target" in refused.error, refused.error
+    assert _written(site)["a"] == log_before, "a refused append log was written"
+    assert any("is behind our checkpoint" in w for w in results[site.name("m")].warnings), results
+
+    assert "passes" not in refused.error  # waiting is no way on: a rewound table keeps its id
     assert all(site.checkpoint(t).table_id == ahead[t].table_id for t in MODES)  # type: ignore[union-attr]
 
 
