@@ -77,11 +77,6 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_url(url: str) -> str:
-    """A URL safe to show: scheme, host and path, never the query string or a password."""
-    return redact(url)
-
-
 class RedactingFilter(logging.Filter):
     """A logging filter that rewrites each record's message (and traceback text) redacted."""
 
