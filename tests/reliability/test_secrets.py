@@ -140,8 +140,8 @@ def test_no_secret_in_outputs_logs_exceptions_state_or_dagster_events(
             site.write_raw(site.raw_config(*specs, profile=profile))
             faults.drop_file_connection = profile == oauth  # downloads break half way: a failing sync
             site.commit("m", 1, seed=7)
-            engine = site.engine(load_config(site.config_file))
-            texts += _exception_texts(engine.sync_all())
+            syncer = site.syncer(load_config(site.config_file))
+            texts += _exception_texts(syncer.sync_all())
         faults.drop_file_connection = False
     texts += logs.texts
 
@@ -215,9 +215,9 @@ def test_no_storage_secret_in_outputs_logs_exceptions_state_or_dagster_events(
     # 2. In-process with every logger at DEBUG: records, results and exceptions.
     with debug_logs() as logs:
         for raw in (good, wrong):
-            engine = site.engine(load_config(site.write_raw(raw)))
-            texts += _exception_texts(engine.sync_all())
-            texts.append(repr(engine.config))
+            syncer = site.syncer(load_config(site.write_raw(raw)))
+            texts += _exception_texts(syncer.sync_all())
+            texts.append(repr(syncer.config))
     texts += logs.texts
 
     # 3. Dagster: a materialization that succeeds and one the store refuses.
@@ -274,13 +274,13 @@ def test_no_temporary_credential_in_logs_exceptions_state_staged_files_or_dagste
     texts: list[str] = []
     try:
         with debug_logs() as logs:
-            texts += _exception_texts(workspace.engine(config).sync_all())  # succeeds
+            texts += _exception_texts(workspace.syncer(config).sync_all())  # succeeds
             write_deltalake(
                 f"{base}/d", pa.table({"id": [4], "v": ["d"]}), mode="append", storage_options=store.options()
             )
             newest = [k for k in store.keys(f"{base}/d") if k.endswith(".parquet")]
             store.client("s3").delete_objects(Bucket=store.bucket, Delete={"Objects": [{"Key": k} for k in newest]})
-            failed = workspace.engine(config).sync_all()  # the files are gone: 404 from the store
+            failed = workspace.syncer(config).sync_all()  # the files are gone: 404 from the store
             assert failed[0].error is not None
             texts += _exception_texts(failed)
         texts += logs.texts
