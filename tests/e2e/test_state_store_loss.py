@@ -26,7 +26,7 @@ from support.verify import assert_append_target_matches, assert_merge_target_mat
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
@@ -79,7 +79,7 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
     assert [(r["from"], r["to"]) for r in append_records] == [(FIRST, FIRST), (FIRST + 1, FIRST + 2)]
     assert append_records[0]["table"] == ws.name("a") and append_records[0]["mode"] == "append"
 
-    dispose_engines()
+    dispose_databases()
     if url is None:  # the SQLite file is deleted: the next pass rebuilds each checkpoint by itself
         for path in (ws.root / "state").glob("state.db*"):
             path.unlink()

@@ -29,7 +29,7 @@ from support.reliability import Expectation, Site, assert_at_checkpoint, assert_
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import RunStatus, StateStore, open_store
-from sharesync.state.database import database_for, dispose_engines, parse_url
+from sharesync.state.database import database_for, dispose_databases, parse_url
 from sharesync.sync.server.runner import SharingServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -64,7 +64,7 @@ def pg_site(
     site.close()
     if not server.running:
         server.start()
-    dispose_engines()
+    dispose_databases()
 
 
 class OutageStore(StateStore):
