@@ -100,10 +100,11 @@ class Syncer:
         self._in_parallel = False  # tables of a pass are syncing in threads right now
 
     def close(self) -> None:
-        """Close the resources (clients, the Spark session unless given); the syncer is done."""
+        """Close its resources (clients, the Spark session unless given); using it afterwards raises."""
         self.resources.close()
 
     def __enter__(self) -> Self:
+        self.resources.__enter__()  # a closed one is not reopened
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,4 +1,4 @@
-"""End-to-end fixtures: provider tables on disk, a real sharing server, configs and engines.
+"""End-to-end fixtures: provider tables on disk, a real sharing server, configs and syncers.
 
 * ``workspace``: a :class:`~e2e_support.Workspace` in ``tmp_path`` — ``table()`` creates a
   provider table (served at once by the running server), ``commit()`` makes random provider

@@ -2,7 +2,7 @@
 
 A metadata change (or an empty commit, or a compaction) has no change files to read its commit
 timestamp from; the checkpoint must not carry an older commit's time against the new version,
-which would overstate lag and freshness. The engine asks the provider instead.
+which would overstate lag and freshness. The syncer asks the provider instead.
 """
 
 from __future__ import annotations

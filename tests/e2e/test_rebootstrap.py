@@ -1,4 +1,4 @@
-"""When changes cannot be trusted the engine re-bootstraps from a snapshot, and says so.
+"""When changes cannot be trusted the syncer re-bootstraps from a snapshot, and says so.
 
 History gap (log cleanup or VACUUM at the provider), a re-created source table (new table
 id, versions restart) and a source without change data feed. The warning reaches the

@@ -4,7 +4,7 @@ Secrets: the profile's bearer token (and a wrong one a user configured), the OAu
 secret and the access tokens the token endpoint hands out, and presigned URL signatures
 (``sig=<hmac>`` on the local server, like ``X-Amz-Signature`` on S3). With logging at DEBUG
 (httpx logs every URL it fetches), full syncs and failing syncs run three ways — the real
-command in subprocesses (``-vv``), the engine in-process, and Dagster materializations — and
+command in subprocesses (``-vv``), the syncer in-process, and Dagster materializations — and
 every text they leave is scanned: stdout, stderr, log records with their tracebacks,
 exception texts (with their chained causes), every row of the state store and every stored
 Dagster event. Controls prove the scan would see a secret if one were there. The same holds for
@@ -133,7 +133,7 @@ def test_no_secret_in_outputs_logs_exceptions_state_or_dagster_events(
     assert "HTTP 401" in "".join(texts) and "declared size" in "".join(texts), "the failures did not happen"
     assert "HTTP Request: GET" in "".join(texts), "DEBUG logging of requests was not on"
 
-    # 2. The engine in-process with every logger at DEBUG: records, results and exceptions.
+    # 2. The syncer in-process with every logger at DEBUG: records, results and exceptions.
     monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "1")
     with debug_logs() as logs:
         for profile in (oauth, wrong):

@@ -10,7 +10,7 @@ guessed delay:
 * between the target commit and the checkpoint's compare-and-swap (``advance_checkpoint``);
 * as the succeeded run is closed (``finish_run``).
 
-The same engine then runs the next pass once the server is back (what ``sync --every`` does:
+The same syncer then runs the next pass once the server is back (what ``sync --every`` does:
 its pool's pre-ping replaces the cut connections). The real command is checked from outside:
 a store down at the start is exit 2 and one line, a store gone mid-pass exit 1 and no traceback.
 """
@@ -122,7 +122,7 @@ def test_store_gone_mid_pass_fails_cleanly_and_the_next_pass_converges(
     cluster.start()
     expect = Expectation("t", "merge")
     assert_not_behind_checkpoint(site, expect)  # never a checkpoint ahead of its target
-    [again] = syncer.sync_all()  # the same engine and pool: no manual step
+    [again] = syncer.sync_all()  # the same syncer and pool: no manual step
     assert again.outcome in (TableOutcome.SYNCED, TableOutcome.UP_TO_DATE), again.error
     assert assert_at_checkpoint(site, expect) == site.version("t")
     # A run the outage kept from being closed stays 'running' until the table's next run closes it.
