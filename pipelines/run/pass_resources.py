@@ -95,7 +95,7 @@ class PassResources:
     # ------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> Self:
-        self._open()
+        self._check_open()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -115,7 +115,7 @@ class PassResources:
         if self._owns_engine and self._engine is not None:
             self._engine.close()
 
-    def _open(self) -> None:
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(
                 "these sync resources are closed (their clients and Spark session are gone); make a new one"
@@ -131,7 +131,7 @@ class PassResources:
         """That provider's client, made on first use: its profile is read (and its token's expiry
         checked) only when one of its tables needs it, so a broken provider fails its tables only."""
         with self._lock:
-            self._open()
+            self._check_open()
             if provider not in self._clients:
                 self._clients[provider] = make_client(self._config, provider)
             return self._clients[provider]
@@ -139,7 +139,7 @@ class PassResources:
     @property
     def store(self) -> StateStore:
         with self._lock:
-            self._open()
+            self._check_open()
             if self._store is None:
                 from sharesync.state.store import open_store  # SQLAlchemy: only when the store is really used
 
@@ -162,7 +162,7 @@ class PassResources:
     def budget(self) -> TransferBudget:
         """The downloads and in-memory bytes every table of these resources shares (``defaults``)."""
         with self._lock:
-            self._open()
+            self._check_open()
             if self._budget is None:
                 from sharesync.sync.protocol.budget import TransferBudget
 
@@ -172,7 +172,7 @@ class PassResources:
 
     def spark(self) -> SparkSession:
         """The engine's session (or the given factory's), started on first use."""
-        self._open()
+        self._check_open()
         return self._session()
 
     def services(self, spark: Callable[[], SparkSession], provider: str) -> RunServices:

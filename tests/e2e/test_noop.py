@@ -22,7 +22,7 @@ def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspac
     config = workspace.config(workspace.spec("m"), workspace.spec("s", "snapshot"), workspace.spec("a", "append"))
     first = workspace.syncer(config).sync_all()
     assert {r.outcome for r in first} == {TableOutcome.SYNCED}
-    runs_before = {t.name: len(workspace.syncer(config).store.runs_for(t.name)) for t in config.tables}
+    runs_before = {t.name: len(workspace.syncer(config).resources.store.runs_for(t.name)) for t in config.tables}
 
     client, transport = workspace.counting_client(config)
     idle = workspace.syncer(config, client=client, spark=never_spark)
@@ -31,7 +31,7 @@ def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspac
     assert [r.outcome for r in results] == [TableOutcome.UP_TO_DATE] * 3
     assert all(r.batches == () and r.error is None for r in results)
     assert transport.endpoints == ["version"] * 3
-    assert {t.name: len(idle.store.runs_for(t.name)) for t in config.tables} == runs_before
+    assert {t.name: len(idle.resources.store.runs_for(t.name)) for t in config.tables} == runs_before
 
     # The same holds table by table, and the engine really is the one that syncs otherwise.
     transport.requests.clear()
