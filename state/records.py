@@ -1,6 +1,6 @@
 """What the state store hands out: small frozen values, never ORM rows.
 
-Callers (the engine, ``sharesync status``, the Dagster layer) must not be able to mutate a
+Callers (the syncer, ``sharesync status``, the Dagster layer) must not be able to mutate a
 checkpoint and "save" it behind the store's back, nor hold a row bound to a closed
 session; so every read returns one of these immutable snapshots, and every write takes
 them. All timestamps are aware UTC: the store refuses naive datetimes because a naive

@@ -188,7 +188,7 @@ class BatchRunner:
             table.key, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
         )
         began = time.monotonic()
-        staging = self.services.runtime.locate(self.services.config.staging_dir)
+        staging = self.services.locate(self.services.config.staging_dir)
         directory = batches.batch_dir(staging, table.key, step.directory)
         try:
             fetched = step.fetch()
@@ -285,7 +285,7 @@ class BatchRunner:
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
-        target = read_identity(self.services.runtime.locate(table.target))  # the state this checkpoint now describes
+        target = read_identity(self.services.locate(table.target))  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.key,
             version=fetched.end,

@@ -1,6 +1,6 @@
 """One table's sync pass under its lease: read the facts, decide, then carry the decision out.
 
-:class:`~sharesync.pipelines.run.sync_pass.SyncEngine` decides *whether* a table needs work (one
+:class:`~sharesync.pipelines.run.sync_pass.Syncer` decides *whether* a table needs work (one
 ``/version`` call) and takes the lease; :class:`TableRun` does the work: read the metadata, check
 the config against the shared schema (:mod:`~sharesync.pipelines.run.table_context`), compare the target
 with its checkpoint's record (:mod:`~sharesync.pipelines.run.target_check`), resolve a backfill's
@@ -88,7 +88,7 @@ class TableRun:
     ) -> None:
         self.services = services
         self.table = table
-        self.target = services.runtime.locate(table.target)  # read and written with the config's storage settings
+        self.target = services.locate(table.target)  # read and written with the config's storage settings
         self.keeper = keeper
         self.attempt = attempt or Attempt()
         self.batches: list[BatchResult] = []
@@ -106,12 +106,11 @@ class TableRun:
     def _pass(self, backfill: BackfillRequest | None, started: float, metadata: TableMetadata) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
-        runtime = self.services.runtime
-        staging = runtime.locate(self.services.config.staging_dir)
+        staging = self.services.locate(self.services.config.staging_dir)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         check_storage_access(self.target, staging)  # before the first read of the target: one clear line
         if resumed := resume_from_target(
-            store, table, self.target, checkpoint, runtime.storage, staging, self.keeper.lease
+            store, table, self.target, checkpoint, self.services.config.storage, staging, self.keeper.lease
         ):
             checkpoint = resumed.checkpoint  # a lost or older state store: the target says how far it got
             self._notice(resumed.notice)
@@ -153,7 +152,7 @@ class TableRun:
         if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
         written = checkpoint.updated_at
-        if glance(table.target, checkpoint.target_version, written, self.services.runtime.storage) is Glance.SAME:
+        if glance(table.target, checkpoint.target_version, written, self.services.config.storage) is Glance.SAME:
             return None
         check = judge(checkpoint, read_identity(self.target, since=checkpoint.target_version))
         log.info("%s: %s", table.name, check.describe())

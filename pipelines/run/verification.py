@@ -27,7 +27,7 @@ from sharesync.sync.core.config import Mode, TableConfig
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.pass_resources import TableAccess
     from sharesync.sync.protocol.client import QueryResult
 
 EXAMPLES = 5  # keys shown per kind of difference
@@ -89,10 +89,9 @@ class Verification:
         return said
 
 
-def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verification:
-    """Check ``name``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
-    table = engine.table(name)
-    checkpoint = engine.store.get_checkpoint(table.key)
+def verify_table(access: TableAccess, table: TableConfig, *, full: bool = False) -> Verification:
+    """Check ``table``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
+    checkpoint = access.store.get_checkpoint(table.key)
 
     def found(
         intact: bool, identity: str, comparison: SnapshotComparison | None = None, note: str | None = None
@@ -113,7 +112,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
             f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
             f"{table.target} in mode {table.mode.value} ({then})",
         )
-    current = read_identity(engine.runtime.locate(table.target), since=checkpoint.target_version)
+    current = read_identity(access.locate(table.target), since=checkpoint.target_version)
     check = judge(checkpoint, current)
     if current is None:
         return found(False, f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
@@ -132,15 +131,15 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
             identity,
             note="an append target is a change log, not a copy of a snapshot: only its identity is checked",
         )
-    return found(True, identity, comparison=compare_with_snapshot(engine, table, checkpoint))
+    return found(True, identity, comparison=compare_with_snapshot(access, table, checkpoint))
 
 
-def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
+def compare_with_snapshot(access: TableAccess, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
     """Keys and rows of the target against the provider's snapshot at the checkpoint version."""
-    context = table_context(table, engine.client_for(table.provider).metadata(table.name))
+    context = table_context(table, access.client_for(table.provider).metadata(table.name))
     keys = list(table.keys) if table.mode in (Mode.MERGE, Mode.HISTORY) else []
-    source = _snapshot_keys(engine, context, checkpoint.version, keys)
-    target = _target_keys(engine, table, keys)
+    source = _snapshot_keys(access, context, checkpoint.version, keys)
+    target = _target_keys(access, table, keys)
     if not keys:
         return SnapshotComparison(checkpoint.version, source.num_rows, target.num_rows)
     wanted, held = _key_set(source), _key_set(target)
@@ -152,7 +151,7 @@ def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Ch
     )
 
 
-def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys: list[str]) -> pa.Table:
+def _snapshot_keys(access: TableAccess, context: TableContext, version: int, keys: list[str]) -> pa.Table:
     """The snapshot's key columns (none in snapshot mode), filtered as configured: one row per row."""
     import pyarrow.dataset as ds
 
@@ -161,17 +160,17 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
     from sharesync.sync.staging import batch as batches
     from sharesync.sync.staging.files import StageLayout
 
-    config, expr = engine.config, context.expr
-    result = _query(engine, context, version)
+    config, expr = access.config, context.expr
+    result = _query(access, context, version)
     schema = result.metadata.table_schema
     files, _ = batches.prune(batches.snapshot_change_files(result), expr, schema)
     layout = StageLayout.build(
         schema, result.metadata.partition_columns, [*keys, *(columns_referenced(expr) if expr else ())]
     )
-    directory = batches.batch_dir(engine.runtime.locate(config.staging_dir), context.table.key, f"verify-{version}")
+    directory = batches.batch_dir(access.locate(config.staging_dir), context.table.key, f"verify-{version}")
     try:
         staged = batches.stage(
-            engine.client_for(context.table.provider),
+            access.client_for(context.table.provider),
             result,
             files,
             layout,
@@ -188,10 +187,10 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
         batches.remove_batch(directory)
 
 
-def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResult:
+def _query(access: TableAccess, context: TableContext, version: int) -> QueryResult:
     """The snapshot at ``version``: the latest one when that is still the provider's version."""
     name, hints = context.table.name, context.hints
-    client = engine.client_for(context.table.provider)
+    client = access.client_for(context.table.provider)
     if version >= context.metadata.version:
         result = client.query(
             name, predicate_hints=hints.predicate_hints, json_predicate_hints=hints.json_predicate_hints
@@ -203,12 +202,14 @@ def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResu
     )
 
 
-def _target_keys(engine: SyncEngine, table: TableConfig, keys: list[str]) -> pa.Table:
+def _target_keys(access: TableAccess, table: TableConfig, keys: list[str]) -> pa.Table:
     """The target's key columns (none in snapshot mode) of its live rows (soft-deleted ones and,
     in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
 
-    target = engine.runtime.open_target(table.target)
+    from sharesync.pipelines.target.open import open_target
+
+    target = open_target(access.locate(table.target))
     names = [f.name for f in target.schema().fields]
     wanted = spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None

@@ -23,7 +23,7 @@ One mapping feeds three clients: :meth:`StorageSection.options_for` is ``deltala
 store must agree); :mod:`sharesync.sync.core.location` builds pyarrow filesystems from the same
 settings; :meth:`StorageSection.remote_spark_conf` is what a remote Spark gets per bucket.
 No pyarrow here: the config loads without it. No process-wide settings either: whoever reads a
-target or stages a batch is handed the section (:class:`sharesync.pipelines.jobs.runtime.Runtime`).
+target or stages a batch is handed the config's section (:func:`sharesync.sync.core.location.locate`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Typed values from their protocol text forms: partition values and temporal strings.
 
-The sync engine reuses :func:`parse_partition_value` to add typed partition columns, and
+The sync reuses :func:`parse_partition_value` to add typed partition columns, and
 pruning uses it to compare a file's partition values with literals, so both read the
 protocol's "Partition Value Serialization" rules the same way.
 """

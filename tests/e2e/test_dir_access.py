@@ -92,7 +92,7 @@ def test_every_mode_reads_dir_tables_with_expiring_credentials(
                     commit(spark, sources[name], random.Random(100 * round_ + offset), 3)
                     store.upload(sources[name], f"{base}/{name}")
             issued = server.credentials_issued
-            results = workspace.engine(config).sync_all()
+            results = workspace.syncer(config).sync_all()
             assert all(r.error is None for r in results), [r.error for r in results]
             assert server.credentials_issued - issued >= len(TABLES)  # each table asks for its own
             for name, (_dv, _cm, mode, *_) in TABLES.items():

@@ -123,7 +123,7 @@ def test_every_mode_reads_dir_tables_with_expiring_credentials(
                 for offset, name in enumerate(TABLES):
                     commit(spark, sources[name], random.Random(100 * round_ + offset), 3)
                     cloud.upload(sources[name], f"{base}/{name}")
-            results = workspace.engine(config).sync_all()
+            results = workspace.syncer(config).sync_all()
             assert all(r.error is None for r in results), [r.error for r in results]
             for name, (_dv, _cm, mode, *_) in TABLES.items():
                 version = latest_version(sources[name])

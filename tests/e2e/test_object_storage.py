@@ -45,14 +45,14 @@ def test_an_added_column_evolves_every_mode_in_s3(s3_workspace: S3Workspace) -> 
     ws, options = s3_workspace, s3_workspace.store.options()
     for seed, table in enumerate(MODES):
         ws.table(table, rows=15, seed=seed)
-    engine = ws.engine(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
-    first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+    syncer = ws.syncer(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
+    first = {r.name: r.checkpoint_version for r in syncer.sync_all()}
     for seed, table in enumerate(MODES):
         ws.commit(table, 2, seed=seed)
         rows = sample_rows(random.Random(seed), [1000 + seed]).append_column("note", pa.array(["new"]))
         write_deltalake(str(ws.path(table)), rows, mode="append", schema_mode="merge")
 
-    results = engine.sync_all()
+    results = syncer.sync_all()
 
     assert [r.outcome for r in results] == [TableOutcome.SYNCED] * 3, [r.error for r in results]
     for table in MODES:
@@ -72,10 +72,10 @@ def test_without_a_storage_section_the_standard_environment_variables_reach_the_
     for name, value in store.options().items():
         monkeypatch.setenv(name, value)
     ws.table("m", rows=10)
-    engine = ws.engine(ws.config(ws.spec("m"), storage=None))
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    syncer = ws.syncer(ws.config(ws.spec("m"), storage=None))
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     ws.commit("m", 2, seed=4)
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     m = ws.path("m")
     assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=store.options())
 
@@ -83,16 +83,16 @@ def test_without_a_storage_section_the_standard_environment_variables_reach_the_
 def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Workspace) -> None:
     ws, options = s3_workspace, s3_workspace.store.options()
     ws.table("m", rows=10)
-    engine = ws.engine(ws.config(ws.spec("m")))
-    engine.sync_all()
-    checkpoint = engine.store.get_checkpoint(ws.name("m"))
+    syncer = ws.syncer(ws.config(ws.spec("m")))
+    syncer.sync_all()
+    checkpoint = syncer.resources.store.get_checkpoint(ws.name("m"))
     assert checkpoint is not None and checkpoint.target_version is not None
     version, written = checkpoint.target_version, checkpoint.updated_at
-    storage = engine.config.storage
+    storage = syncer.config.storage
 
     assert glance(ws.target("m"), version, written, storage) is Glance.SAME
     before = len(ws.store.requests(ws.base))
-    assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+    assert syncer.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
     no_op = ws.store.requests(ws.base)[before:]
     commit, following = (
         f"/{ws.target('m').removeprefix('s3://')}/_delta_log/{v:020d}.json" for v in (version, version + 1)
@@ -110,14 +110,14 @@ def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3
     """The no-op glance is what finds it: the provider has nothing new either time."""
     ws, store, options = s3_workspace, s3_workspace.store, s3_workspace.store.options()
     ws.table("m", rows=20)
-    engine = ws.engine(ws.config(ws.spec("m")))
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    syncer = ws.syncer(ws.config(ws.spec("m")))
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     ws.commit("m", 2, seed=3)
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     m, target = ws.path("m"), ws.target("m")
 
     DeltaTable(target, storage_options=options).restore(0)  # the target's own first version
-    rolled_back = engine.sync_all()[0]
+    rolled_back = syncer.sync_all()[0]
     assert rolled_back.outcome is TableOutcome.SYNCED, rolled_back.error
     assert any("was rolled back to an older state (RESTORE to version" in w for w in rolled_back.warnings)
     assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
@@ -127,11 +127,11 @@ def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3
     client = store.client("s3")
     for key in keys:
         client.delete_object(Bucket=store.bucket, Key=key)
-    lost = engine.sync_all()[0]
+    lost = syncer.sync_all()[0]
     assert lost.outcome is TableOutcome.SYNCED, lost.error
     assert any("was lost; rebuilt from the provider's snapshot at version" in w for w in lost.warnings)
     assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
-    assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+    assert syncer.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
 
 
 SNAPSHOT = [ins(1, id=i, name=f"n{i}", score=i) for i in range(1, 5)]
@@ -168,13 +168,14 @@ def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server
 
 
 def test_configs_with_different_storage_settings_read_their_own_stores_in_one_process(s3_server: S3Store) -> None:
-    """Issue 30: storage settings belong to a config's runtime, not to the process. Two stores (two
-    moto servers) hold different tables at the same URI; each config's runtime reaches its own."""
+    """Issue 30: storage settings belong to a config, not to the process. Two stores (two moto
+    servers) hold different tables at the same URI; each config's resources reach their own."""
     from support.s3 import s3_store
 
-    from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.pipelines.run.pass_resources import PassResources
     from sharesync.pipelines.target.identity import read_identity
-    from sharesync.sync.core.config import SparkConfig
+    from sharesync.pipelines.target.open import open_target
+    from sharesync.sync.core.config import SharesyncConfig, SparkConfig
 
     uri = f"{s3_server.prefix()}/t"
     remote = SparkConfig(remote="sc://127.0.0.1:9")  # never started: only deltalake and pyarrow are asked
@@ -182,13 +183,16 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
         write_deltalake(uri, pa.table({"id": [1, 2, 3]}), storage_options=s3_server.options())
         write_deltalake(uri, pa.table({"id": [1, 2, 3, 4, 5]}), storage_options=other.options())
         write_deltalake(uri, pa.table({"id": [6]}), mode="append", storage_options=other.options())
-        first, second = (Runtime(remote, StorageSection.model_validate(s.storage())) for s in (s3_server, other))
+        first, second = (
+            PassResources(SharesyncConfig(profile="p.share", spark=remote, storage=s.storage()))
+            for s in (s3_server, other)
+        )
 
-        assert first.open_target(uri).to_pyarrow_table().num_rows == 3
-        assert second.open_target(uri).to_pyarrow_table().num_rows == 6
+        assert open_target(first.locate(uri)).to_pyarrow_table().num_rows == 3
+        assert open_target(second.locate(uri)).to_pyarrow_table().num_rows == 6
         assert [read_identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
         assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
-        assert first.open_target(uri).to_pyarrow_table().num_rows == 3  # the second changed nothing of the first's
+        assert open_target(first.locate(uri)).to_pyarrow_table().num_rows == 3  # the second changed nothing
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +208,12 @@ def test_rounds_with_targets_and_staging_on_azure(azurite: AzuriteStore, tmp_pat
     try:
         for seed, table in enumerate(MODES):
             ws.table(table, rows=20, seed=seed)
-        engine = ws.engine(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
-        first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+        syncer = ws.syncer(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
+        first = {r.name: r.checkpoint_version for r in syncer.sync_all()}
         for round_ in range(2):
             for seed, table in enumerate(MODES):
                 ws.commit(table, 3, seed=10 * round_ + seed)
-            assert [r.outcome for r in engine.sync_all()] == [TableOutcome.SYNCED] * 3
+            assert [r.outcome for r in syncer.sync_all()] == [TableOutcome.SYNCED] * 3
         m, a, s = (ws.path(t) for t in MODES)
         options = azurite.options()
         assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=options)

@@ -77,14 +77,14 @@ def _rounds(
         workspace.spec("s", "snapshot"),
         workspace.spec("d", "merge", soft_delete=True),
     )
-    engine = workspace.engine(config)
+    syncer = workspace.syncer(config)
     bootstrap: dict[str, int] = {}
 
     for round_ in range(rounds + 1):
         if round_:
             for offset, table in enumerate(("m", "a", "s", "d")):
                 workspace.commit(table, COMMITS_PER_ROUND, seed=100 * round_ + offset + (0 if partitioned else 50))
-        results = {r.name: r for r in engine.sync_all()}
+        results = {r.name: r for r in syncer.sync_all()}
         for table in ("m", "a", "s", "d"):
             result = results[workspace.name(table)]
             assert result.outcome is TableOutcome.SYNCED, result.error
@@ -107,7 +107,7 @@ def _rounds(
             assert [b.end_version - b.start_version + 1 for b in append_batches] == [3, 1]
 
     # Every batch was its own run, and the checkpoint moved after each: contiguous, succeeded.
-    runs = sorted(engine.store.runs_for(workspace.name("m"), limit=100), key=lambda r: r.id)
+    runs = sorted(syncer.resources.store.runs_for(workspace.name("m"), limit=100), key=lambda r: r.id)
     assert all(r.status.value == "succeeded" for r in runs)
     assert runs[0].start_version == runs[0].end_version == 0  # the bootstrap
     for before, after in itertools.pairwise(runs):

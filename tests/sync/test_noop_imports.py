@@ -20,7 +20,7 @@ import yaml
 from deltalake import DeltaTable, write_deltalake
 
 from sharesync.state import Checkpoint, open_store
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 from sharesync.sync.core.config import ENV_OVERRIDES, load_config
 from sharesync.sync.server.runner import SharingServer
 
@@ -72,7 +72,7 @@ def test_a_pass_with_nothing_new_imports_nothing_heavy(sharing_server: SharingSe
             target_mode=table.mode.value,
         )
         store.advance_checkpoint(checkpoint, expected_version=None)
-    dispose_engines()
+    dispose_databases()
     env = {key: value for key, value in os.environ.items() if key not in ENV_OVERRIDES.values()}
 
     done = subprocess.run(
