@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
 from sharesync.pipelines.jobs.conform import conform_target
+from sharesync.pipelines.jobs.fencing import fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
@@ -80,7 +81,8 @@ def apply_append(
     state, _ = widen_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
-    session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
+    with fenced_dml(session):
+        session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
     writer = recorded(out.write.format("delta").mode("append"), record)
     if added:
         writer = writer.option("mergeSchema", "true")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
 from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.target.preflight import DELETION_VECTORS_PROPERTY, TargetState
@@ -86,8 +87,9 @@ def create_target(out: DataFrame, target: Location, rows: int, record: str | Non
 def recorded(writer: DataFrameWriter, record: str | None) -> DataFrameWriter:
     """``writer`` with the batch's record (:mod:`sharesync.pipelines.target.commit_record`) as the
     commit's ``userMetadata``: the one way both engines write it atomically with the data (Sail
-    0.7.2 honours the write option only — not the session conf, nor on MERGE or DELETE)."""
-    return writer if record is None else writer.option("userMetadata", record)
+    0.7.2 honours the write option only — not the session conf, nor on MERGE or DELETE); and the
+    lease holding's fencing number (:mod:`~sharesync.pipelines.jobs.fencing`)."""
+    return fenced(writer if record is None else writer.option("userMetadata", record))
 
 
 def _indexed_columns(schema: StructType) -> int:
