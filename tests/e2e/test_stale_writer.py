@@ -37,7 +37,7 @@ def test_a_stale_writer_is_skipped_by_delta_on_spark(workspace: Workspace, monke
     ws.table("a", rows=20, seed=1)
     ws.table("m", rows=40, seed=2)
     config = ws.config(ws.spec("a", "append"), ws.spec("m"))
-    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all())
+    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all(parallel=2))
     for table in ("a", "m"):
         DeltaTable(ws.path(table)).update({"name": "'v1'"}, predicate="id = 7")  # version 1, by deltalake
 
@@ -63,7 +63,7 @@ def test_a_stale_writer_is_skipped_by_delta_on_spark(workspace: Workspace, monke
     for table in ("a", "m"):
         DeltaTable(ws.path(table)).delete("id = 7")  # version 2
     later = open_store(config.state_store, clock=lambda: datetime.now(UTC) + timedelta(hours=1))
-    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config, store=later).sync_all())
+    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config, store=later).sync_all(parallel=2))
     resume.set()
     holder_a.join(WAIT)
 
