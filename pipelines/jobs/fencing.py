@@ -29,6 +29,7 @@ a skipped write is never taken for an applied one.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,24 +37,20 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sharesync.sync.core.errors import LeaseHeld
+from sharesync.sync.core.errors import FencedOut
 from sharesync.sync.core.fence import app_id, overtaken, txn_version
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrameWriter, SparkSession
 
-__all__ = ["Fence", "FencedOut", "fenced", "fenced_dml", "fencing"]
+__all__ = ["Fence", "fenced", "fenced_dml", "fencing"]
 
 _APP_ID, _VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
 _DELTA_PROBE = "spark.databricks.delta.write.txnVersion.autoReset.enabled"  # Delta >= 2.3 defines it
 
 _current: ContextVar[Fence | None] = ContextVar("sharesync_fence", default=None)
 _dml_lock = threading.Lock()  # a fenced statement's session settings are the session's: one at a time
-
-
-class FencedOut(LeaseHeld):
-    """A later holder of the table's lease wrote to its target, so this holder's writes were skipped."""
 
 
 class Fence:
@@ -65,6 +62,7 @@ class Fence:
         self._acquired_at = acquired_at
         self._sequence = 0
         self._honoured: bool | None = None  # does the engine fence DML? asked once
+        self.records: bool | None = None  # False once a fenced commit left no record: nothing to check
 
     @property
     def last(self) -> int | None:
@@ -106,8 +104,10 @@ def fenced_dml(session: SparkSession) -> Iterator[None]:
         try:
             yield
         finally:
-            session.conf.unset(_VERSION)
-            session.conf.unset(_APP_ID)
+            # A dead session keeps nothing, and the statement's own error is the one to report.
+            with contextlib.suppress(Exception):
+                session.conf.unset(_VERSION)
+                session.conf.unset(_APP_ID)
 
 
 @contextmanager
@@ -121,9 +121,11 @@ def fencing(fence: Fence | None) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
-    if (last := fence.last) is not None:
+    if (last := fence.last) is not None and fence.records is not False:
         recorded = _recorded(fence)
-        if overtaken(recorded, last):
+        if recorded is None:  # its commits left no record: an engine that ignores the fence (Sail)
+            fence.records = False
+        elif overtaken(recorded, last):
             raise FencedOut(
                 f"lease of {fence.app_id.removeprefix('sharesync:')} was lost: a later holder of it wrote to "
                 f"target '{fence.target}' (its Delta transaction record for {fence.app_id} is at {recorded}, this "
