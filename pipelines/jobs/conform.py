@@ -52,5 +52,5 @@ def conform_target(
             if name.lower() not in dropped
         ]
     )
-    fenced(out.write.format("delta").mode("overwrite")).option("overwriteSchema", "true").save(state.path)
+    fenced(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true")).save(state.path)
     return inspect_target(state.location)

@@ -6,7 +6,9 @@ inside it, every target commit takes the holding's next number:
 * DataFrame writes (creating, appending, overwriting a target; the empty ``mergeSchema`` appends
   that add columns; widening and conforming rewrites) through the writer options
   ``txnAppId``/``txnVersion`` (:func:`fenced`): per write, so tables writing at once in one
-  session never see each other's.
+  session never see each other's. A writer takes its number in the call that saves it
+  (``fenced(writer).save(path)``): numbers must follow the order of the commits, or the holding's
+  own later commit would make Delta skip an earlier-numbered one saved after it.
 * MERGE and DELETE through the session settings ``spark.databricks.delta.write.txnAppId`` /
   ``…txnVersion`` (Delta 2.3 and later; :func:`fenced_dml`). A setting holds for the whole
   session, which the tables of a pass share: so the statement runs under a lock with the

@@ -110,7 +110,7 @@ def rewrite_plan(
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
     out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
-    recorded(out.write.format("delta").mode("overwrite"), record).save(target.uri)
+    fenced(recorded(out.write.format("delta").mode("overwrite"), record)).save(target.uri)
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
@@ -124,8 +124,8 @@ def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str
         "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
     )
     try:
-        writer = fenced(df.select(*[col(c) for c in added]).limit(0).write.format("delta").mode("append"))
-        writer.option("mergeSchema", "true").save(state.path)
+        writer = df.select(*[col(c) for c in added]).limit(0).write.format("delta").mode("append")
+        fenced(writer.option("mergeSchema", "true")).save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
     present = {c.lower() for c in inspect_target(state.location).column_names}

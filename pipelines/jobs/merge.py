@@ -177,9 +177,8 @@ def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, a
         "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
     )
     try:
-        fenced(df.select(*new).limit(0).write.format("delta").mode("append")).option("mergeSchema", "true").save(
-            state.path
-        )
+        writer = df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true")
+        fenced(writer).save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
     present = {c.lower() for c in inspect_target(state.location).column_names}

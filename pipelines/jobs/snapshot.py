@@ -20,7 +20,7 @@ from sharesync.pipelines.jobs.columns import (
     keeps,
     projection,
 )
-from sharesync.pipelines.jobs.fencing import fenced_dml
+from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
@@ -117,7 +117,7 @@ def _replace(
         added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
         if added:
             writer = writer.option("mergeSchema", "true")
-    writer.save(target.uri)
+    fenced(writer).save(target.uri)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
     return ApplyStats(rows, inserted, 0, previous, version_after(state.version, commits), added)

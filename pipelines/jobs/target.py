@@ -79,7 +79,7 @@ def create_target(out: DataFrame, target: Location, rows: int, record: str | Non
     tables (Databricks does) would otherwise create a target the next MERGE cannot update.
     """
     writer = recorded(out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false"), record)
-    writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema))).save(target.uri)
+    fenced(writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema)))).save(target.uri)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
 
@@ -87,9 +87,8 @@ def create_target(out: DataFrame, target: Location, rows: int, record: str | Non
 def recorded(writer: DataFrameWriter, record: str | None) -> DataFrameWriter:
     """``writer`` with the batch's record (:mod:`sharesync.pipelines.target.commit_record`) as the
     commit's ``userMetadata``: the one way both engines write it atomically with the data (Sail
-    0.7.2 honours the write option only — not the session conf, nor on MERGE or DELETE); and the
-    lease holding's fencing number (:mod:`~sharesync.pipelines.jobs.fencing`)."""
-    return fenced(writer if record is None else writer.option("userMetadata", record))
+    0.7.2 honours the write option only — not the session conf, nor on MERGE or DELETE)."""
+    return writer if record is None else writer.option("userMetadata", record)
 
 
 def _indexed_columns(schema: StructType) -> int:

@@ -44,7 +44,7 @@ def widen_target(
     table = session.read.format("delta").load(state.path)
     out = table.select(*[col(c).cast(widened[c]).alias(c) if c in widened else col(c) for c in table.columns])
     try:
-        fenced(out.write.format("delta").mode("overwrite")).option("overwriteSchema", "true").save(state.path)
+        fenced(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true")).save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(
             f"could not widen column(s) {sorted(widened)} of target '{state.path}' to the provider's wider types; "
