@@ -13,8 +13,9 @@ one lease holding carries the table's :func:`app_id` and a :func:`txn_version` t
 
 Once a newer holder's first commit is in the log, nothing an older holder still has in flight can
 land. Provider versions play no part (a backfill or a reset rewinds them), and neither does the
-state store's content (a lost or restored store keeps the clock's order; a counter kept there
-would go back with it and fence the legitimate writer out). A clock that went back across two
+state store's content (a lost or restored store keeps the clock's order; a generation counter
+kept there would go back with it and fence the legitimate writer out — and a lease row is
+deleted on release, so a per-lease counter would start again at every acquisition). A clock that went back across two
 holdings can only make the *newer* writer's commit skipped, which :func:`overtaken` makes a loud
 failure, never a success.
 """
