@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
 from sharesync.pipelines.jobs.conform import conform_target
+from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
@@ -71,7 +72,8 @@ def apply_append(
         # one commit, schema included — the documented way past a breaking schema change.
         # (DELETE + append would refuse the new schema.)
         require_replaceable(state)
-        recorded(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), record).save(target.uri)
+        writer = recorded(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), record)
+        fenced(writer).save(target.uri)
         commits = commit_metrics(target, state.version)
         return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
     require_columns(state, list(CHANGE_COLUMNS), "append")
@@ -80,11 +82,12 @@ def apply_append(
     state, _ = widen_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = register_target(session, target)
-    session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
+    with fenced_dml(session):
+        session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
     writer = recorded(out.write.format("delta").mode("append"), record)
     if added:
         writer = writer.option("mergeSchema", "true")
-    writer.save(target.uri)
+    fenced(writer).save(target.uri)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
     return ApplyStats(rows, inserted, 0, 0, version_after(state.version, commits), added)

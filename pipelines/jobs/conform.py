@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.schema_evolution import compare_schema, fields_of
 from sharesync.pipelines.target.preflight import TargetState, inspect_target
 
@@ -51,5 +52,5 @@ def conform_target(
             if name.lower() not in dropped
         ]
     )
-    out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(state.path)
+    fenced(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true")).save(state.path)
     return inspect_target(state.location)

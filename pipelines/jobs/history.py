@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS
 from sharesync.pipelines.jobs.conform import conform_target
+from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged
@@ -111,7 +112,7 @@ def _write(session: SparkSession, planned: PlannedHistory, state: TargetState, a
     if planned.replace:
         previous = row_count(target)
         writer = recorded(written_columns(actions, columns).write.format("delta").mode("overwrite"), planned.record)
-        writer.option("overwriteSchema", "true").save(target.uri)
+        fenced(writer.option("overwriteSchema", "true")).save(target.uri)
         return previous
     if planned.rewrite:
         rewrite_plan(session, actions, target, keys, columns, planned.null_keys, planned.record)

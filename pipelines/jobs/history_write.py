@@ -26,6 +26,7 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
+from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.target import added_columns, recorded
 from sharesync.pipelines.target.preflight import TargetState, inspect_target
 from sharesync.sync.core.errors import SchemaIncompatible
@@ -71,7 +72,8 @@ def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Se
     if values:
         writer = writer.whenMatched((action == F.lit(Action.UPDATE)) & s(SET_VALUES)).update({**values, **validity})
     writer = writer.whenMatched(action == F.lit(Action.UPDATE)).update(validity)
-    writer.whenNotMatched(action == F.lit(Action.INSERT)).insert(row).merge()
+    with fenced_dml(plan.sparkSession):
+        writer.whenNotMatched(action == F.lit(Action.INSERT)).insert(row).merge()
 
 
 def rewrite_plan(
@@ -108,7 +110,7 @@ def rewrite_plan(
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
     out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
-    recorded(out.write.format("delta").mode("overwrite"), record).save(target.uri)
+    fenced(recorded(out.write.format("delta").mode("overwrite"), record)).save(target.uri)
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
@@ -123,7 +125,7 @@ def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str
     )
     try:
         writer = df.select(*[col(c) for c in added]).limit(0).write.format("delta").mode("append")
-        writer.option("mergeSchema", "true").save(state.path)
+        fenced(writer.option("mergeSchema", "true")).save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
     present = {c.lower() for c in inspect_target(state.location).column_names}

@@ -33,6 +33,7 @@ from sharesync.pipelines.jobs.columns import (
     projection,
     quote_identifier,
 )
+from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.rewrite import can_rewrite, rewrite_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
@@ -129,7 +130,8 @@ def apply_merge(
     name = register_target(session, target)
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
     flagged = DELETED_COLUMN in state.column_names  # soft deletes on, or on once (a live row is unflagged)
-    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
+    with fenced_dml(session):
+        _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
     commits = commit_metrics(target, state.version)
     inserted = total(commits, "MERGE", "numTargetRowsInserted")
     updated = total(commits, "MERGE", "numTargetRowsUpdated")
@@ -175,7 +177,8 @@ def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, a
         "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
     )
     try:
-        df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true").save(state.path)
+        writer = df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true")
+        fenced(writer).save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
     present = {c.lower() for c in inspect_target(state.location).column_names}

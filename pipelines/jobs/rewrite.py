@@ -27,6 +27,7 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
+from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.target import recorded
 from sharesync.pipelines.target.preflight import TargetState
 from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
@@ -115,7 +116,7 @@ def rewrite_target(
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
-    recorded(out.write.format("delta").mode("overwrite"), record).save(target.uri)
+    fenced(recorded(out.write.format("delta").mode("overwrite"), record)).save(target.uri)
     return counts
 
 

@@ -20,6 +20,7 @@ from sharesync.pipelines.jobs.columns import (
     keeps,
     projection,
 )
+from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
@@ -92,7 +93,9 @@ def _replace(
     session = session_of(spark)
     if not files:
         # An empty snapshot: the provider's table is empty at this version, so ours must be.
-        session.sql(f"DELETE FROM {register_target(session, target)}")
+        name = register_target(session, target)
+        with fenced_dml(session):
+            session.sql(f"DELETE FROM {name}")
         commits = commit_metrics(target, state.version)
         deleted = total(commits, "DELETE", "numDeletedRows")
         return ApplyStats(0, 0, 0, deleted, version_after(state.version, commits))
@@ -114,7 +117,7 @@ def _replace(
         added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
         if added:
             writer = writer.option("mergeSchema", "true")
-    writer.save(target.uri)
+    fenced(writer).save(target.uri)
     commits = commit_metrics(target, state.version)
     inserted = total(commits, WRITES, "numOutputRows")
     return ApplyStats(rows, inserted, 0, previous, version_after(state.version, commits), added)

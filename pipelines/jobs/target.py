@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
 from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
 from sharesync.pipelines.target.preflight import DELETION_VECTORS_PROPERTY, TargetState
@@ -78,7 +79,7 @@ def create_target(out: DataFrame, target: Location, rows: int, record: str | Non
     tables (Databricks does) would otherwise create a target the next MERGE cannot update.
     """
     writer = recorded(out.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false"), record)
-    writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema))).save(target.uri)
+    fenced(writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(out.schema)))).save(target.uri)
     commits = commit_metrics(target, None)
     return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(None, commits))
 

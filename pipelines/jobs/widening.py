@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
+from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.target import schema_change
 from sharesync.pipelines.target.open import open_target
 from sharesync.pipelines.target.preflight import TargetState, inspect_target
@@ -43,7 +44,7 @@ def widen_target(
     table = session.read.format("delta").load(state.path)
     out = table.select(*[col(c).cast(widened[c]).alias(c) if c in widened else col(c) for c in table.columns])
     try:
-        out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(state.path)
+        fenced(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true")).save(state.path)
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(
             f"could not widen column(s) {sorted(widened)} of target '{state.path}' to the provider's wider types; "

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from sharesync.pipelines.jobs.fencing import Fence, fencing
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.run.apply import Applied
 from sharesync.pipelines.run.commit_time import commit_time, commit_time_after, filed_commit_times
@@ -175,12 +176,18 @@ class BatchRunner:
     """Runs the batches of one table's pass under its lease."""
 
     def __init__(
-        self, services: RunServices, context: TableContext, keeper: LeaseKeeper, attempt: Attempt | None = None
+        self,
+        services: RunServices,
+        context: TableContext,
+        keeper: LeaseKeeper,
+        attempt: Attempt | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.services = services
         self.context = context
         self.keeper = keeper
         self.attempt = attempt or Attempt()
+        self.fence = fence  # the holding's stale-writer fence (pipelines/jobs/fencing.py); one per holding
 
     def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
         table, store = self.context.table, self.services.store
@@ -201,7 +208,8 @@ class BatchRunner:
             if engine is not None:
                 engine()  # on this thread: the wait restores Ctrl-C as a start here would
             self.keeper.check()
-            applied = step.apply(staged.path, fetched)
+            with fencing(self.fence):
+                applied = step.apply(staged.path, fetched)
             # Off the disk before the checkpoint moves: once it has, no run stages this batch
             # again, so a process killed in between would leave its files for good.
             batches.remove_batch(directory)

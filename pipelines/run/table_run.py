@@ -19,6 +19,7 @@ import logging
 import time
 from functools import partial
 
+from sharesync.pipelines.jobs.fencing import Fence
 from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
@@ -91,6 +92,7 @@ class TableRun:
         self.target = services.locate(table.target)  # read and written with the config's storage settings
         self.keeper = keeper
         self.attempt = attempt or Attempt()
+        self.fence = Fence(table.key, self.target, keeper.lease.acquired_at)  # every batch of this holding
         self.batches: list[BatchResult] = []
         self.warnings: list[str] = []
         self._notes: list[str] = []  # for the record of the next batch that succeeds
@@ -294,7 +296,7 @@ class TableRun:
     # ------------------------------------------------------------ execution
 
     def _execute(self, decided: RunPlan, context: TableContext, checkpoint: Checkpoint | None) -> Checkpoint | None:
-        runner = BatchRunner(self.services, context, self.keeper, self.attempt)
+        runner = BatchRunner(self.services, context, self.keeper, self.attempt, self.fence)
         match plan := decided.plan:
             case UpToDate():
                 return checkpoint
