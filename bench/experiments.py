@@ -5,12 +5,12 @@
 Steps (each variant in its own child process, measured like ``bench.run``: wall and peak RSS):
 
 1. ``capture``: restore the incremental start state, run ``sharesync sync`` up to the moment
-   ``sharesync.pipelines.jobs.merge.apply_merge`` is called, copy the staged batch aside, stop.
+   ``sharesync.pipelines.modes.merge.merge.apply_merge`` is called, copy the staged batch aside, stop.
 2. ``net-arrow``: the batch's net change per key computed with pyarrow (one sort on key,
    version desc, change rank), written as one parquet file — what staging could hand over.
-3. Sail (embedded, through ``sharesync.pipelines.jobs.merge.apply_merge`` on a copy of the start target, the
+3. Sail (embedded, through ``sharesync.pipelines.modes.merge.merge.apply_merge`` on a copy of the start target, the
    netted batch as the stager writes it): ``sail-merge`` (the MERGE statement) and
-   ``sail-rewrite`` (the copy-on-write rewrite, ``sharesync.pipelines.jobs.rewrite``).
+   ``sail-rewrite`` (the copy-on-write rewrite, ``sharesync.pipelines.modes.merge.rewrite``).
 4. ``deltars``: ``deltalake`` MERGE of the Arrow-netted file with the same guard clauses.
 
 Every MERGE variant must report the same inserted/updated/deleted counts; they are printed.
@@ -35,7 +35,7 @@ def _paths(size: str) -> dict[str, Path]:
 
 
 def capture(size: str) -> dict:
-    import sharesync.pipelines.jobs.merge as merge
+    import sharesync.pipelines.modes.merge.merge as merge
     import sharesync.sync.cli.main as cli
     from sharesync.sync.core.location import locate
 
@@ -98,8 +98,8 @@ def sail(size: str, variant: str) -> dict:
     """The netted batch through ``apply_merge`` on embedded Sail, as a MERGE or as a rewrite."""
     import pyarrow.parquet as pq
 
-    import sharesync.pipelines.jobs.merge as merge
-    import sharesync.pipelines.jobs.rewrite as rewrite
+    import sharesync.pipelines.modes.merge.merge as merge
+    import sharesync.pipelines.modes.merge.rewrite as rewrite
     from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.sync.staging.netting import write_netted
 

@@ -79,11 +79,11 @@ def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None
 
 
 def instrument() -> None:
-    import sharesync.pipelines.jobs.merge as merge
-    import sharesync.pipelines.jobs.rewrite as rewrite
     import sharesync.pipelines.jobs.session as spark
-    import sharesync.pipelines.jobs.snapshot as snapshot
-    import sharesync.pipelines.run.apply as apply
+    import sharesync.pipelines.modes.merge.merge as merge
+    import sharesync.pipelines.modes.merge.merge_mode as merge_mode
+    import sharesync.pipelines.modes.merge.rewrite as rewrite
+    import sharesync.pipelines.modes.snapshot.snapshot as snapshot
     import sharesync.state.store as store
     import sharesync.sync.protocol.client as client
     import sharesync.sync.protocol.download as download
@@ -105,7 +105,7 @@ def instrument() -> None:
     for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
                  "_evolve", "projection", "row_count"):  # fmt: skip
         wrap(merge, name, f"apply_merge.{name}")
-    wrap(apply, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
+    wrap(merge_mode, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
     for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",

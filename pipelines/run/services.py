@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.modes.registry import BUILTIN_MODES, ModeRegistry
 from sharesync.sync.core.config import SharesyncConfig
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ ProgressFactory = Callable[[str, int], "ProgressCallback | None"]
 
 @dataclass(frozen=True)
 class RunServices:
-    """The config, state store, sharing client, runtime, Spark factory, progress display and budget of one pass.
+    """The config, state store, sharing client, runtime, Spark factory, progress display, budget and modes of one pass.
 
     ``runtime`` locates targets and staging with the config's storage settings. ``spark`` is a
     factory (the runtime's engine, tracked by the table's run), called by a job only when it has
@@ -37,6 +38,7 @@ class RunServices:
     spark: Callable[[], SparkSession]
     progress: ProgressFactory | None = None
     budget: TransferBudget | None = None  # shared by the tables of a pass (None: no pass-wide bound)
+    modes: ModeRegistry = BUILTIN_MODES  # which strategy syncs a table (pipelines/modes/registry.py)
 
     def progress_for(self, label: str, files: int) -> ProgressCallback | None:
         if self.progress is None or files == 0:

@@ -24,6 +24,7 @@ bounding the pass's downloads and in-memory bytes. Results come back in config o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import threading
@@ -34,6 +35,7 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
+from sharesync.pipelines.modes.registry import BUILTIN_MODES, ModeRegistry
 from sharesync.pipelines.run.circuit import ProviderCircuits
 from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failure_recorder import FailureRecorder
@@ -87,7 +89,10 @@ class SyncEngine:
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
         runtime: Runtime | None = None,
+        modes: ModeRegistry = BUILTIN_MODES,
     ) -> None:
+        modes.check(config)  # a table given a mode of its own follows that mode's rules
+        self.modes = modes
         self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
         self.selection: Selection | None = None
@@ -312,7 +317,7 @@ class SyncEngine:
             watch = self._watch(table.key) if self._watch is not None else nullcontext()
             with watch, self.store.hold_lease(table.key, ttl=self.lease_ttl) as keeper:
                 run = _table_run(spark_too=self._in_parallel)
-                services = self.resources.services(spark, table.provider)
+                services = dataclasses.replace(self.resources.services(spark, table.provider), modes=self.modes)
                 return run(services, table, keeper, attempt).run(backfill, started)
         except (Exception, KeyboardInterrupt) as exc:  # Ctrl+C too: an interrupted bootstrap is on record
             if circuits is not None:
@@ -332,7 +337,7 @@ class SyncEngine:
         if not discard_target:
             return self.store.reset_checkpoint(table.key), None
         with self.store.hold_lease(table.key, ttl=self.lease_ttl):  # never under a running sync
-            discarded = discard(self.runtime.locate(table.target))
+            discarded = discard(self.runtime.locate(table.target), held=self.modes.what_kept)
             return self.store.reset_checkpoint(table.key), discarded
 
     # ------------------------------------------------------------ helpers

@@ -30,7 +30,7 @@ from support.verify import (
     source_version,
 )
 
-from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.pipelines.target.identity import Glance, glance
 from sharesync.sync.core.location import Location, locate

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support.jobs import StageFn, apply_merge, delete, ins, post, pre, write_direct_batch
 
-from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
-from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.append.append import apply_append
+from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]
