@@ -39,6 +39,7 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_check,
     schema_check,
 )
+from sharesync.pipelines.modes.base import ModeStrategy
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.pipelines.target.history_rows import current_rows
@@ -151,7 +152,7 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
 
 
 def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckResult:
-    strategy = BUILTIN_MODES.strategy(table)
+    strategy = engine.modes.strategy(table)
     if not strategy.copies_source:
         return skipped(ROW_COUNT, f"{table.mode.value} mode keeps a {strategy.keeps}, not a copy of the source's rows")
     if table.where:
@@ -159,7 +160,7 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     checkpoint = engine.store.get_checkpoint(table.key)
     if checkpoint is None:
         return dg.AssetCheckResult(check_name=ROW_COUNT, passed=False, severity=WARN, description="never synced")
-    target_rows = _copy_rows(engine.runtime.locate(table.target), table)
+    target_rows = _copy_rows(engine.runtime.locate(table.target), table, strategy)
     client = engine.client_for(table.provider)
     latest = client.table_version(table.name).version
     try:
@@ -169,9 +170,9 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     return row_count_verdict(checkpoint.version, target_rows, source_rows)
 
 
-def _copy_rows(target: Location, table: TableConfig) -> int | None:
+def _copy_rows(target: Location, table: TableConfig, strategy: ModeStrategy) -> int | None:
     """The target's rows that stand for source rows: a history target's current rows only."""
-    if BUILTIN_MODES.strategy(table).current_flag is not None:
+    if strategy.current_flag is not None:
         from deltalake.exceptions import TableNotFoundError
 
         try:

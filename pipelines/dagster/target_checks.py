@@ -75,7 +75,8 @@ def duplicate_keys(target: Location, keys: Sequence[str], *, current_only: bool)
 
 
 def keys_unique_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
-    found = duplicate_keys(engine.runtime.locate(table.target), table.keys, current_only=table.mode.value == "history")
+    current_only = engine.modes.strategy(table).current_flag is not None
+    found = duplicate_keys(engine.runtime.locate(table.target), table.keys, current_only=current_only)
     return keys_unique_verdict(table.keys, found)
 
 

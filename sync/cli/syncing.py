@@ -37,7 +37,6 @@ from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import given_timestamp
-from sharesync.sync.planning.sync_plan import FEED_ONLY
 
 if TYPE_CHECKING:
     from sharesync.pipelines.jobs.runtime import Runtime
@@ -272,7 +271,7 @@ def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
     history target keeps its rows and continues, unless --discard-target removes it)."""
     with _engine(ctx) as engine:
         removed, discarded = engine.reset(name, discard_target=discard_target)
-        keeps = engine.table(name).mode in FEED_ONLY
+        keeps = engine.modes.strategy(engine.table(name)).keeps is not None
     said = "no checkpoint" if removed is None else f"checkpoint at version {removed.version} removed"
     if discarded is not None:
         said += f"; {discarded.describe()}"

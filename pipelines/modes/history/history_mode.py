@@ -66,7 +66,8 @@ class HistoryMode:
     keyed = True
     copies_source = True  # its current rows
     current_flag: str | None = IS_CURRENT
-    high_water_columns: tuple[str, ...] = (VALID_FROM_VERSION, VALID_TO_VERSION)  # a row records where it opened and closed
+    # A history row records the versions it opened and closed at.
+    high_water_columns: tuple[str, ...] = (VALID_FROM_VERSION, VALID_TO_VERSION)
     keeps: str | None = "history"
 
     def describe_table(self, table: TableConfig) -> str:
