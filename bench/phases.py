@@ -79,11 +79,11 @@ def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None
 
 
 def instrument() -> None:
-    import sharesync.pipelines.jobs.merge as merge
-    import sharesync.pipelines.jobs.rewrite as rewrite
     import sharesync.pipelines.jobs.session as spark
-    import sharesync.pipelines.jobs.snapshot as snapshot
-    import sharesync.pipelines.run.apply as apply
+    import sharesync.pipelines.modes.merge.merge as merge
+    import sharesync.pipelines.modes.merge.merge_mode as merge_mode
+    import sharesync.pipelines.modes.merge.rewrite as rewrite
+    import sharesync.pipelines.modes.snapshot.snapshot as snapshot
     import sharesync.state.store as store
     import sharesync.sync.protocol.client as client
     import sharesync.sync.protocol.download as download
@@ -91,8 +91,16 @@ def instrument() -> None:
 
     for method in ("table_version", "metadata", "changes", "query"):
         wrap(client.SharingClient, method, f"client.{method}")
-    for method in ("get_checkpoint", "list_checkpoints", "advance_checkpoint", "start_run", "finish_run",
-                   "acquire_lease", "release_lease", "renew_lease"):  # fmt: skip
+    for method in (
+        "get_checkpoint",
+        "list_checkpoints",
+        "advance_checkpoint",
+        "start_run",
+        "finish_run",
+        "acquire_lease",
+        "release_lease",
+        "renew_lease",
+    ):
         wrap(store.StateStore, method, f"store.{method}")
     wrap(batch, "stage", "stage (download+stage, wall)")
     wrap(batch, "stage_file", "stage_file (wall, summed over threads)", cpu=True)
@@ -102,14 +110,29 @@ def instrument() -> None:
     wrap(spark.SparkEngine, "session", "SparkEngine.session (engine start on 1st call)")
     wrap(merge, "apply_merge", "apply_merge (wall)")
     wrap(snapshot, "replace_target", "replace_target (wall)")
-    for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
-                 "_evolve", "projection", "row_count"):  # fmt: skip
+    for name in (
+        "inspect_target",
+        "read_staged",
+        "register_target",
+        "commit_metrics",
+        "version_after",
+        "_evolve",
+        "projection",
+        "row_count",
+    ):
         wrap(merge, name, f"apply_merge.{name}")
-    wrap(apply, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
+    wrap(merge_mode, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
-    for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",
-                 "create_target"):  # fmt: skip
+    for name in (
+        "inspect_target",
+        "read_staged",
+        "count_rows",
+        "commit_metrics",
+        "version_after",
+        "row_count",
+        "create_target",
+    ):
         wrap(snapshot, name, f"replace.{name}")
     if hasattr(merge, "_merge_writer"):
         original_writer = merge._merge_writer
@@ -142,8 +165,16 @@ def child(config: str) -> None:
             raise
     _record("cli.main (total)", time.monotonic() - began)
     phases = {k: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
-    print(json.dumps({"phases": phases, "calls": dict(counts), "missing": missing,
-                      "in_process": time.monotonic() - _PROCESS_START}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "phases": phases,
+                "calls": dict(counts),
+                "missing": missing,
+                "in_process": time.monotonic() - _PROCESS_START,
+            }
+        )
+    )
     sys.stdout.flush()
 
 
@@ -177,8 +208,10 @@ def drive(labels: list[str], scenarios: list[str], runs: int, scale: float, seed
                 else:
                     state = br.start_state(base, w, server.profile, peer=False)
                     config, prepare = state.config, state.restore_sharesync
-                done = [instrumented(config, prepare, base / "logs" / f"{scenario}-{i}.log", server.pid)
-                        for i in range(runs)]  # fmt: skip
+                done = [
+                    instrumented(config, prepare, base / "logs" / f"{scenario}-{i}.log", server.pid)
+                    for i in range(runs)
+                ]
                 report(f"{label}-{scenario} ({w.name}, scale {scale:g})", done)
         finally:
             server.stop()

@@ -22,9 +22,10 @@ from sharesync.pipelines.dagster.materialization import materialization_metadata
 from sharesync.pipelines.dagster.provider_facts import ProviderWords, provider_words
 from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.pipelines.target.stats import TargetStats, read_target_stats
-from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.timestamps import given_timestamp
@@ -108,11 +109,7 @@ def describe_table(table: TableConfig) -> str:
     """What the asset is, from the table's config: specs are built when definitions load, which
     never touches the network. The provider's own words need it: each materialization records
     them (``provider_description``, ``share_*``), as of that run, and so do observations of the source."""
-    how = {
-        Mode.MERGE: f"merged on {', '.join(table.keys)}" + (" with soft deletes" if table.soft_delete else ""),
-        Mode.APPEND: "as an append-only change log",
-        Mode.SNAPSHOT: "as a full snapshot per version",
-    }.get(table.mode, f"as the history of every {', '.join(table.keys)}: one row per image, with its validity")
+    how = BUILTIN_MODES.strategy(table).describe_table(table)
     parts = [f"Delta Sharing table `{table.name}`, kept in sync with the Delta table at `{table.target}` {how}."]
     if table.where:
         parts.append("Rows are filtered by the configured `where`.")

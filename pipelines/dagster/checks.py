@@ -39,10 +39,12 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_check,
     schema_check,
 )
+from sharesync.pipelines.modes.base import ModeStrategy
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.pipelines.target.history_rows import current_rows
 from sharesync.pipelines.target.stats import read_target_stats
-from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location
 
@@ -63,7 +65,7 @@ def build_check_specs(
 ) -> list[dg.AssetCheckSpec]:
     """Every check of ``table``: the routine ones and, when enabled, the full verification."""
     specs = _routine_specs(config, table, names)
-    if config.verify_check and table.mode is not Mode.APPEND:
+    if config.verify_check and BUILTIN_MODES.strategy(table).copies_source:
         specs.append(
             dg.AssetCheckSpec(
                 FULL_VERIFY,
@@ -150,14 +152,15 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
 
 
 def row_count_check(access: "TableAccess", table: TableConfig) -> dg.AssetCheckResult:
-    if table.mode is Mode.APPEND:
-        return skipped(ROW_COUNT, "append mode keeps a change log, not a copy of the source's rows")
+    strategy = access.modes.strategy(table)
+    if not strategy.copies_source:
+        return skipped(ROW_COUNT, f"{table.mode.value} mode keeps a {strategy.keeps}, not a copy of the source's rows")
     if table.where:
         return skipped(ROW_COUNT, "a 'where' filter keeps only some of the source's rows")
     checkpoint = access.store.get_checkpoint(table.key)
     if checkpoint is None:
         return dg.AssetCheckResult(check_name=ROW_COUNT, passed=False, severity=WARN, description="never synced")
-    target_rows = _copy_rows(access.locate(table.target), table)
+    target_rows = _copy_rows(access.locate(table.target), table, strategy)
     client = access.client_for(table.provider)
     latest = client.table_version(table.name).version
     try:
@@ -167,9 +170,9 @@ def row_count_check(access: "TableAccess", table: TableConfig) -> dg.AssetCheckR
     return row_count_verdict(checkpoint.version, target_rows, source_rows)
 
 
-def _copy_rows(target: Location, table: TableConfig) -> int | None:
+def _copy_rows(target: Location, table: TableConfig, strategy: ModeStrategy) -> int | None:
     """The target's rows that stand for source rows: a history target's current rows only."""
-    if table.mode is Mode.HISTORY:
+    if strategy.current_flag is not None:
         from deltalake.exceptions import TableNotFoundError
 
         try:

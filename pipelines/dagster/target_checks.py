@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.jobs.columns import spelled
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.target.open import open_target
 from sharesync.pipelines.target.stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
-from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
@@ -49,7 +50,7 @@ Column = tuple[str, str]  # (name, Delta type name)
 
 def keyed(table: TableConfig) -> bool:
     """Modes whose target holds one current row per key."""
-    return table.mode is Mode.MERGE or table.mode.value == "history"
+    return BUILTIN_MODES.strategy(table).keyed
 
 
 # ---------------------------------------------------------------- key uniqueness
@@ -74,7 +75,8 @@ def duplicate_keys(target: Location, keys: Sequence[str], *, current_only: bool)
 
 
 def keys_unique_check(access: TableAccess, table: TableConfig) -> dg.AssetCheckResult:
-    found = duplicate_keys(access.locate(table.target), table.keys, current_only=table.mode.value == "history")
+    current_only = access.modes.strategy(table).current_flag is not None
+    found = duplicate_keys(access.locate(table.target), table.keys, current_only=current_only)
     return keys_unique_verdict(table.keys, found)
 
 

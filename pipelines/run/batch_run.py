@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 from sharesync.pipelines.jobs.fencing import Fence, fencing
 from sharesync.pipelines.jobs.session import start_early
-from sharesync.pipelines.run.apply import Applied
+from sharesync.pipelines.modes.base import Applied
 from sharesync.pipelines.run.commit_time import commit_time, commit_time_after, filed_commit_times
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
@@ -35,7 +35,7 @@ from sharesync.pipelines.target.commit_metrics import ApplyStats
 from sharesync.pipelines.target.commit_record import CommitRecord
 from sharesync.pipelines.target.identity import read_identity
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
-from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.errors import (
     DownloadError,
     HistoryUnavailable,
@@ -94,7 +94,7 @@ class BatchStep:
     planned: VersionRange
     fetch: Callable[[], Fetched]
     apply: Callable[[Location, Fetched], Applied]
-    net_keys: Sequence[str] | None = None  # merge-mode changes: stage the net change per key
+    net_keys: Sequence[str] | None = None  # a mode that nets changes per key: stage the net change
     note: str | None = None  # kept with the run record of a batch that succeeded
 
     @property
@@ -109,11 +109,13 @@ def fetch_snapshot(
 ) -> Fetched:
     """The snapshot at ``version`` (the latest when that is the provider's current version).
 
-    History mode asks for the version itself whenever the provider shares the table's history:
-    then the files carry the commit time its rows are valid from. Where none does, that time is
-    asked for apart (:func:`_snapshot_commit_time`): rows never open or close at an unknown time.
+    A mode whose rows open at the snapshot's commit (history mode: ``dated_snapshot``) asks for
+    the version itself whenever the provider shares the table's history: then the files carry the
+    commit time its rows are valid from. Where none does, that time is asked for apart
+    (:func:`_snapshot_commit_time`): rows never open or close at an unknown time.
     """
-    dated = context.table.mode is Mode.HISTORY and context.metadata.cdf_enabled
+    dates_rows = services.modes.strategy(context.table).dated_snapshot
+    dated = dates_rows and context.metadata.cdf_enabled
     latest = version >= context.metadata.version and not dated
     result = services.client.query(
         context.table.name,
@@ -128,7 +130,7 @@ def fetch_snapshot(
     listed = batches.snapshot_change_files(result)
     files, _ = batches.prune(listed, context.expr, context.layout.schema)
     committed = _max_timestamp(listed)
-    if committed is None and context.table.mode is Mode.HISTORY:
+    if committed is None and dates_rows:
         committed = _snapshot_commit_time(services, context, result.version, previous) or read_at
     return Fetched(result, files, result.metadata, result.version, result.version, committed, committed)
 
@@ -224,14 +226,14 @@ class BatchRunner:
             batches.remove_batch(directory)  # a failed batch's files (a second call finds nothing)
         seconds = time.monotonic() - began
         result = BatchResult(
-            step.kind,
-            fetched.start,
-            fetched.end,
-            stats,
-            applied.changes,
-            seconds,
-            fetched.start_commit,
-            stored.version_timestamp,
+            kind=step.kind,
+            start_version=fetched.start,
+            end_version=fetched.end,
+            stats=stats,
+            changes=applied.changes,
+            seconds=seconds,
+            start_commit_timestamp=fetched.start_commit,
+            end_commit_timestamp=stored.version_timestamp,
         )
         return stored, result
 
@@ -287,8 +289,8 @@ class BatchRunner:
             snapshot=snapshot,
             net_keys=step.net_keys,
             budget=self.services.budget,
-            # Only the engine reads these modes' bootstraps: append and history mode read theirs in Python too.
-            direct=self.context.table.mode in (Mode.MERGE, Mode.SNAPSHOT),
+            # Only the engine reads such a mode's bootstrap (append and history mode read theirs in Python too).
+            direct=self.services.modes.strategy(self.context.table).direct_snapshot,
         )
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:

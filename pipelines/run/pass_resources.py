@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol, Self
 
 from sharesync.pipelines.jobs.session import SparkEngine
+from sharesync.pipelines.modes.registry import BUILTIN_MODES, ModeRegistry
 from sharesync.pipelines.run.clients import make_client
 from sharesync.pipelines.run.failures import describe
 from sharesync.pipelines.run.services import ProgressFactory, RunServices
@@ -52,6 +53,9 @@ class TableAccess(Protocol):
 
     def locate(self, place: Place) -> Location: ...
 
+    @property
+    def modes(self) -> ModeRegistry: ...
+
 
 class PassResources:
     """The clients, store, budget and Spark engine of one config, made on first use, until :meth:`close`.
@@ -71,7 +75,10 @@ class PassResources:
         spark: Callable[[], SparkSession] | None = None,
         progress: ProgressFactory | None = None,
         engine: SparkEngine | None = None,
+        modes: ModeRegistry = BUILTIN_MODES,
     ) -> None:
+        modes.check(config)  # a table given a mode of its own follows that mode's rules
+        self.modes = modes  # which strategy syncs a table: configuration, not a resource to close
         self._config = config
         self._clients: dict[str, SharingClient] = {}
         if client is not None:
@@ -178,7 +185,7 @@ class PassResources:
     def services(self, spark: Callable[[], SparkSession], provider: str) -> RunServices:
         """What one table's run works with (``spark``: :meth:`tracked_spark`)."""
         client = self.client_for(provider)
-        return RunServices(self._config, self.store, client, spark, self._progress, self.budget)
+        return RunServices(self._config, self.store, client, spark, self._progress, self.budget, self.modes)
 
     def tracked_spark(self, used: list[SparkSession]) -> Callable[[], SparkSession]:
         """:meth:`spark`, remembering the session handed out (to stop that one only if it dies)."""

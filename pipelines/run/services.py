@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.modes.registry import BUILTIN_MODES, ModeRegistry
 from sharesync.sync.core.config import SharesyncConfig
 from sharesync.sync.core.location import Location, Place, locate
 
@@ -23,7 +24,7 @@ ProgressFactory = Callable[[str, int], "ProgressCallback | None"]
 
 @dataclass(frozen=True)
 class RunServices:
-    """The config, state store, sharing client, Spark factory, progress display and budget of one pass.
+    """The config, state store, sharing client, Spark factory, progress display, budget and modes of one pass.
 
     ``spark`` is a factory (the pass's engine, tracked by the table's run), called by a job only
     when it has rows to write: a batch with nothing to apply never starts an engine.
@@ -35,6 +36,7 @@ class RunServices:
     spark: Callable[[], SparkSession]
     progress: ProgressFactory | None = None
     budget: TransferBudget | None = None  # shared by the tables of a pass (None: no pass-wide bound)
+    modes: ModeRegistry = BUILTIN_MODES  # which strategy syncs a table (pipelines/modes/registry.py)
 
     def locate(self, place: Place) -> Location:
         """A target or the staging directory, reached with the config's ``storage:`` settings."""

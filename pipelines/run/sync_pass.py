@@ -35,6 +35,7 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
+from sharesync.pipelines.modes.registry import BUILTIN_MODES, ModeRegistry
 from sharesync.pipelines.run.circuit import ProviderCircuits
 from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failure_recorder import FailureRecorder
@@ -87,12 +88,13 @@ class Syncer:
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
         engine: SparkEngine | None = None,
+        modes: ModeRegistry = BUILTIN_MODES,
     ) -> None:
         self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
         self.selection: Selection | None = None
         self.resources = PassResources(
-            config, client=client, store=store, spark=spark, progress=progress, engine=engine
+            config, client=client, store=store, spark=spark, progress=progress, engine=engine, modes=modes
         )
         self.failures = FailureRecorder(self.resources)
         self._watch = watch
@@ -309,7 +311,7 @@ class Syncer:
             return self.resources.store.reset_checkpoint(table.key), None
         store = self.resources.store
         with store.hold_lease(table.key, ttl=self.lease_ttl):  # never under a running sync
-            discarded = discard(self.resources.locate(table.target))
+            discarded = discard(self.resources.locate(table.target), held=self.resources.modes.what_kept)
             return store.reset_checkpoint(table.key), discarded
 
     # ------------------------------------------------------------ helpers

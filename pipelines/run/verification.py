@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
+from sharesync.pipelines.jobs.columns import DELETED_COLUMN, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
 from sharesync.pipelines.target.identity import read_identity
@@ -125,11 +125,12 @@ def verify_table(access: TableAccess, table: TableConfig, *, full: bool = False)
     )
     if not full:
         return found(True, identity)
-    if table.mode is Mode.APPEND:
+    strategy = access.modes.strategy(table)
+    if not strategy.copies_source:
         return found(
             True,
             identity,
-            note="an append target is a change log, not a copy of a snapshot: only its identity is checked",
+            note=f"an {table.mode.value} target is a {strategy.keeps}, not a copy of a snapshot: only its identity is checked",
         )
     return found(True, identity, comparison=compare_with_snapshot(access, table, checkpoint))
 
@@ -137,7 +138,7 @@ def verify_table(access: TableAccess, table: TableConfig, *, full: bool = False)
 def compare_with_snapshot(access: TableAccess, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
     """Keys and rows of the target against the provider's snapshot at the checkpoint version."""
     context = table_context(table, access.client_for(table.provider).metadata(table.name))
-    keys = list(table.keys) if table.mode in (Mode.MERGE, Mode.HISTORY) else []
+    keys = list(table.keys) if access.modes.strategy(table).keyed else []
     source = _snapshot_keys(access, context, checkpoint.version, keys)
     target = _target_keys(access, table, keys)
     if not keys:
@@ -212,12 +213,12 @@ def _target_keys(access: TableAccess, table: TableConfig, keys: list[str]) -> pa
     target = open_target(access.locate(table.target))
     names = [f.name for f in target.schema().fields]
     wanted = spelled(names, keys)
-    flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None
+    flag = DELETED_COLUMN if table.soft_delete else access.modes.strategy(table).current_flag
     flag = flag if flag in names else None
     rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
     if flag == DELETED_COLUMN:
         rows = rows.filter(pc.invert(pc.fill_null(rows.column(flag), False)))
-    elif flag == IS_CURRENT:
+    elif flag is not None:
         rows = rows.filter(pc.fill_null(rows.column(flag), False))
     return rows.select(wanted)
 

@@ -6,33 +6,31 @@ unless told to; this is the one place that does, for a table sharesync wrote onl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sharesync.pipelines.target.guard_columns import feed_only_layout, written_by_sharesync
+from sharesync.pipelines.target.guard_columns import written_by_sharesync
 from sharesync.pipelines.target.identity import read_identity
 from sharesync.pipelines.target.stats import row_count
-from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import Location
 
 __all__ = ["Discarded", "discard_target"]
-
-_WHAT = {Mode.APPEND: "its append-mode change log", Mode.HISTORY: "its history-mode row history"}
 
 
 @dataclass(frozen=True)
 class Discarded:
     target: str
     rows: int
-    layout: Mode | None  # append or history; None: a merge or snapshot table
+    held: str  # what the table was, in its mode's words ("its append-mode change log")
 
     def describe(self) -> str:
-        what = _WHAT[self.layout] if self.layout is not None else "a merge- or snapshot-mode table"
-        return f"target {self.target} removed ({self.rows} rows of {what})"
+        return f"target {self.target} removed ({self.rows} rows of {self.held})"
 
 
-def discard_target(target: Location) -> Discarded | None:
-    """Remove the Delta table sharesync wrote at ``target``; None when there is none."""
+def discard_target(target: Location, *, held: Callable[[Sequence[str]], str]) -> Discarded | None:
+    """Remove the Delta table sharesync wrote at ``target``; None when there is none. ``held``
+    says what a table with these columns holds (the mode registry knows the layouts)."""
     found = read_identity(target)
     if found is None:
         return None
@@ -43,4 +41,4 @@ def discard_target(target: Location) -> Discarded | None:
         )
     rows = row_count(target)
     target.remove()
-    return Discarded(target.uri, rows, feed_only_layout(found.columns))
+    return Discarded(target.uri, rows, held(found.columns))

@@ -37,7 +37,6 @@ from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import given_timestamp
-from sharesync.sync.planning.sync_plan import FEED_ONLY
 
 if TYPE_CHECKING:
     from sharesync.pipelines.jobs.session import SparkEngine
@@ -276,7 +275,7 @@ def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
     history target keeps its rows and continues, unless --discard-target removes it)."""
     with _syncer(ctx) as syncer:
         removed, discarded = syncer.reset(name, discard_target=discard_target)
-        keeps = syncer.table(name).mode in FEED_ONLY
+        keeps = syncer.resources.modes.strategy(syncer.table(name)).keeps is not None
     said = "no checkpoint" if removed is None else f"checkpoint at version {removed.version} removed"
     if discarded is not None:
         said += f"; {discarded.describe()}"

@@ -30,7 +30,7 @@ from support.verify import (
     source_version,
 )
 
-from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.pipelines.target.identity import Glance, glance
 from sharesync.sync.core.location import Location, locate
@@ -100,8 +100,12 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # docs: two HEAD requests
     long_ago = datetime(2000, 1, 1, tzinfo=UTC)
     assert glance(ws.target("m"), version, long_ago, storage) is Glance.CHANGED  # re-created since
-    write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
-                    mode="append", storage_options=options)  # fmt: skip
+    write_deltalake(
+        ws.target("m"),
+        DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
+        mode="append",
+        storage_options=options,
+    )
     assert glance(ws.target("m"), version, written, storage) is Glance.CHANGED  # another commit after it
     assert glance(f"{ws.base}/nothing-here", 0, written, storage) is Glance.CHANGED
 
@@ -218,9 +222,12 @@ def test_rounds_with_targets_and_staging_on_azure(azurite: AzuriteStore, tmp_pat
         options = azurite.options()
         assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=options)
         assert_append_target_matches(
-            a, ws.target("a"), bootstrap_version=first[ws.name("a")], end_version=source_version(a),
+            a,
+            ws.target("a"),
+            bootstrap_version=first[ws.name("a")],
+            end_version=source_version(a),
             storage_options=options,
-        )  # fmt: skip
+        )
         assert_snapshot_target_matches(s, ws.target("s"), source_version(s), storage_options=options)
         assert [k for k in azurite.keys(f"{ws.base}/staging") if not k.endswith("/")] == []
     finally:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import sharesync.pipelines.jobs as jobs
+import sharesync.pipelines as pipelines
 
-JOBS = Path(jobs.__file__).parent
+# Every module that writes a target: the shared jobs, the modes' own jobs, the target format's writer.
+WRITERS = sorted(Path(pipelines.__file__).parent.rglob("*.py"))
 
 
 def test_every_save_is_numbered_in_the_call_that_saves() -> None:
     bare = [
         f"{path.name}:{number}: {line.strip()}"
-        for path in sorted(JOBS.glob("*.py"))
+        for path in WRITERS
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if ".save(" in line
         and not line.lstrip().startswith(("#", "(``"))
@@ -31,7 +32,7 @@ def test_every_save_is_numbered_in_the_call_that_saves() -> None:
 
 def test_every_merge_and_delete_runs_fenced() -> None:
     unfenced = []
-    for path in sorted(JOBS.glob("*.py")):
+    for path in WRITERS:
         lines = path.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines, 1):
             if ".merge()" in line or 'sql(f"DELETE FROM' in line:

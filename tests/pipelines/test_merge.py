@@ -1,7 +1,7 @@
 """Merge mode on real Sail and real Delta tables, checked with deltalake.
 
 Every test runs twice: with the MERGE statement and with the copy-on-write rewrite
-(:mod:`sharesync.pipelines.jobs.rewrite`) that ``apply_merge`` picks for batches large against the target.
+(:mod:`sharesync.pipelines.modes.merge.rewrite`) that ``apply_merge`` picks for batches large against the target.
 Both must give the same tables, guards and counts.
 """
 
@@ -35,8 +35,8 @@ from support.jobs import (
     apply_merge as netted_then_merged,
 )
 
-from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.snapshot import apply_snapshot
+from sharesync.pipelines.modes.append.append import apply_append
+from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot
 from sharesync.pipelines.target.commit_metrics import ApplyStats
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
 
@@ -57,7 +57,7 @@ def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def apply_merge(*args: Any, **kwargs: Any) -> ApplyStats:
-    """The run's merge step (staging nets, then ``sharesync.pipelines.jobs.merge.apply_merge``) with this test's strategy."""
+    """The run's merge step (staging nets, then ``sharesync.pipelines.modes.merge.merge.apply_merge``) with this test's strategy."""
     stats: ApplyStats = netted_then_merged(*args, rewrite_threshold=_threshold, **kwargs)
     return stats
 
@@ -487,7 +487,7 @@ def test_a_soft_delete_flags_each_row_of_a_key_the_target_holds_twice_once(
 ) -> None:
     """A provider whose snapshot repeats a key (the keys_unique check says so) bootstraps both
     rows; a delete then flags both — the rewrite as the MERGE does, never doubling them."""
-    from sharesync.pipelines.jobs.snapshot import replace_target
+    from sharesync.pipelines.modes.snapshot.snapshot import replace_target
 
     replace_target(
         spark, stage([ins(1, **r(1, "a", 1)), ins(1, **r(1, "b", 2))]), target, keys=["id"], soft_delete=True

@@ -20,8 +20,8 @@ from support.jobs import (
     version_of,
 )
 
-from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
+from sharesync.pipelines.modes.append.append import apply_append
+from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support.jobs import StageFn, apply_merge, delete, ins, post, pre, write_direct_batch
 
-from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
-from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.append.append import apply_append
+from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]
@@ -104,9 +104,15 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     for target, threshold in ((merge_t, None), (rewrite_t, 0.0)):  # the MERGE statement, then the rewrite
         apply_merge(spark, stage(rows), target, keys=["id"], row_filter=keep)
         apply_merge(
-            spark, stage(changes, wider), target, keys=["id"], row_filter=keep, soft_delete=True, replay_from=1,
+            spark,
+            stage(changes, wider),
+            target,
+            keys=["id"],
+            row_filter=keep,
+            soft_delete=True,
+            replay_from=1,
             rewrite_threshold=threshold,
-        )  # fmt: skip
+        )
     apply_append(spark, stage(rows), append_t, after_version=0)
     apply_append(spark, stage(changes, wider), append_t, after_version=1)
     apply_snapshot(spark, stage(rows), snap_t)
@@ -120,9 +126,14 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     for target, threshold in ((str(tmp_path / "h" / "it's"), None), (str(tmp_path / "hr" / "it's"), 0.0)):
         bootstrap_history(spark, stage(rows), target, keys=["id"], version=1)  # creates the target
         apply_history(
-            spark, stage(changes, wider), target, keys=["id"], track_history=["name"], replay_from=1,
+            spark,
+            stage(changes, wider),
+            target,
+            keys=["id"],
+            track_history=["name"],
+            replay_from=1,
             rewrite_threshold=threshold,
-        )  # fmt: skip
+        )
         again = stage([ins(3, id=0, name="c", score=0, extra="y")], wider)
         bootstrap_history(spark, again, target, keys=["id"], version=3, rewrite_threshold=threshold)
     bootstrap_history(spark, stage(rows), merge_t, keys=["id"], version=1, replace=True)
@@ -155,8 +166,9 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
 
     # The recording saw the direct read: a join whose left side is a group's one-row file.
     lefts = [m for j in by_type["spark.connect.Join"] for m in _walk(j.left)]
-    assert any("/_direct/" in p for m in lefts if m.DESCRIPTOR.full_name == "spark.connect.Read.DataSource"
-               for p in m.paths)  # fmt: skip
+    assert any(
+        "/_direct/" in p for m in lefts if m.DESCRIPTOR.full_name == "spark.connect.Read.DataSource" for p in m.paths
+    )
 
     merges = by_type["spark.connect.MergeIntoTableCommand"]
     # The creating batches are writes; in merge and history mode one target merges, one rewrites.

@@ -100,9 +100,9 @@ def write_direct_batch(
 
 
 def apply_merge(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    """What the run does for a merge batch (pipelines/run/apply.py): staging nets the batch,
+    """What the run does for a merge batch (pipelines/modes/merge/merge_mode.py): staging nets the batch,
     then the merge job applies it. A batch without keys goes straight to the job, which refuses it."""
-    from sharesync.pipelines.jobs.merge import apply_merge as merge_job
+    from sharesync.pipelines.modes.merge.merge import apply_merge as merge_job
     from sharesync.sync.staging.netting import net_staged_batch
 
     keys = kwargs.get("keys")
