@@ -46,7 +46,6 @@ from sharesync.sync.protocol.responses import ChangesResult, QueryResult, TableL
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import ChangesRequest, QueryRequest
 from sharesync.sync.server.app import create_app
-from sharesync.sync.server.faults import Faults
 from sharesync.sync.server.serving import ServerState
 from sharesync.sync.server.settings import RemoteTableSpec, ServerSettings
 from sharesync.sync.server.signing import Signer
@@ -201,7 +200,7 @@ def directory_client(
         remote_tables=(RemoteTableSpec(name=name, location=location, access_modes=("url",)),),
         cache_dir=scratch / "log",
     )
-    state = ServerState(settings, Faults(), Signer(), keys=keys)
+    state = ServerState(settings, Signer(), keys=keys)
     http = httpx.Client(transport=InProcessTransport(create_app(state)))
     profile = parse_profile({"shareCredentialsVersion": 1, "endpoint": _ENDPOINT, "bearerToken": "in-process"})
     # The URLs are signed here for the endpoint the user's provider_storage: names (a private address

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 
 from sharesync.pipelines.run.commit_time import commit_time_after, filed_commit_times, version_commit_time
 from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
-from sharesync.sync.server.runner import SharingServer
 
 TABLE = "samples.all_types.plain"
 

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli_runner import CliResult
+from support.faults import SharingServer
 from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version
 from support.tls import make_tls_files
 
@@ -30,7 +31,6 @@ from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.download import Downloader, staged_name
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, File, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.mark.slow

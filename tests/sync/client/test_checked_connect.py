@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 from support.tls import make_tls_files
 
 from sharesync.sync.core.errors import ConfigError, UnsafeUrl
@@ -22,7 +23,6 @@ from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.retry import RetryPolicy
-from sharesync.sync.server.runner import SharingServer
 
 TABLE = "samples.all_types.partitioned"
 ONCE = RetryPolicy(max_attempts=1)

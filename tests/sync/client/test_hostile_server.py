@@ -1,4 +1,4 @@
-"""The local server playing a hostile provider (``sharesync.sync.server.hostile``), met by the real client.
+"""The local server playing a hostile provider (``tests/support/faults/hostile.py``), met by the real client.
 
 Every byte travels over loopback HTTP: the knobs rewrite what the server sends, and the client
 must refuse what cannot be applied (a repeated file action, file URLs aimed at another port),
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 from support.monotonic import FakeClock
 
 from sharesync.sync.core.errors import ProtocolViolation, SlowTransfer, TransportError, UnsafeUrl
@@ -21,7 +22,6 @@ from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.transport import Timeouts
-from sharesync.sync.server.runner import SharingServer
 
 from .loopback import Loopback, Reply
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import (
     HistoryUnavailable,
@@ -26,7 +27,6 @@ from sharesync.sync.protocol.refresh import RefreshTokenRefresher, refresher_for
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.transport import Timeouts
 from sharesync.sync.protocol.wire import AddFile, CdfFile, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, create_sample_table, sample_rows
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import SharesyncError, UrlExpired
 from sharesync.sync.protocol.client import SharingClient
@@ -15,7 +16,6 @@ from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile, parse_profile
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.retry import RetryPolicy
-from sharesync.sync.server.runner import SharingServer
 
 FAST = RetryPolicy(max_attempts=3, total_seconds=5.0, initial_backoff=0.01, max_backoff=0.02)
 TABLE = "samples.all_types.partitioned"

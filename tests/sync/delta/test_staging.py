@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support.faults import SharingServer
 from support.feature_tables import commit, create_source, latest_version, read_source, z85_encode
 
 from sharesync.sync.core.changefeed import ChangeType
@@ -38,7 +39,6 @@ from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import AddFile, File, Metadata, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.deletions import load_deletion_vectors
 from sharesync.sync.staging.files import StageLayout

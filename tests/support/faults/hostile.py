@@ -1,9 +1,9 @@
 """A provider that lies on purpose: answers whose every byte is well formed and whose meaning is wrong.
 
-:mod:`sharesync.sync.server.faults` breaks answers the way networks and busy servers do; this
+:mod:`support.faults.middleware` breaks answers the way networks and busy servers do; this
 module makes the server behave as a broken or hostile provider would, so tests can prove
 sharesync treats every byte it gets as untrusted. The knobs live on the same
-:class:`~sharesync.sync.server.faults.Faults` object and are not limited by its ``budget``:
+:class:`~support.faults.knobs.Faults` object and are not limited by its ``budget``:
 
 * ``repeat_file_action``: each NDJSON answer sends its first file action twice;
 * ``reverse_file_actions``: file actions in reverse order (versions out of order — the spec
@@ -39,7 +39,7 @@ _FILE_KEYS = ("file", "add", "cdf", "remove")
 
 
 class Knobs(Protocol):
-    """The knobs of :class:`~sharesync.sync.server.faults.Faults` this module reads (no import cycle)."""
+    """The knobs of :class:`~support.faults.knobs.Faults` this module reads (no import cycle)."""
 
     repeat_file_action: bool
     reverse_file_actions: bool
