@@ -83,7 +83,6 @@ def instrument() -> None:
     import sharesync.pipelines.jobs.rewrite as rewrite
     import sharesync.pipelines.jobs.session as spark
     import sharesync.pipelines.jobs.snapshot as snapshot
-    import sharesync.pipelines.run.apply as apply
     import sharesync.state.store as store
     import sharesync.sync.protocol.client as client
     import sharesync.sync.protocol.download as download
@@ -105,7 +104,6 @@ def instrument() -> None:
     for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
                  "_evolve", "projection", "row_count"):  # fmt: skip
         wrap(merge, name, f"apply_merge.{name}")
-    wrap(apply, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
     for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",

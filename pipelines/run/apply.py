@@ -27,7 +27,6 @@ from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.sync_plan import BootstrapReason, VersionRange
 from sharesync.sync.predicates import Expr
-from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -169,8 +168,6 @@ def apply_changes(
         return _append(spark, table, target, staged, expr, row_filter, batch.start - 1, record=record)
     if table.mode is not Mode.MERGE:  # pragma: no cover - snapshot mode never plans changes
         raise AssertionError(table.mode)
-    if table.keys:  # staging's last step, before the job reads the batch (the job refuses no keys)
-        net_staged_batch(staged, table.keys)
     stats = apply_merge(
         spark,
         staged,
