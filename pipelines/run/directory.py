@@ -129,9 +129,15 @@ class DirectoryClient(SharingClient):
     answers 403): the credentials are renewed first, so fresh URLs are signed with fresh ones."""
 
     def __init__(
-        self, profile: Profile, *, keys: ProviderKeys, http: httpx.Client, retry: RetryPolicy, private: bool,
+        self,
+        profile: Profile,
+        *,
+        keys: ProviderKeys,
+        http: httpx.Client,
+        retry: RetryPolicy,
+        private: bool,
         max_files: int | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(profile, http=http, retry=retry, allow_private_file_urls=private, max_files=max_files)
         self._keys = keys
         self._asked: set[str] = set()

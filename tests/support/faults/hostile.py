@@ -103,8 +103,12 @@ def _file_version(line: bytes) -> tuple[bool, int | None]:
 def rewrite_lines(lines: list[bytes], faults: Knobs, files_prefix: str) -> list[bytes]:
     """The lines of one NDJSON answer as the hostile knobs make them."""
     kinds = [_file_version(line) for line in lines]
-    files = [line for line, (is_file, version) in zip(lines, kinds, strict=True)
-             if is_file and (faults.omit_version is None or version != faults.omit_version)]  # fmt: skip
+    omitted = faults.omit_version
+    files = [
+        line
+        for line, (is_file, version) in zip(lines, kinds, strict=True)
+        if is_file and (omitted is None or version != omitted)
+    ]
     others = [line for line, (is_file, _) in zip(lines, kinds, strict=True) if not is_file]
     if faults.reverse_file_actions:
         files.reverse()
