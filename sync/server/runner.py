@@ -127,11 +127,6 @@ class SharingServer:
         """OAuth access tokens this server issued since it last started (and still valid)."""
         return self._state.auth.issued_tokens() if self._state is not None else []
 
-    def reset(self) -> None:
-        """Forget asynchronous queries and clock moves (shared test servers call this between tests)."""
-        self.queries.reset()
-        self.clock.offset_ms = 0
-
     # -- lifecycle
 
     def _bind(self) -> socket.socket:

@@ -20,7 +20,9 @@ class SharingServer(runner.SharingServer):
         super().__init__(root, hooks=self.faults, **options)
 
     def reset(self) -> None:
-        """Forget injected faults (the URL lifetime too), asynchronous queries and clock moves."""
-        super().reset()
+        """Forget injected faults (the URL lifetime too), asynchronous queries and clock moves
+        (the shared test server is reset around every test)."""
         self.faults.reset()
         self.faults.url_ttl_seconds = None
+        self.queries.reset()
+        self.clock.offset_ms = 0
