@@ -108,7 +108,7 @@ def instrument() -> None:
     wrap(batch, "write_netted", "write_netted (net in memory + write)", cpu=True)
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
     wrap(spark.SparkEngine, "session", "SparkEngine.session (engine start on 1st call)")
-    wrap(merge, "apply_merge", "apply_merge (wall)")
+    wrap(merge_mode, "apply_merge", "apply_merge (wall)")  # the name the merge strategy calls
     wrap(snapshot, "replace_target", "replace_target (wall)")
     for name in (
         "inspect_target",
@@ -121,7 +121,6 @@ def instrument() -> None:
         "row_count",
     ):
         wrap(merge, name, f"apply_merge.{name}")
-    wrap(merge_mode, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
     for name in (

@@ -72,7 +72,7 @@ def freshness_check(access: TableAccess, table: TableConfig, now: datetime | Non
     source = client.table_version(table.name).version
     oldest = None
     if checkpoint is not None and checkpoint.version < source:
-        oldest = version_commit_time(client, table.name, checkpoint.version + 1)
+        oldest = version_commit_time(client, table.name, checkpoint.version + 1, previous=checkpoint.version_timestamp)
     return freshness_verdict(bound, checkpoint, source, oldest, now or datetime.now(UTC))
 
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from sharesync.pipelines.jobs.fencing import Fence, fencing
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.modes.base import Applied
-from sharesync.pipelines.run.commit_time import commit_time, commit_time_after, filed_commit_times
+from sharesync.pipelines.run.commit_time import commit_time, filed_commit_times, version_commit_time
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
@@ -168,7 +168,9 @@ def fetch_changes(
     if end is not None:
         end_commit: datetime | None = from_millis(end)
     else:  # the last version has no file to read its commit time from: ask the provider
-        end_commit = commit_time_after(services.client, context.table.name, batch.end, stamps, previous_commit)
+        end_commit = version_commit_time(
+            services.client, context.table.name, batch.end, stamps=stamps, previous=previous_commit
+        )
     return Fetched(
         result, files, metadata, batch.start, batch.end, from_millis(start) if start is not None else None, end_commit
     )

@@ -97,8 +97,3 @@ def float32_text(value: float) -> str:
             if to_float32(float(text)) == value:
                 return text
     return repr(value)
-
-
-def micros_text(moment: datetime) -> str:
-    """``YYYY-MM-DD HH:MM:SS.ffffff``: the form Spark casts to timestamp without loss."""
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")

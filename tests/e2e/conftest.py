@@ -24,9 +24,8 @@ from typing import Any
 import pytest
 from support.e2e import Workspace
 from support.engines import SPARK
+from support.faults import SharingServer
 from support.s3 import S3Store, S3Workspace
-
-from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.engines import on_both_engines
+from support.faults import Faults
 from support.feature_tables import (
     NTZ,
     assert_merge_matches,
@@ -30,7 +31,6 @@ from support.spark import get_spark
 
 from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
 from sharesync.state import open_store
-from sharesync.sync.server.faults import Faults
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 

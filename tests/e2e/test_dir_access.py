@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from support.e2e import Workspace
+from support.faults import SharingServer
 from support.feature_tables import (
     assert_mode_matches,
     commit,
@@ -28,7 +29,6 @@ from support.spark import get_spark
 
 from sharesync.state import open_store
 from sharesync.sync.core.storage import StoreSettings
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 TTL = 2.0  # seconds: credentials expire between and during batches (renewed at half their life)

@@ -28,6 +28,7 @@ import pyarrow.fs as pafs
 import pytest
 from support.azurite import ACCOUNT, KEY, AzuriteStore, azurite_store
 from support.e2e import Workspace
+from support.faults import SharingServer
 from support.feature_tables import (
     assert_mode_matches,
     commit,
@@ -40,7 +41,6 @@ from support.spark import get_spark
 from sharesync.state import open_store
 from sharesync.sync.core.remote_table import Keys, RemoteTable
 from sharesync.sync.core.storage import StoreSettings
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 pytestmark = pytest.mark.slow

@@ -21,11 +21,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.azurite import ACCOUNT, KEY, AzuriteStore, azurite_store
 from support.e2e import Workspace
+from support.faults import SharingServer
 from support.gcs import gcs_store
 from support.s3 import S3Store
 
 from sharesync.sync.core.storage import StoreKind, StoreSettings
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 pytestmark = pytest.mark.slow

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from support.cli_runner import CliResult
+from support.faults import SharingServer
 
 from sharesync.pipelines.run.circuit import ProviderCircuits, provider_down
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.core.errors import NotFound, ServerError, TransportError, Unauthorized
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import create_sample_table, table_path
 
 ATTEMPTS = 3

@@ -1,7 +1,7 @@
 """A provider that lies (issue 31 §4): every answer is well formed, its meaning is wrong.
 
 Each test syncs a merge, an append and a snapshot table through the syncer while the local
-sharing server plays a broken or hostile provider (``sharesync.sync.server.hostile``). What
+sharing server plays a broken or hostile provider (``tests/support/faults/hostile.py``). What
 cannot be applied as sent fails each table with a message saying what the provider did, and
 writes nothing — no target commit, no checkpoint move, no staged file; once the provider
 behaves, the next pass converges. What the spec allows (lines in any order) is applied

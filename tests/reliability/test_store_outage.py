@@ -24,13 +24,13 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
+from support.faults import SharingServer
 from support.pg_server import Cluster, own_cluster
 from support.reliability import Expectation, Site, assert_at_checkpoint, assert_not_behind_checkpoint, kill, poll
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import RunStatus, StateStore, open_store
 from sharesync.state.database import database_for, dispose_databases, parse_url
-from sharesync.sync.server.runner import SharingServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

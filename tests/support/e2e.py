@@ -17,7 +17,7 @@ from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.state import StateStore
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.core.errors import StateStoreUnavailable
-from sharesync.sync.server.runner import SharingServer
+from support.faults import SharingServer
 from support.provider_tables import ProviderTables
 
 SHARE, SCHEMA = "e2e", "s"

@@ -99,13 +99,29 @@ def write_direct_batch(
     return directory
 
 
+def net_as_staged(directory: Any, keys: Sequence[str]) -> Any:
+    """A batch written file by file (``write_batch``) as the stager leaves a merge batch: one netted
+    file, by the stager's own ``write_netted`` (it nets in memory as files arrive). A batch netted
+    already is left alone. Returns what the netted batch says of itself."""
+    from sharesync.sync.core.location import locate
+    from sharesync.sync.staging.netted import find_netted, spelled_keys
+    from sharesync.sync.staging.netting import write_netted
+
+    files, done = find_netted(directory, keys)
+    if done is not None:
+        return done
+    table = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
+    for f in files:
+        f.delete()
+    return write_netted(table, spelled_keys(table.column_names, keys), locate(directory))
+
+
 def apply_merge(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    """What the run does for a merge batch (pipelines/modes/merge/merge_mode.py): staging nets the batch,
+    """What the run does for a merge batch (pipelines/modes/merge/merge_mode.py): staging nets the batch (here: :func:`net_as_staged`),
     then the merge job applies it. A batch without keys goes straight to the job, which refuses it."""
     from sharesync.pipelines.modes.merge.merge import apply_merge as merge_job
-    from sharesync.sync.staging.netting import net_staged_batch
 
     keys = kwargs.get("keys")
     if keys and not isinstance(keys, str):
-        net_staged_batch(staged, keys)
+        net_as_staged(staged, keys)
     return merge_job(spark, staged, target, **kwargs)

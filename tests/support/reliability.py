@@ -35,9 +35,9 @@ from deltalake import DeltaTable, write_deltalake
 from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.state import Checkpoint, StateStore, open_store
 from sharesync.sync.core.config import SharesyncConfig, parse_config
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import sample_rows
 from sharesync.sync.staging.batch import batch_dir
+from support.faults import SharingServer
 from support.provider_tables import ProviderTables
 from support.verify import (
     assert_append_target_matches,

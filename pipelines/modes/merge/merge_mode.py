@@ -17,7 +17,6 @@ from sharesync.state import Checkpoint
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.sync_plan import BootstrapReason, VersionRange
-from sharesync.sync.staging.netting import net_staged_batch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,8 +85,6 @@ class MergeMode:
 
     def changes(self, job: BatchJob, *, batch: VersionRange, replay_from: int | None) -> Applied:
         table = job.table
-        if table.keys:  # staging's last step, before the job reads the batch (the job refuses no keys)
-            net_staged_batch(job.staged, table.keys)
         stats = apply_merge(
             job.spark,
             job.staged,

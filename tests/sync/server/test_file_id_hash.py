@@ -13,13 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.wire import AddFile, File
-from sharesync.sync.server.runner import SharingServer
 
 from .support import actions, error
 
