@@ -23,7 +23,8 @@ from support.e2e import Workspace
 from support.engines import SPARK
 from support.verify import assert_append_target_matches, assert_merge_target_matches
 
-from sharesync.pipelines.run import apply
+from sharesync.pipelines.modes.append import append_mode
+from sharesync.pipelines.modes.merge import merge_mode
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
 
@@ -37,7 +38,7 @@ def test_a_stale_writer_is_skipped_by_delta_on_spark(workspace: Workspace, monke
     ws.table("a", rows=20, seed=1)
     ws.table("m", rows=40, seed=2)
     config = ws.config(ws.spec("a", "append"), ws.spec("m"))
-    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all(parallel=2))
+    assert all(r.outcome is TableOutcome.SYNCED for r in ws.syncer(config).sync_all(parallel=2))
     for table in ("a", "m"):
         DeltaTable(ws.path(table)).update({"name": "'v1'"}, predicate="id = 7")  # version 1, by deltalake
 
@@ -52,9 +53,9 @@ def test_a_stale_writer_is_skipped_by_delta_on_spark(workspace: Workspace, monke
 
         return held
 
-    monkeypatch.setattr(apply, "apply_append", paused(apply.apply_append))
-    monkeypatch.setattr(apply, "apply_merge", paused(apply.apply_merge))
-    stale = ws.engine(config)
+    monkeypatch.setattr(append_mode, "apply_append", paused(append_mode.apply_append))
+    monkeypatch.setattr(merge_mode, "apply_merge", paused(merge_mode.apply_merge))
+    stale = ws.syncer(config)
     outcome: list[Any] = []
     holder_a = threading.Thread(target=lambda: outcome.extend(stale.sync_all(parallel=2)), name="holder-a")
     holder_a.start()
@@ -63,7 +64,7 @@ def test_a_stale_writer_is_skipped_by_delta_on_spark(workspace: Workspace, monke
     for table in ("a", "m"):
         DeltaTable(ws.path(table)).delete("id = 7")  # version 2
     later = open_store(config.state_store, clock=lambda: datetime.now(UTC) + timedelta(hours=1))
-    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config, store=later).sync_all(parallel=2))
+    assert all(r.outcome is TableOutcome.SYNCED for r in ws.syncer(config, store=later).sync_all(parallel=2))
     resume.set()
     holder_a.join(WAIT)
 
