@@ -4,7 +4,7 @@ docs/adding-a-mode-or-target-format.md walks through this mode: a keys-only audi
 target gets, per batch, one row per change of a key — the key, its ``_change_type`` and its
 ``_commit_version`` — and nothing of the row's other columns. It follows append mode's planning
 (a change feed, the snapshot as ``insert`` rows on a bootstrap), so its config says
-``mode: append``; the registry handed to the engine gives the table the audit log instead.
+``mode: append``; the registry handed to the syncer gives the table the audit log instead.
 """
 
 from __future__ import annotations
@@ -130,21 +130,21 @@ def test_a_mode_defined_in_the_tests_syncs_a_table_through_the_registry(workspac
     modes = _audit_registry(config.tables[0].key)
     source, target = str(workspace.path("a")), workspace.target("a")
 
-    first = workspace.engine(config, modes=modes).sync_table(workspace.name("a"))
+    first = workspace.syncer(config, modes=modes).sync_table(workspace.name("a"))
     bootstrap = source_version(source)
     assert first.outcome is TableOutcome.SYNCED, first.error
     assert _logged(target) == _expected(source, bootstrap, bootstrap)
     assert DeltaTable(target).schema().to_arrow().names == ["id", CHANGE_TYPE, COMMIT_VERSION]  # keys only
 
     workspace.commit("a", 3, seed=31)
-    second = workspace.engine(config, modes=modes).sync_table(workspace.name("a"))
+    second = workspace.syncer(config, modes=modes).sync_table(workspace.name("a"))
     assert second.outcome is TableOutcome.SYNCED, second.error
     assert _logged(target) == _expected(source, bootstrap, source_version(source))
     logged = sum(_expected(source, bootstrap, source_version(source)).values()) - 12
     assert second.changes.counts() == {"key_changes_logged": logged}
     assert second.changes.describe() == f"{logged} key changes logged"
 
-    again = workspace.engine(config, modes=modes).sync_table(workspace.name("a"))
+    again = workspace.syncer(config, modes=modes).sync_table(workspace.name("a"))
     assert again.outcome is TableOutcome.UP_TO_DATE
 
 
@@ -152,6 +152,6 @@ def test_a_table_given_a_mode_whose_rules_its_config_does_not_follow_is_refused(
     workspace.table("m", rows=3, partitioned=False)
     config = workspace.config(workspace.spec("m"))  # merge mode
     with pytest.raises(ConfigError, match=r"follows mode 'append' rules; set 'mode: append'"):
-        workspace.engine(config, modes=_audit_registry(config.tables[0].key))
+        workspace.syncer(config, modes=_audit_registry(config.tables[0].key))
     with pytest.raises(ConfigError, match=r"no mode named \['auditing'\] is registered"):
         ModeRegistry(tables={config.tables[0].key: "auditing"})
