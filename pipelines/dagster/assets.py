@@ -23,7 +23,7 @@ from sharesync.pipelines.dagster.provider_facts import ProviderWords, provider_w
 from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.run.commit_time import version_commit_time
-from sharesync.pipelines.target.stats import TargetStats, read_target_stats
+from sharesync.pipelines.targets.delta.stats import TargetStats, read_target_stats
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact

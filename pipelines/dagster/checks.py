@@ -40,8 +40,8 @@ from sharesync.pipelines.dagster.target_checks import (
     schema_check,
 )
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
-from sharesync.pipelines.target.history_rows import current_rows
-from sharesync.pipelines.target.stats import read_target_stats
+from sharesync.pipelines.targets.delta.history_rows import current_rows
+from sharesync.pipelines.targets.delta.stats import read_target_stats
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.jobs.columns import spelled
-from sharesync.pipelines.target.open import open_target
-from sharesync.pipelines.target.stats import read_target_stats
+from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.delta.stats import read_target_stats
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.location import Location

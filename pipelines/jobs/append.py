@@ -16,10 +16,10 @@ from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projecti
 from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
+from sharesync.pipelines.targets.delta.write import added_columns, create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.target.preflight import inspect_target, require_columns, require_replaceable
+from sharesync.pipelines.targets.delta.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.targets.delta.preflight import inspect_target, require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
 from sharesync.sync.core.location import Place, locate
 

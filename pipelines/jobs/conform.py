@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
-from sharesync.pipelines.jobs.schema_evolution import compare_schema, fields_of
-from sharesync.pipelines.target.preflight import TargetState, inspect_target
+from sharesync.pipelines.targets.schema_evolution import compare_schema, fields_of
+from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

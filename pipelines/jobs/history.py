@@ -21,11 +21,11 @@ from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged
-from sharesync.pipelines.jobs.target import create_target, recorded, register_target
+from sharesync.pipelines.targets.delta.write import create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, version_after
-from sharesync.pipelines.target.preflight import TargetState
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats, commit_metrics, version_after
+from sharesync.pipelines.targets.delta.preflight import TargetState
+from sharesync.pipelines.targets.delta.stats import row_count
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:

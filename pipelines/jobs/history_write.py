@@ -26,8 +26,8 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.target import added_columns, recorded
-from sharesync.pipelines.target.preflight import TargetState, inspect_target
+from sharesync.pipelines.targets.delta.write import added_columns, recorded
+from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action

@@ -36,11 +36,11 @@ from sharesync.pipelines.jobs.columns import (
 from sharesync.pipelines.jobs.rewrite import can_rewrite, rewrite_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, register_target
+from sharesync.pipelines.targets.delta.write import added_columns, create_target, register_target
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.target.preflight import TargetState, inspect_target, require_columns
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target, require_columns
+from sharesync.pipelines.targets.delta.stats import row_count
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError

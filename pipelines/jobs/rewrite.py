@@ -27,8 +27,8 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.target import recorded
-from sharesync.pipelines.target.preflight import TargetState
+from sharesync.pipelines.targets.delta.write import recorded
+from sharesync.pipelines.targets.delta.preflight import TargetState
 from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.location import Location
 

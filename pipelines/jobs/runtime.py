@@ -3,7 +3,7 @@
 One object with an explicit lifetime instead of process-wide settings: a pass (the CLI's
 ``sync``, or a ``sync --every`` process across its passes; a Dagster run) builds it from the
 config, hands it down (:class:`~sharesync.pipelines.run.services.RunServices`) and closes it at the
-end. Every target read (:func:`~sharesync.pipelines.target.open.open_target`), staged batch
+end. Every target read (:func:`~sharesync.pipelines.targets.delta.open.open_target`), staged batch
 and probe is located through :meth:`Runtime.locate`, with this config's ``storage:`` settings, so
 several configs with different settings work side by side in one process.
 
@@ -53,7 +53,7 @@ class Runtime:
         return locate(place, self.storage)
 
     def open_target(self, target: Place) -> DeltaTable:
-        from sharesync.pipelines.target.open import open_target
+        from sharesync.pipelines.targets.delta.open import open_target
 
         return open_target(self.locate(target))
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
-from sharesync.pipelines.jobs.target import schema_change
-from sharesync.pipelines.target.open import open_target
-from sharesync.pipelines.target.preflight import TargetState, inspect_target
+from sharesync.pipelines.targets.delta.write import schema_change
+from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
 

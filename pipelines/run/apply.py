@@ -20,7 +20,7 @@ from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 from sharesync.pipelines.jobs.staged import staged_files
 from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TargetChanges
-from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
 from sharesync.sync.core.config import Mode, TableConfig

@@ -3,7 +3,7 @@
 start a run record → ask the provider for the batch's files → check the config against the
 batch's schema → download and stage → check the lease is still ours → apply with Spark →
 advance the checkpoint by compare-and-swap, with the identity of the target state it now
-describes (:mod:`sharesync.pipelines.target.identity`) → finish the run record. A failure anywhere
+describes (:mod:`sharesync.pipelines.targets.delta.identity`) → finish the run record. A failure anywhere
 marks the run failed (redacted) and leaves the checkpoint where it was; the staged files go
 either way.
 
@@ -30,9 +30,9 @@ from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.submissions import submissions_for
 from sharesync.pipelines.run.table_context import TableContext, check_columns
-from sharesync.pipelines.target.commit_metrics import ApplyStats
-from sharesync.pipelines.target.commit_record import CommitRecord
-from sharesync.pipelines.target.identity import read_identity
+from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.delta.commit_record import CommitRecord
+from sharesync.pipelines.targets.delta.identity import read_identity
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import (
@@ -70,7 +70,7 @@ class Fetched:
     end_commit: datetime | None
 
     def record(self, table: TableConfig) -> str:
-        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.target.commit_record`)."""
+        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.targets.delta.commit_record`)."""
         committed = self.end_commit
         return CommitRecord.model_validate(
             {

@@ -3,7 +3,7 @@
 History mode keeps every version of a key, so its batch is planned in Arrow
 (:mod:`sharesync.sync.planning.history_plan`: no netting across versions; exactly once by each
 key's watermark) against the target's rows, read with deltalake
-(:mod:`sharesync.pipelines.target.history_rows`). The plan is staged as one parquet file next to
+(:mod:`sharesync.pipelines.targets.delta.history_rows`). The plan is staged as one parquet file next to
 the batch — staging's last write — and only then is the Spark job
 (:func:`~sharesync.pipelines.jobs.history.write_history`) handed the finished batch. The engine
 starts in a thread while the batch is planned.
@@ -24,8 +24,8 @@ from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
 from sharesync.pipelines.jobs.history import HistoryStats, PlannedHistory, tracked_columns, write_history
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import staged_files
-from sharesync.pipelines.target.history_rows import read_history, table_schema
-from sharesync.pipelines.target.preflight import TargetState, inspect_target, require_columns, require_replaceable
+from sharesync.pipelines.targets.delta.history_rows import read_history, table_schema
+from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target, require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
@@ -57,7 +57,7 @@ class _Job:
     replay_from: int | None
     rewrite_threshold: float | None
     conform: bool = False  # a rebuild: move the target's rows into the batch's schema first
-    record: str | None = None  # the batch's commit record (pipelines/target/commit_record.py)
+    record: str | None = None  # the batch's commit record (pipelines/targets/delta/commit_record.py)
 
 
 def apply_history(

@@ -1,6 +1,6 @@
 """A checkpoint missing or behind its target: resume from what the target itself records.
 
-The target's Delta log records each batch it applied (:mod:`sharesync.pipelines.target.commit_record`).
+The target's Delta log records each batch it applied (:mod:`sharesync.pipelines.targets.delta.commit_record`).
 When the state store lost a table's checkpoint (a deleted SQLite file) or holds an older one (a
 PostgreSQL restored from an old backup), the checkpoint is rebuilt from that record before
 anything is planned: no snapshot downloaded again, no batch applied twice, an append target's
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.pipelines.run.target_check import high_water_columns, written_for
-from sharesync.pipelines.target.commit_record import read_record
-from sharesync.pipelines.target.identity import Glance, glance, high_water_mark
+from sharesync.pipelines.targets.delta.commit_record import read_record
+from sharesync.pipelines.targets.delta.identity import Glance, glance, high_water_mark
 from sharesync.state import Checkpoint, Lease, StateStore
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
@@ -47,7 +47,7 @@ def resume_from_target(
     A missing checkpoint counts as lost only when the store knows nothing of the table (no run
     either): ``sharesync reset`` removes the checkpoint alone, to have the table bootstrapped.
     Cheap when nothing is amiss: a checkpoint whose recorded target commit is still the newest
-    (:func:`~sharesync.pipelines.target.identity.glance`) is trusted without reading the log.
+    (:func:`~sharesync.pipelines.targets.delta.identity.glance`) is trusted without reading the log.
     ``staging``: the staging root, where a moved checkpoint's table keeps no batch.
     """
     if checkpoint is not None:

@@ -76,7 +76,7 @@ def new_columns(
     it; the provider's columns at the ``checkpoint`` version are asked for only to word the warning."""
     if table.columns is not None or table.on_new_column is NewColumnPolicy.ADD:
         return NewColumns(table)
-    from sharesync.pipelines.target.preflight import inspect_target
+    from sharesync.pipelines.targets.delta.preflight import inspect_target
 
     source = metadata.metadata.table_schema.names
     state = inspect_target(target)

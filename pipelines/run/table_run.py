@@ -37,10 +37,10 @@ from sharesync.pipelines.run.target_check import (
     switches_layout,
     written_for,
 )
-from sharesync.pipelines.target.guard_columns import feed_only_layout
-from sharesync.pipelines.target.history_rows import history_start
-from sharesync.pipelines.target.identity import Glance, glance, high_water_mark, read_identity
-from sharesync.pipelines.target.preflight import check_storage_access
+from sharesync.pipelines.targets.guard_columns import feed_only_layout
+from sharesync.pipelines.targets.delta.history_rows import history_start
+from sharesync.pipelines.targets.delta.identity import Glance, glance, high_water_mark, read_identity
+from sharesync.pipelines.targets.delta.preflight import check_storage_access
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import (

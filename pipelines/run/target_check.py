@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VALID_TO_VERSION, VERSION_COLUMN
-from sharesync.pipelines.target.identity import Glance, TargetIdentity, glance
+from sharesync.pipelines.targets.delta.identity import Glance, TargetIdentity, glance
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig

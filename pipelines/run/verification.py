@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
-from sharesync.pipelines.target.identity import read_identity
+from sharesync.pipelines.targets.delta.identity import read_identity
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
 

@@ -32,7 +32,7 @@ from support.verify import (
 
 from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.pipelines.target.identity import Glance, glance
+from sharesync.pipelines.targets.delta.identity import Glance, glance
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.server.samples import sample_rows
@@ -173,7 +173,7 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
     from support.s3 import s3_store
 
     from sharesync.pipelines.jobs.runtime import Runtime
-    from sharesync.pipelines.target.identity import read_identity
+    from sharesync.pipelines.targets.delta.identity import read_identity
     from sharesync.sync.core.config import SparkConfig
 
     uri = f"{s3_server.prefix()}/t"

@@ -37,7 +37,7 @@ from support.jobs import (
 
 from sharesync.pipelines.jobs.append import apply_append
 from sharesync.pipelines.jobs.snapshot import apply_snapshot
-from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
 
 if TYPE_CHECKING:

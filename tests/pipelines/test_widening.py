@@ -16,9 +16,9 @@ from support.jobs import apply_merge
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS
 from sharesync.pipelines.jobs.staged import read_staged
-from sharesync.pipelines.jobs.target import added_columns
+from sharesync.pipelines.targets.delta.write import added_columns
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.preflight import inspect_target
+from sharesync.pipelines.targets.delta.preflight import inspect_target
 from sharesync.sync.core.location import locate
 
 from .conftest import StageFn

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.targets.delta.open import open_target
 from sharesync.sync.core.location import Location
 
 __all__ = ["WRITES", "ApplyStats", "Commit", "commit_metrics", "total", "version_after"]

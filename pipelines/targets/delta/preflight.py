@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from sharesync.pipelines.target.guard_columns import written_by_sharesync
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.targets.guard_columns import written_by_sharesync
+from sharesync.pipelines.targets.delta.open import open_target
 from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import DIR_MARKER, Location, probe_writable, storage_failure
 from sharesync.sync.core.storage import local_path

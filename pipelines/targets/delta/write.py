@@ -1,7 +1,7 @@
 """The target Delta table as the Spark jobs write it: schema changes, creation, registration.
 
 The checks before any write (:class:`TargetState`, :func:`inspect_target`, ...) read with
-``deltalake`` alone and live in :mod:`sharesync.pipelines.target.preflight`; a breaking schema
+``deltalake`` alone and live in :mod:`sharesync.pipelines.targets.delta.preflight`; a breaking schema
 change is refused here with :class:`SchemaIncompatible` before anything is written.
 
 Registration: Sail's ``DataFrame.mergeInto`` needs a catalog table name (a ``delta.`/path```
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
-from sharesync.pipelines.jobs.schema_evolution import SchemaChange, check_schema, fields_of
-from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.target.preflight import DELETION_VECTORS_PROPERTY, TargetState
+from sharesync.pipelines.targets.schema_evolution import SchemaChange, check_schema, fields_of
+from sharesync.pipelines.targets.delta.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
+from sharesync.pipelines.targets.delta.preflight import DELETION_VECTORS_PROPERTY, TargetState
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
 
@@ -84,7 +84,7 @@ def create_target(out: DataFrame, target: Location, rows: int, record: str | Non
 
 
 def recorded(writer: DataFrameWriter, record: str | None) -> DataFrameWriter:
-    """``writer`` with the batch's record (:mod:`sharesync.pipelines.target.commit_record`) as the
+    """``writer`` with the batch's record (:mod:`sharesync.pipelines.targets.delta.commit_record`) as the
     commit's ``userMetadata``: the one way both engines write it atomically with the data (Sail
     0.7.2 honours the write option only — not the session conf, nor on MERGE or DELETE)."""
     return writer if record is None else writer.option("userMetadata", record)

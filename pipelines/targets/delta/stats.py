@@ -4,7 +4,7 @@ Read outside Spark on purpose: the count and the schema come from the Delta log 
 Parquet footers (no data scan, no engine; only a live-row count with soft delete reads the flag
 column), and an independent reader is what a check of the engine's output should use. The
 target must be reachable from this process, which the engine already requires (see
-:mod:`sharesync.pipelines.jobs.target`).
+:mod:`sharesync.pipelines.targets.delta.write`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sharesync.pipelines.target.guard_columns import DELETED_COLUMN
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.targets.guard_columns import DELETED_COLUMN
+from sharesync.pipelines.targets.delta.open import open_target
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:

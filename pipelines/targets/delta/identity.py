@@ -26,8 +26,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.target.guard_columns import written_by_sharesync
-from sharesync.pipelines.target.open import open_existing
+from sharesync.pipelines.targets.guard_columns import written_by_sharesync
+from sharesync.pipelines.targets.delta.open import open_existing
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection, local_path
 

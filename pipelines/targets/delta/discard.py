@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharesync.pipelines.target.guard_columns import feed_only_layout, written_by_sharesync
-from sharesync.pipelines.target.identity import read_identity
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.guard_columns import feed_only_layout, written_by_sharesync
+from sharesync.pipelines.targets.delta.identity import read_identity
+from sharesync.pipelines.targets.delta.stats import row_count
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import Location

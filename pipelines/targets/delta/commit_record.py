@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sharesync.pipelines.target.identity import RESTORE
-from sharesync.pipelines.target.open import open_existing
+from sharesync.pipelines.targets.delta.identity import RESTORE
+from sharesync.pipelines.targets.delta.open import open_existing
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.timestamps import from_millis
 
