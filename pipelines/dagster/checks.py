@@ -40,8 +40,7 @@ from sharesync.pipelines.dagster.target_checks import (
     schema_check,
 )
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
-from sharesync.pipelines.targets.delta.history_rows import current_rows
-from sharesync.pipelines.targets.delta.stats import read_target_stats
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location
@@ -173,10 +172,10 @@ def _copy_rows(target: Location, table: TableConfig) -> int | None:
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            return current_rows(target)
+            return DELTA.current_rows(target)
         except TableNotFoundError:
             return None
-    stats = read_target_stats(target, soft_delete=table.soft_delete)
+    stats = DELTA.stats(target, soft_delete=table.soft_delete)
     return None if stats is None else stats.rows
 
 

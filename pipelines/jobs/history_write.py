@@ -26,8 +26,8 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.targets.delta.write import added_columns, recorded
-from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.state import TargetState
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
@@ -88,7 +88,7 @@ def rewrite_plan(
     (not an anti join plus an inner join) reads the target once: less time and memory on Sail."""
     from pyspark.sql import functions as F
 
-    table = spark.read.format("delta").load(target.uri)
+    table = WRITER.read(spark, target)
     types = {f.name: f.dataType for f in table.schema.fields}
     values = [c for c in data_columns if c not in keys]
     alias = {c: f"__ss_c{i}" for i, c in enumerate([*keys, *values, *_VALIDITY, MATCH_VERSION, ACTION, SET_VALUES])}
@@ -108,13 +108,13 @@ def rewrite_plan(
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
     out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
-    recorded(out.write.format("delta").mode("overwrite"), record).save(target.uri)
+    WRITER.save(out, target, mode="overwrite", record=record)
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
     """Add the batch's new columns with an empty ``mergeSchema`` append, as merge mode does
     (``sharesync.pipelines.jobs.merge._evolve`` says why not the MERGE's schema evolution)."""
-    added = added_columns(df, state, data_columns, exclude=HISTORY_COLUMNS)
+    added = WRITER.added_columns(df, state, data_columns, exclude=HISTORY_COLUMNS)
     if not added:
         return added
     cannot = (
@@ -122,11 +122,10 @@ def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str
         "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
     )
     try:
-        writer = df.select(*[col(c) for c in added]).limit(0).write.format("delta").mode("append")
-        writer.option("mergeSchema", "true").save(state.path)
+        WRITER.save(df.select(*[col(c) for c in added]).limit(0), state.location, mode="append", schema="merge")
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
-    present = {c.lower() for c in inspect_target(state.location).column_names}
+    present = {c.lower() for c in WRITER.state(state.location).column_names}
     if any(c.lower() not in present for c in added):
         raise SchemaIncompatible(cannot)
     return added

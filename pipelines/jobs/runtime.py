@@ -22,7 +22,6 @@ from sharesync.sync.core.location import Location, Place, locate
 from sharesync.sync.core.storage import StorageSection
 
 if TYPE_CHECKING:
-    from deltalake import DeltaTable
     from pyspark.sql import SparkSession
 
 __all__ = ["Runtime"]
@@ -51,11 +50,6 @@ class Runtime:
     def locate(self, place: Place) -> Location:
         """``place`` (a target, the staging directory) as every client reaches it with these settings."""
         return locate(place, self.storage)
-
-    def open_target(self, target: Place) -> DeltaTable:
-        from sharesync.pipelines.targets.delta.open import open_target
-
-        return open_target(self.locate(target))
 
     def spark(self) -> SparkSession:
         """The engine's session, started on first use."""

@@ -1,6 +1,7 @@
 """Apply one staged batch with the Spark job its table's mode calls for, and say what it did.
 
-The jobs (:mod:`sharesync.pipelines.jobs`) report target rows; :class:`Applied` adds the mode's
+The jobs (:mod:`sharesync.pipelines.jobs`) return what they committed; the target format counts
+it (:meth:`~sharesync.pipelines.targets.port.TargetFormat.applied`), and :class:`Applied` adds the mode's
 own account (:class:`~sharesync.pipelines.run.results.TargetChanges`): keys for merge, change rows
 by type for append, rows written for snapshot, history rows opened and closed for history.
 """
@@ -20,7 +21,8 @@ from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 from sharesync.pipelines.jobs.staged import staged_files
 from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TargetChanges
-from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import ApplyStats
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
 from sharesync.sync.core.config import Mode, TableConfig
@@ -100,7 +102,7 @@ def apply_bootstrap(
     row_filter = _row_filter(expr)
     match table.mode:
         case Mode.MERGE:
-            stats = replace_target(
+            written = replace_target(
                 spark,
                 staged,
                 target,
@@ -113,9 +115,9 @@ def apply_bootstrap(
         case Mode.SNAPSHOT if checkpoint is None or reason in _REPLACING:
             # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
             # replaced too.
-            stats = replace_target(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
+            written = replace_target(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
         case Mode.SNAPSHOT:
-            stats = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
+            written = apply_snapshot(spark, staged, target, columns=table.columns, row_filter=row_filter, record=record)
         case Mode.APPEND:
             # The change log continues after a gap (the snapshot lands as inserts at its version).
             # A rebuild after a breaking schema change keeps the log too, moved into the new schema,
@@ -130,6 +132,7 @@ def apply_bootstrap(
             )
         case _:  # pragma: no cover
             raise AssertionError(table.mode)
+    stats = DELTA.applied(written)
     return Applied(stats, _changes(table.mode, stats))
 
 
@@ -171,17 +174,19 @@ def apply_changes(
         raise AssertionError(table.mode)
     if table.keys:  # staging's last step, before the job reads the batch (the job refuses no keys)
         net_staged_batch(staged, table.keys)
-    stats = apply_merge(
-        spark,
-        staged,
-        target,
-        keys=table.keys,
-        columns=table.columns,
-        row_filter=row_filter,
-        soft_delete=table.soft_delete,
-        replay_from=replay_from,
-        rewrite_threshold=rewrite_threshold,
-        record=record,
+    stats = DELTA.applied(
+        apply_merge(
+            spark,
+            staged,
+            target,
+            keys=table.keys,
+            columns=table.columns,
+            row_filter=row_filter,
+            soft_delete=table.soft_delete,
+            replay_from=replay_from,
+            rewrite_threshold=rewrite_threshold,
+            record=record,
+        )
     )
     return Applied(stats, _changes(table.mode, stats))
 
@@ -198,10 +203,10 @@ def _append(
     conform: bool = False,
     record: str | None = None,
 ) -> Applied:
-    stats = apply_append(
+    stats = DELTA.applied(apply_append(
         spark, staged, target, after_version=after, columns=table.columns, row_filter=row_filter, conform=conform,
         record=record,
-    )  # fmt: skip
+    ))  # fmt: skip
     appended = appended_by_type(staged, expr, after) if stats.inserted else {}
     return Applied(stats, TargetChanges(Mode.APPEND, appended=MappingProxyType(appended)))
 

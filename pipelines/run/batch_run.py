@@ -30,9 +30,9 @@ from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.submissions import submissions_for
 from sharesync.pipelines.run.table_context import TableContext, check_columns
-from sharesync.pipelines.targets.delta.commit_metrics import ApplyStats
-from sharesync.pipelines.targets.delta.commit_record import CommitRecord
-from sharesync.pipelines.targets.delta.identity import read_identity
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import ApplyStats
+from sharesync.pipelines.targets.record import CommitRecord
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import (
@@ -70,7 +70,7 @@ class Fetched:
     end_commit: datetime | None
 
     def record(self, table: TableConfig) -> str:
-        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.targets.delta.commit_record`)."""
+        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.targets.record`)."""
         committed = self.end_commit
         return CommitRecord.model_validate(
             {
@@ -285,7 +285,7 @@ class BatchRunner:
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
-        target = read_identity(self.services.runtime.locate(table.target))  # the state this checkpoint now describes
+        target = DELTA.identity(self.services.runtime.locate(table.target))  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.key,
             version=fetched.end,

@@ -24,8 +24,8 @@ from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
 from sharesync.pipelines.jobs.history import HistoryStats, PlannedHistory, tracked_columns, write_history
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import staged_files
-from sharesync.pipelines.targets.delta.history_rows import read_history, table_schema
-from sharesync.pipelines.targets.delta.preflight import TargetState, inspect_target, require_columns, require_replaceable
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.state import TargetState, require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
@@ -135,7 +135,7 @@ def _apply(
             f"staged batch '{job.staged}' was netted per key, which drops the versions history mode keeps; "
             "stage history-mode batches without net_keys"
         )
-    state = inspect_target(job.target)
+    state = DELTA.inspect(job.target)
     if not files and (not state.exists or (snapshot is None and job.replay_from is None)):
         return HistoryStats()  # nothing to write, or no schema to create a table with
     if state.exists and replace:
@@ -151,7 +151,7 @@ def _apply(
     values = [c for c in data_columns if c not in keys] if tracked is not None else []
     present = set(state.column_names)  # a column the batch adds is NULL in the target's rows (the plan knows)
     compared = [c for c in values if c in present]
-    history = read_history(job.target, keys, compared, replay_from=job.replay_from) if existing else None
+    history = DELTA.read_history(job.target, keys, compared, replay_from=job.replay_from) if existing else None
     if snapshot is not None:
         snapshot = _snapshot_at(changes, snapshot)
     plan = plan_history(
@@ -172,7 +172,7 @@ def _apply(
         job.staged, job.target, files, state, keys, data_columns, stats, staged_plan, null_keys, rewrite, replace,
         job.conform, job.record,
     )  # fmt: skip
-    return write_history(engine, planned)
+    return DELTA.applied(write_history(engine, planned))
 
 
 def _rewrites(plan: HistoryPlan, target_rows: int, threshold: float | None) -> bool:
@@ -209,7 +209,7 @@ def _read_changes(files: Sequence[Location], state: TargetState) -> pa.Table:
             return changes.combine_chunks()
         except pa.ArrowInvalid:  # a column over 2 GiB of values cannot be one array: chunks work, slower
             return changes
-    fields = [f for f in table_schema(state.location) if f.name not in HISTORY_COLUMNS]
+    fields = [f for f in DELTA.table_schema(state.location) if f.name not in HISTORY_COLUMNS]
     types = {CHANGE_TYPE: pa.string(), COMMIT_VERSION: pa.int64(), COMMIT_TIMESTAMP: pa.timestamp("us", tz="UTC")}
     return pa.schema([*fields, *(pa.field(c, types[c]) for c in CHANGE_COLUMNS)]).empty_table()
 

@@ -37,10 +37,9 @@ from sharesync.pipelines.run.target_check import (
     switches_layout,
     written_for,
 )
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import Glance
 from sharesync.pipelines.targets.guard_columns import feed_only_layout
-from sharesync.pipelines.targets.delta.history_rows import history_start
-from sharesync.pipelines.targets.delta.identity import Glance, glance, high_water_mark, read_identity
-from sharesync.pipelines.targets.delta.preflight import check_storage_access
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import (
@@ -109,7 +108,7 @@ class TableRun:
         runtime = self.services.runtime
         staging = runtime.locate(self.services.config.staging_dir)
         context = table_context(table, metadata)  # before any other call: a config error stops here
-        check_storage_access(self.target, staging)  # before the first read of the target: one clear line
+        DELTA.check_storage_access(self.target, staging)  # before the first read of the target: one clear line
         if resumed := resume_from_target(
             store, table, self.target, checkpoint, runtime.storage, staging, self.keeper.lease
         ):
@@ -121,7 +120,7 @@ class TableRun:
             context = table_context(table, metadata)
         if policy.warning is not None:
             self._notice(policy.warning)
-        if checkpoint is not None and switches_layout(checkpoint, table) and read_identity(self.target) is not None:
+        if checkpoint is not None and switches_layout(checkpoint, table) and DELTA.identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
         check = self._check_target(checkpoint)
         decided = prepare_run(self._facts(checkpoint, check, metadata, backfill))
@@ -153,9 +152,9 @@ class TableRun:
         if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
         written = checkpoint.updated_at
-        if glance(table.target, checkpoint.target_version, written, self.services.runtime.storage) is Glance.SAME:
+        if DELTA.glance(table.target, checkpoint.target_version, written, self.services.runtime.storage) is Glance.SAME:
             return None
-        check = judge(checkpoint, read_identity(self.target, since=checkpoint.target_version))
+        check = judge(checkpoint, DELTA.identity(self.target, since=checkpoint.target_version))
         log.info("%s: %s", table.name, check.describe())
         return check
 
@@ -172,7 +171,7 @@ class TableRun:
         target = None
         if check is not None:
             wanted = wants_high_water(check.finding, mode)
-            target = check.fact(high_water_mark(self.target, *high_water_columns(mode)) if wanted else None)
+            target = check.fact(DELTA.high_water_mark(self.target, *high_water_columns(mode)) if wanted else None)
         request = until = start = None
         if backfill is not None:
             replay_from = version_at(client, table.name, backfill.starting_timestamp)
@@ -180,7 +179,7 @@ class TableRun:
             if backfill.ending_timestamp is not None:
                 until = version_at_or_before(client, table.name, backfill.ending_timestamp)
             if mode is Mode.HISTORY and not backfill.full_refresh and replay_from > 0:
-                start = history_start(self.target)
+                start = DELTA.history_start(self.target)
         return RunFacts(
             name=table.name,
             mode=mode,
@@ -196,9 +195,9 @@ class TableRun:
 
     def _left_target(self) -> LeftTarget | None:
         """The change log or row history at the target's path, when it holds rows (only it has them)."""
-        found = read_identity(self.target)
+        found = DELTA.identity(self.target)
         layout = feed_only_layout(found.columns) if found is not None else None
-        newest = high_water_mark(self.target, *high_water_columns(layout)) if layout is not None else None
+        newest = DELTA.high_water_mark(self.target, *high_water_columns(layout)) if layout is not None else None
         return None if layout is None or newest is None else LeftTarget(layout, self.table.target, newest)
 
     def _start_version(self, state: PlanState) -> int | None:

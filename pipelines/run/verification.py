@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
-from sharesync.pipelines.targets.delta.identity import read_identity
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.errors import TargetError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -113,7 +114,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
             f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
             f"{table.target} in mode {table.mode.value} ({then})",
         )
-    current = read_identity(engine.runtime.locate(table.target), since=checkpoint.target_version)
+    current = DELTA.identity(engine.runtime.locate(table.target), since=checkpoint.target_version)
     check = judge(checkpoint, current)
     if current is None:
         return found(False, f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
@@ -208,12 +209,14 @@ def _target_keys(engine: SyncEngine, table: TableConfig, keys: list[str]) -> pa.
     in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
 
-    target = engine.runtime.open_target(table.target)
-    names = [f.name for f in target.schema().fields]
+    target = DELTA.dataset(engine.runtime.locate(table.target))
+    if target is None:
+        raise TargetError(f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
+    names = list(target.schema.names)
     wanted = spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None
     flag = flag if flag in names else None
-    rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
+    rows = target.to_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
     if flag == DELETED_COLUMN:
         rows = rows.filter(pc.invert(pc.fill_null(rows.column(flag), False)))
     elif flag == IS_CURRENT:

@@ -32,7 +32,8 @@ from support.verify import (
 
 from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.pipelines.targets.delta.identity import Glance, glance
+from sharesync.pipelines.targets.delta.identity import glance
+from sharesync.pipelines.targets.facts import Glance
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.server.samples import sample_rows
@@ -173,7 +174,7 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
     from support.s3 import s3_store
 
     from sharesync.pipelines.jobs.runtime import Runtime
-    from sharesync.pipelines.targets.delta.identity import read_identity
+    from sharesync.pipelines.targets.delta.format import DELTA
     from sharesync.sync.core.config import SparkConfig
 
     uri = f"{s3_server.prefix()}/t"
@@ -184,11 +185,11 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
         write_deltalake(uri, pa.table({"id": [6]}), mode="append", storage_options=other.options())
         first, second = (Runtime(remote, StorageSection.model_validate(s.storage())) for s in (s3_server, other))
 
-        assert first.open_target(uri).to_pyarrow_table().num_rows == 3
-        assert second.open_target(uri).to_pyarrow_table().num_rows == 6
-        assert [read_identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
+        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]
+        assert DELTA.dataset(second.locate(uri)).count_rows() == 6  # type: ignore[union-attr]
+        assert [DELTA.identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
         assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
-        assert first.open_target(uri).to_pyarrow_table().num_rows == 3  # the second changed nothing of the first's
+        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]  # the second changed nothing of the first's
 
 
 @pytest.fixture(scope="module")

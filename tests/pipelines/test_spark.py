@@ -25,7 +25,7 @@ def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
     code = (
         "import sys\n"
         "from sharesync.pipelines.jobs import append, merge, rewrite, session, snapshot, staged\n"
-        "from sharesync.pipelines.targets.delta import identity, preflight, stats\n"
+        "from sharesync.pipelines.targets.delta import format, identity, preflight, stats, write\n"
         "heavy = [m for m in ('pyspark', 'pysail', 'deltalake') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

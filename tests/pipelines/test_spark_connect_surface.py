@@ -22,10 +22,19 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support.jobs import StageFn, apply_merge, delete, ins, post, pre, write_direct_batch
+from support.jobs import (
+    StageFn,
+    apply_append,
+    apply_merge,
+    apply_snapshot,
+    delete,
+    ins,
+    post,
+    pre,
+    replace_target,
+    write_direct_batch,
+)
 
-from sharesync.pipelines.jobs.append import apply_append
-from sharesync.pipelines.jobs.snapshot import apply_snapshot, replace_target
 from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
 
 if TYPE_CHECKING:

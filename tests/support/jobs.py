@@ -101,11 +101,37 @@ def write_direct_batch(
 
 def apply_merge(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
     """What the run does for a merge batch (pipelines/run/apply.py): staging nets the batch,
-    then the merge job applies it. A batch without keys goes straight to the job, which refuses it."""
+    then the merge job applies it and the target format counts what it committed. A batch
+    without keys goes straight to the job, which refuses it."""
     from sharesync.pipelines.jobs.merge import apply_merge as merge_job
     from sharesync.sync.staging.netting import net_staged_batch
 
     keys = kwargs.get("keys")
     if keys and not isinstance(keys, str):
         net_staged_batch(staged, keys)
-    return merge_job(spark, staged, target, **kwargs)
+    return _counted(merge_job(spark, staged, target, **kwargs))
+
+
+def apply_append(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    """The append job, its commits counted by the target format as the run counts them."""
+    from sharesync.pipelines.jobs.append import apply_append as append_job
+
+    return _counted(append_job(spark, staged, target, **kwargs))
+
+
+def apply_snapshot(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    from sharesync.pipelines.jobs.snapshot import apply_snapshot as snapshot_job
+
+    return _counted(snapshot_job(spark, staged, target, **kwargs))
+
+
+def replace_target(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    from sharesync.pipelines.jobs.snapshot import replace_target as replace_job
+
+    return _counted(replace_job(spark, staged, target, **kwargs))
+
+
+def _counted(written: Any) -> Any:
+    from sharesync.pipelines.targets.delta.format import DELTA
+
+    return DELTA.applied(written)

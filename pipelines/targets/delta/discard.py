@@ -6,29 +6,14 @@ unless told to; this is the one place that does, for a table sharesync wrote onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sharesync.pipelines.targets.guard_columns import feed_only_layout, written_by_sharesync
 from sharesync.pipelines.targets.delta.identity import read_identity
 from sharesync.pipelines.targets.delta.stats import row_count
-from sharesync.sync.core.config import Mode
+from sharesync.pipelines.targets.facts import Discarded
+from sharesync.pipelines.targets.guard_columns import feed_only_layout, written_by_sharesync
 from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import Location
 
-__all__ = ["Discarded", "discard_target"]
-
-_WHAT = {Mode.APPEND: "its append-mode change log", Mode.HISTORY: "its history-mode row history"}
-
-
-@dataclass(frozen=True)
-class Discarded:
-    target: str
-    rows: int
-    layout: Mode | None  # append or history; None: a merge or snapshot table
-
-    def describe(self) -> str:
-        what = _WHAT[self.layout] if self.layout is not None else "a merge- or snapshot-mode table"
-        return f"target {self.target} removed ({self.rows} rows of {what})"
+__all__ = ["discard_target"]
 
 
 def discard_target(target: Location) -> Discarded | None:

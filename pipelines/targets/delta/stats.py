@@ -9,24 +9,17 @@ target must be reachable from this process, which the engine already requires (s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sharesync.pipelines.targets.guard_columns import DELETED_COLUMN
 from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.facts import TargetStats
+from sharesync.pipelines.targets.guard_columns import DELETED_COLUMN
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-__all__ = ["TargetStats", "read_target_stats", "row_count"]
-
-
-@dataclass(frozen=True)
-class TargetStats:
-    version: int
-    rows: int  # live rows: soft-deleted ones are not counted
-    columns: tuple[tuple[str, str, bool], ...]  # (name, type, nullable)
+__all__ = ["read_target_stats", "row_count"]
 
 
 def read_target_stats(target: Location, *, soft_delete: bool = False) -> TargetStats | None:
