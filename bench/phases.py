@@ -84,6 +84,8 @@ def instrument() -> None:
     import sharesync.pipelines.jobs.session as spark
     import sharesync.pipelines.jobs.snapshot as snapshot
     import sharesync.pipelines.run.apply as apply
+    import sharesync.pipelines.targets.delta.commit_metrics as metrics
+    import sharesync.pipelines.targets.delta.write as write
     import sharesync.state.store as store
     import sharesync.sync.protocol.client as client
     import sharesync.sync.protocol.download as download
@@ -102,14 +104,15 @@ def instrument() -> None:
     wrap(spark.SparkEngine, "session", "SparkEngine.session (engine start on 1st call)")
     wrap(merge, "apply_merge", "apply_merge (wall)")
     wrap(snapshot, "replace_target", "replace_target (wall)")
-    for name in ("inspect_target", "read_staged", "register_target", "commit_metrics", "version_after",
-                 "_evolve", "projection", "row_count"):  # fmt: skip
+    for name in ("read_staged", "_evolve", "projection"):
         wrap(merge, name, f"apply_merge.{name}")
+    for name in ("state", "register", "rows", "create"):  # the target format's writer, for every job
+        wrap(write.DeltaWriter, name, f"writer.{name}")
+    wrap(metrics, "commit_metrics", "commit_metrics (the run counts a job's commits)")
     wrap(apply, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
-    for name in ("inspect_target", "read_staged", "count_rows", "commit_metrics", "version_after", "row_count",
-                 "create_target"):  # fmt: skip
+    for name in ("read_staged", "count_rows"):
         wrap(snapshot, name, f"replace.{name}")
     if hasattr(merge, "_merge_writer"):
         original_writer = merge._merge_writer

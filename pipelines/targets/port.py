@@ -2,9 +2,11 @@
 
 The run, the CLI and Dagster reach a target only through a :class:`TargetFormat` (today the one
 implementation, :data:`sharesync.pipelines.targets.delta.format.DELTA`); the Spark jobs only
-through its :class:`TargetWriter`. A job returns what it committed (:class:`Written`), never
-what that did: the run asks the format (:meth:`TargetFormat.applied`), which reads its own
-commits' numbers (Delta: ``commitInfo.operationMetrics``).
+through its :class:`TargetWriter`. A job returns what it committed
+(:class:`~sharesync.pipelines.targets.facts.Written`), never what that did: the run asks the
+format (:meth:`TargetFormat.applied`), which reads its own commits' numbers (Delta:
+``commitInfo.operationMetrics``). The values both sides exchange are format-neutral
+(:mod:`sharesync.pipelines.targets.facts`, :mod:`~sharesync.pipelines.targets.state`).
 
 Maintenance (compaction, vacuum; issue 42) belongs here too, as methods of :class:`TargetFormat`
 taking a :class:`~sharesync.sync.core.location.Location`, implemented in the format's package.

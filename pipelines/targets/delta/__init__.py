@@ -1,5 +1,5 @@
-"""Target inspection: what a target Delta table holds, read with deltalake alone (no Spark).
+"""The Delta target format: :data:`~sharesync.pipelines.targets.delta.format.DELTA`.
 
-The run asks here before and after a job (identity, row count, history rows, what a commit
-did); the Spark jobs write, this package only reads.
+Inspection reads a target with ``deltalake`` alone (no Spark: identity, preflight, stats, commit
+metrics and records, history rows, discard); :mod:`.write` is the Spark writer the jobs use.
 """
