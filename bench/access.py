@@ -8,7 +8,7 @@ moto's S3 (a process of its own, no authentication) holds the provider's table, 
 modes. Two merge targets on the local disk are synced from it, one with ``access: url`` (the
 server mirrors the log and presigns S3 URLs), one with ``access: dir`` (sharesync does that itself
 with the server's temporary credentials): the bootstrap at version 3, then, after 10 MERGE commits,
-the incremental. Wall time of ``SyncEngine.sync_all()`` per run, after the engine has started.
+the incremental. Wall time of ``Syncer.sync_all()`` per run, after the engine has started.
 moto is a Python server: this measures sharesync's own work per mode, not a cloud store's latency.
 """
 
@@ -29,7 +29,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from sharesync.pipelines.jobs.session import SparkEngine
-from sharesync.pipelines.run.sync_pass import SyncEngine
+from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.server.runner import SharingServer
@@ -109,15 +109,15 @@ def _run(
     with SharingServer(work / "root", remote_tables=(spec,), object_store=store, credentials_role_arn=role) as server:
         profile = server.write_profile(work / "p.share")
         SparkEngine().session()  # the embedded engine starts before anything is timed
-        engines = {}
+        syncers = {}
         for mode in ("dir", "url") if dir_first else ("url", "dir"):
             raw = {"profile": str(profile), "allow_private_file_urls": True, "state_store": f"sqlite:///{work}/{mode}.db", "staging_dir": str(work / f"staging-{mode}"),
                    "provider_storage": {"s3://bench/": {"endpoint": endpoint, "region": REGION, "allow_http": True}},
                    "tables": [{"name": "b.s.orders", "target": str(work / f"target-{mode}"), "keys": ["id"], "access": mode}]}  # fmt: skip
-            engines[mode] = SyncEngine(parse_config(raw, base_dir=work))
+            syncers[mode] = Syncer(parse_config(raw, base_dir=work))
         timings: dict[tuple[str, str], float] = {}
-        for mode, engine in engines.items():
-            timings[("bootstrap", mode)] = _timed(engine)
+        for mode, syncer in syncers.items():
+            timings[("bootstrap", mode)] = _timed(syncer)
         for version in range(10):  # versions 4-13: MERGEs of `keys` keys, 70 % existing
             table = DeltaTable(source, storage_options=options)
             ids = np.concatenate(
@@ -128,10 +128,10 @@ def _run(
             )
             (table.merge(_rows(rng, np.unique(ids)), "t.id = s.id", source_alias="s", target_alias="t")
              .when_matched_update_all().when_not_matched_insert_all().execute())  # fmt: skip
-        for mode, engine in engines.items():
-            timings[("incremental", mode)] = _timed(engine)
-        for engine in engines.values():
-            engine.close()
+        for mode, syncer in syncers.items():
+            timings[("incremental", mode)] = _timed(syncer)
+        for syncer in syncers.values():
+            syncer.close()
         for mode in ("url", "dir"):
             assert (
                 DeltaTable(str(work / f"target-{mode}")).to_pyarrow_table().num_rows
@@ -140,9 +140,9 @@ def _run(
     return timings
 
 
-def _timed(engine: SyncEngine) -> float:
+def _timed(syncer: Syncer) -> float:
     started = time.perf_counter()
-    results = engine.sync_all()
+    results = syncer.sync_all()
     elapsed = time.perf_counter() - started
     assert all(r.error is None for r in results), [r.error for r in results]
     return elapsed

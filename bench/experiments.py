@@ -5,12 +5,12 @@
 Steps (each variant in its own child process, measured like ``bench.run``: wall and peak RSS):
 
 1. ``capture``: restore the incremental start state, run ``sharesync sync`` up to the moment
-   ``sharesync.pipelines.jobs.merge.apply_merge`` is called, copy the staged batch aside, stop.
+   ``sharesync.pipelines.modes.merge.merge.apply_merge`` is called, copy the staged batch aside, stop.
 2. ``net-arrow``: the batch's net change per key computed with pyarrow (one sort on key,
    version desc, change rank), written as one parquet file — what staging could hand over.
-3. Sail (embedded, through ``sharesync.pipelines.jobs.merge.apply_merge`` on a copy of the start target, the
+3. Sail (embedded, through ``sharesync.pipelines.modes.merge.merge.apply_merge`` on a copy of the start target, the
    netted batch as the stager writes it): ``sail-merge`` (the MERGE statement) and
-   ``sail-rewrite`` (the copy-on-write rewrite, ``sharesync.pipelines.jobs.rewrite``).
+   ``sail-rewrite`` (the copy-on-write rewrite, ``sharesync.pipelines.modes.merge.rewrite``).
 4. ``deltars``: ``deltalake`` MERGE of the Arrow-netted file with the same guard clauses.
 
 Every MERGE variant must report the same inserted/updated/deleted counts; they are printed.
@@ -30,12 +30,17 @@ WORK = Path("/tmp/sharesync-bench")
 
 def _paths(size: str) -> dict[str, Path]:
     base = WORK / size
-    return {"seed": base / "ss-inc-seed", "run": base / "ss-inc", "staged": base / "exp-staged",
-            "net": base / "exp-net", "target": base / "exp-target"}  # fmt: skip
+    return {
+        "seed": base / "ss-inc-seed",
+        "run": base / "ss-inc",
+        "staged": base / "exp-staged",
+        "net": base / "exp-net",
+        "target": base / "exp-target",
+    }
 
 
 def capture(size: str) -> dict:
-    import sharesync.pipelines.jobs.merge as merge
+    import sharesync.pipelines.modes.merge.merge as merge
     import sharesync.sync.cli.main as cli
     from sharesync.sync.core.location import locate
 
@@ -83,8 +88,13 @@ def net_arrow(size: str) -> dict:
     shutil.rmtree(p["net"], ignore_errors=True)
     p["net"].mkdir(parents=True)
     pq.write_table(net, p["net"] / "net.parquet", compression="lz4")
-    return {"rows": table.num_rows, "net_rows": net.num_rows, "read_s": read, "net_s": netted,
-            "write_s": time.monotonic() - began - read - netted}  # fmt: skip
+    return {
+        "rows": table.num_rows,
+        "net_rows": net.num_rows,
+        "read_s": read,
+        "net_s": netted,
+        "write_s": time.monotonic() - began - read - netted,
+    }
 
 
 def _fresh_target(size: str) -> str:
@@ -98,8 +108,8 @@ def sail(size: str, variant: str) -> dict:
     """The netted batch through ``apply_merge`` on embedded Sail, as a MERGE or as a rewrite."""
     import pyarrow.parquet as pq
 
-    import sharesync.pipelines.jobs.merge as merge
-    import sharesync.pipelines.jobs.rewrite as rewrite
+    import sharesync.pipelines.modes.merge.merge as merge
+    import sharesync.pipelines.modes.merge.rewrite as rewrite
     from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.sync.staging.netting import write_netted
 
@@ -125,8 +135,13 @@ def sail(size: str, variant: str) -> dict:
     began = time.monotonic()
     threshold = None if variant == "sail-merge" else 0.0
     stats = merge.apply_merge(spark, staged, target, keys=["id"], rewrite_threshold=threshold)
-    return {"merge_s": time.monotonic() - began, **counting, "inserted": stats.inserted, "updated": stats.updated,
-            "deleted": stats.deleted}  # fmt: skip
+    return {
+        "merge_s": time.monotonic() - began,
+        **counting,
+        "inserted": stats.inserted,
+        "updated": stats.updated,
+        "deleted": stats.deleted,
+    }
 
 
 def deltars(size: str) -> dict:
@@ -140,8 +155,11 @@ def deltars(size: str) -> dict:
     columns = [c for c in net.column_names if not c.startswith("_")]
     upsert = "s._change_type IN ('insert', 'update_postimage')"
     newer = "s._commit_version > t._sharesync_version"
-    values = {**{f"`{c}`": f"s.`{c}`" for c in columns}, "_sharesync_version": "s._commit_version",
-              "_sharesync_commit_timestamp": "s._commit_timestamp"}  # fmt: skip
+    values = {
+        **{f"`{c}`": f"s.`{c}`" for c in columns},
+        "_sharesync_version": "s._commit_version",
+        "_sharesync_commit_timestamp": "s._commit_timestamp",
+    }
     metrics = (
         DeltaTable(target)
         .merge(net, "t.id = s.id", source_alias="s", target_alias="t")
@@ -150,8 +168,12 @@ def deltars(size: str) -> dict:
         .when_not_matched_insert(updates=values, predicate=upsert)
         .execute()
     )
-    return {"merge_s": time.monotonic() - began, "inserted": metrics["num_target_rows_inserted"],
-            "updated": metrics["num_target_rows_updated"], "deleted": metrics["num_target_rows_deleted"]}  # fmt: skip
+    return {
+        "merge_s": time.monotonic() - began,
+        "inserted": metrics["num_target_rows_inserted"],
+        "updated": metrics["num_target_rows_updated"],
+        "deleted": metrics["num_target_rows_deleted"],
+    }
 
 
 VARIANTS = ("net-arrow", "sail-merge", "sail-rewrite", "deltars")
@@ -190,12 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         # The seed's config points at WORK/main.share; rewrite it to this server's profile.
         profile_env = {"SHARESYNC_PROFILE": str(server.profile)}
         logs = WORK / "logs"
-        m = run_child([PYTHON, "-m", "bench.experiments", "--size", args.size, "--child", "capture"],
-                      log_to=logs / "exp-capture.log", env=profile_env)  # fmt: skip
+        m = run_child(
+            [PYTHON, "-m", "bench.experiments", "--size", args.size, "--child", "capture"],
+            log_to=logs / "exp-capture.log",
+            env=profile_env,
+        )
         log(f"capture: {m.output}")
         for variant in args.variants:
-            m = run_child([PYTHON, "-m", "bench.experiments", "--size", args.size, "--child", variant],
-                          log_to=logs / f"exp-{variant}.log")  # fmt: skip
+            m = run_child(
+                [PYTHON, "-m", "bench.experiments", "--size", args.size, "--child", variant],
+                log_to=logs / f"exp-{variant}.log",
+            )
             log(
                 f"{variant:<24} process {m.wall:6.2f} s  peak RSS {m.maxrss_mib:6.0f} MiB  cpu {m.cpu:5.1f} s  {m.output}"
             )

@@ -79,11 +79,10 @@ def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None
 
 
 def instrument() -> None:
-    import sharesync.pipelines.jobs.merge as merge
-    import sharesync.pipelines.jobs.rewrite as rewrite
     import sharesync.pipelines.jobs.session as spark
-    import sharesync.pipelines.jobs.snapshot as snapshot
-    import sharesync.pipelines.run.apply as apply
+    import sharesync.pipelines.modes.merge.merge as merge
+    import sharesync.pipelines.modes.merge.rewrite as rewrite
+    import sharesync.pipelines.modes.snapshot.snapshot as snapshot
     import sharesync.pipelines.targets.delta.commit_metrics as metrics
     import sharesync.pipelines.targets.delta.write as write
     import sharesync.state.store as store
@@ -93,8 +92,16 @@ def instrument() -> None:
 
     for method in ("table_version", "metadata", "changes", "query"):
         wrap(client.SharingClient, method, f"client.{method}")
-    for method in ("get_checkpoint", "list_checkpoints", "advance_checkpoint", "start_run", "finish_run",
-                   "acquire_lease", "release_lease", "renew_lease"):  # fmt: skip
+    for method in (
+        "get_checkpoint",
+        "list_checkpoints",
+        "advance_checkpoint",
+        "start_run",
+        "finish_run",
+        "acquire_lease",
+        "release_lease",
+        "renew_lease",
+    ):
         wrap(store.StateStore, method, f"store.{method}")
     wrap(batch, "stage", "stage (download+stage, wall)")
     wrap(batch, "stage_file", "stage_file (wall, summed over threads)", cpu=True)
@@ -102,14 +109,13 @@ def instrument() -> None:
     wrap(batch, "write_netted", "write_netted (net in memory + write)", cpu=True)
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
     wrap(spark.SparkEngine, "session", "SparkEngine.session (engine start on 1st call)")
-    wrap(merge, "apply_merge", "apply_merge (wall)")
+    wrap(merge, "apply_merge", "apply_merge (wall)")  # the merge strategy imports it when it applies a batch
     wrap(snapshot, "replace_target", "replace_target (wall)")
     for name in ("read_staged", "_evolve", "projection"):
         wrap(merge, name, f"apply_merge.{name}")
     for name in ("state", "register", "rows", "create"):  # the target format's writer, for every job
         wrap(write.DeltaWriter, name, f"writer.{name}")
-    wrap(metrics, "commit_metrics", "commit_metrics (the run counts a job's commits)")
-    wrap(apply, "net_staged_batch", "net_staged_batch (before the job)", cpu=True)
+    wrap(metrics, "commit_metrics", "commit_metrics (the strategies count a job's commits)")
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
     for name in ("read_staged", "count_rows"):
@@ -145,8 +151,16 @@ def child(config: str) -> None:
             raise
     _record("cli.main (total)", time.monotonic() - began)
     phases = {k: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
-    print(json.dumps({"phases": phases, "calls": dict(counts), "missing": missing,
-                      "in_process": time.monotonic() - _PROCESS_START}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "phases": phases,
+                "calls": dict(counts),
+                "missing": missing,
+                "in_process": time.monotonic() - _PROCESS_START,
+            }
+        )
+    )
     sys.stdout.flush()
 
 
@@ -180,8 +194,10 @@ def drive(labels: list[str], scenarios: list[str], runs: int, scale: float, seed
                 else:
                     state = br.start_state(base, w, server.profile, peer=False)
                     config, prepare = state.config, state.restore_sharesync
-                done = [instrumented(config, prepare, base / "logs" / f"{scenario}-{i}.log", server.pid)
-                        for i in range(runs)]  # fmt: skip
+                done = [
+                    instrumented(config, prepare, base / "logs" / f"{scenario}-{i}.log", server.pid)
+                    for i in range(runs)
+                ]
                 report(f"{label}-{scenario} ({w.name}, scale {scale:g})", done)
         finally:
             server.stop()

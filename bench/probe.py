@@ -1,11 +1,11 @@
 """In-process probes, each run as its own child process by ``bench.run``.
 
-* ``noop --config CFG``: import time of the engine modules, then ``SyncEngine.sync_all()`` on a
+* ``noop --config CFG``: import time of the engine modules, then ``Syncer.sync_all()`` on a
   config whose tables are all up to date — the first call (creates the HTTP client, reads the
   checkpoints) and the median of ``--repeat`` more; checks every outcome is ``up_to_date`` and
   that no Spark engine was started (``pysail`` never imported, no embedded server), and lists
   which of the modules a no-op pass should not need were imported (``heavy_imported``).
-* ``poll --config CFG``: ``SyncEngine.source_versions()`` over every configured table (1,000 in
+* ``poll --config CFG``: ``Syncer.source_versions()`` over every configured table (1,000 in
   the benchmark) — first call and median of ``--repeat`` more; counts tables that failed.
 * ``warm --config CFG --warmup CFG0``: two ``sharesync sync`` passes in one process, as
   ``sharesync sync --every`` runs them — a pass with changes on ``CFG0`` (it imports, starts the
@@ -34,14 +34,14 @@ def _timed(fn):  # noqa: ANN001, ANN202
 
 def noop(config_file: str, repeat: int) -> dict[str, object]:
     began = time.perf_counter()
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.sync.core.config import load_config
 
     imported = time.perf_counter() - began
     config = load_config(config_file)
-    with SyncEngine(config) as engine:
-        first, results = _timed(engine.sync_all)
-        warm = [_timed(engine.sync_all)[0] for _ in range(repeat)]
+    with Syncer(config) as syncer:
+        first, results = _timed(syncer.sync_all)
+        warm = [_timed(syncer.sync_all)[0] for _ in range(repeat)]
     outcomes = sorted({r.outcome.value for r in results})
     heavy_imported = sorted(m for m in HEAVY_MODULES if m in sys.modules)
     import sharesync.pipelines.jobs.session as spark_module
@@ -61,13 +61,13 @@ def noop(config_file: str, repeat: int) -> dict[str, object]:
 
 
 def poll(config_file: str, repeat: int) -> dict[str, object]:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.sync.core.config import load_config
 
     config = load_config(config_file)
-    with SyncEngine(config) as engine:
-        first, versions = _timed(engine.source_versions)
-        warm = [_timed(engine.source_versions)[0] for _ in range(repeat)]
+    with Syncer(config) as syncer:
+        first, versions = _timed(syncer.source_versions)
+        warm = [_timed(syncer.source_versions)[0] for _ in range(repeat)]
     failed = [name for name, v in versions.items() if not isinstance(v, int)]
     return {
         "tables": len(versions),
@@ -85,7 +85,7 @@ def warm(config_file: str, warmup_file: str) -> dict[str, object]:
     from sharesync.sync.core.config import load_config
 
     def one_pass(path: str) -> float:
-        """The CLI's pass (config, engine, sync, printed results), as one ``--every`` pass runs it."""
+        """The CLI's pass (config, syncer, sync, printed results), as one ``--every`` pass runs it."""
         config = load_config(path)
         store = open_store(config.state_store)
 

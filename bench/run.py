@@ -23,8 +23,8 @@ Scenarios per shape (:mod:`bench.scenarios`):
   sync --every`` runs it (``bench.probe warm``: first a bootstrap pass of the same table into
   another target, then the measured pass); the pass's own wall time.
 * ``noop``        — ``sharesync sync`` when nothing is new (process wall time), and the
-  in-process ``SyncEngine.sync_all()`` call (``bench.probe noop``).
-* ``poll``        — ``SyncEngine.source_versions()`` over 1,000 configured tables
+  in-process ``Syncer.sync_all()`` call (``bench.probe noop``).
+* ``poll``        — ``Syncer.source_versions()`` over 1,000 configured tables
   (``bench.probe poll``); measured once, not per shape.
 * ``history``     — the incremental batch in history mode vs merge mode (``bench.history``;
   issue 14's goal: ≤ 1.5× merge mode in wall time and peak RSS).

@@ -5,7 +5,7 @@
   (:mod:`bench.start_state`), copied back before every run.
 * ``warm``        — the incremental batch as the second pass of one process (``bench.probe warm``).
 * ``noop``        — ``sharesync sync`` when nothing is new, and the in-process ``sync_all()``.
-* ``poll``        — ``SyncEngine.source_versions()`` over many configured tables (``bench.probe poll``).
+* ``poll``        — ``Syncer.source_versions()`` over many configured tables (``bench.probe poll``).
 * ``history``     — the incremental batch in history mode vs merge mode (:mod:`bench.history`).
 
 Runs are interleaved (the pipeline order rotates per run) so load from elsewhere hits all of

@@ -14,8 +14,8 @@ from sqlalchemy import Connection, delete, select, update
 
 from sharesync.state.lease_table import require_lease
 from sharesync.state.models import CheckpointRow
-from sharesync.state.records import CHECKPOINT_COLUMNS, Checkpoint, Lease
-from sharesync.state.store_base import AnyRow, StoreBase
+from sharesync.state.records import CHECKPOINT_COLUMNS, Checkpoint, Lease, checkpoint_from_row
+from sharesync.state.store_base import StoreBase
 from sharesync.sync.core.errors import CheckpointConflict
 
 _CHECKPOINT_COLUMNS = tuple(CheckpointRow.__table__.c[name] for name in CHECKPOINT_COLUMNS)
@@ -31,7 +31,7 @@ class Checkpoints(StoreBase):
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._db.read("listing checkpoints") as conn:
             rows = conn.execute(select(*_CHECKPOINT_COLUMNS).order_by(CheckpointRow.name)).all()
-        return [_to_checkpoint(row) for row in rows]
+        return [checkpoint_from_row(tuple(row)) for row in rows]
 
     def advance_checkpoint(
         self, new: Checkpoint, *, expected_version: int | None, lease: Lease | None = None, rewind: bool = False
@@ -127,8 +127,4 @@ class Checkpoints(StoreBase):
     @staticmethod
     def _checkpoint(conn: Connection, name: str) -> Checkpoint | None:
         row = conn.execute(select(*_CHECKPOINT_COLUMNS).where(CheckpointRow.name == name)).first()
-        return None if row is None else _to_checkpoint(row)
-
-
-def _to_checkpoint(row: AnyRow) -> Checkpoint:
-    return Checkpoint(**row._mapping)
+        return None if row is None else checkpoint_from_row(tuple(row))

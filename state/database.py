@@ -1,4 +1,4 @@
-"""Connections to the state database: URL checks, one engine per URL, and error translation.
+"""Connections to the state database: URL checks, one pooled database per URL, and error translation.
 
 This is the one place where SQLAlchemy/driver exceptions become :mod:`sharesync.sync.core.errors` classes,
 and the one place that knows the two backends' quirks:
@@ -18,8 +18,8 @@ and the one place that knows the two backends' quirks:
   a database restart (``sync --every``, the Dagster sensor) reconnects by itself.
 
 Passwords: the URL shown anywhere is rendered with the password hidden, the password is
-registered with :func:`sharesync.sync.core.redact.register_secret`, and engines hide bound parameters in
-their error messages.
+registered with :func:`sharesync.sync.core.redact.register_secret`, and SQLAlchemy's engines hide
+bound parameters in their error messages.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class _Pooled:
 
 
 class Database:
-    """A state database: its engine, its safe-to-print URL, and transaction helpers."""
+    """A state database: its SQLAlchemy engine, its safe-to-print URL, and transaction helpers."""
 
     def __init__(self, pooled: _Pooled, url: URL, display_url: str) -> None:
         self.engine = pooled.engine
@@ -218,12 +218,12 @@ def prepare_sqlite_file(url: URL) -> None:
         )
 
 
-_engines: dict[tuple[int, str], _Pooled] = {}
-_engines_lock = threading.Lock()
+_databases: dict[tuple[int, str], _Pooled] = {}
+_databases_lock = threading.Lock()
 
 
 def database_for(url: URL) -> Database:
-    """The process-wide :class:`Database` for ``url`` (engines are pooled; create one per URL).
+    """The process-wide :class:`Database` for ``url`` (one per URL: SQLAlchemy's engine pools its connections).
 
     Process-wide on purpose: every store of one process on one SQLite file must queue its writers
     on the same in-process lock (two stores each with its own would meet as SQLITE_BUSY), and a
@@ -231,21 +231,21 @@ def database_for(url: URL) -> Database:
     runs. Keyed by pid too: a forked child must never reuse its parent's pooled connections.
     """
     key = (os.getpid(), url.render_as_string(hide_password=False))
-    with _engines_lock:
-        pooled = _engines.get(key)
+    with _databases_lock:
+        pooled = _databases.get(key)
         if pooled is None:
-            engine = _create_engine(url)
-            pooled = _Pooled(engine, threading.Lock() if engine.dialect.name == "sqlite" else None)
-            _engines[key] = pooled
+            created = _create_engine(url)
+            pooled = _Pooled(created, threading.Lock() if created.dialect.name == "sqlite" else None)
+            _databases[key] = pooled
     return Database(pooled, url, display(url))
 
 
-def dispose_engines() -> None:
+def dispose_databases() -> None:
     """Close every pooled connection of this process (tests, and before a server restart)."""
-    with _engines_lock:
-        mine = [key for key in _engines if key[0] == os.getpid()]
+    with _databases_lock:
+        mine = [key for key in _databases if key[0] == os.getpid()]
         for key in mine:
-            _engines.pop(key).engine.dispose()
+            _databases.pop(key).engine.dispose()
 
 
 def _create_engine(url: URL) -> Engine:

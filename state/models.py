@@ -21,6 +21,8 @@ from sqlalchemy import BigInteger, CheckConstraint, DateTime, Dialect, Index, In
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from sharesync.state.records import stored_utc
+
 NAME_LENGTH = 512
 
 
@@ -44,9 +46,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return None if value is None else stored_utc(value)
 
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid alias), not BIGINT.

@@ -1,6 +1,6 @@
 """What the state store hands out: small frozen values, never ORM rows.
 
-Callers (the engine, ``sharesync status``, the Dagster layer) must not be able to mutate a
+Callers (the syncer, ``sharesync status``, the Dagster layer) must not be able to mutate a
 checkpoint and "save" it behind the store's back, nor hold a row bound to a closed
 session; so every read returns one of these immutable snapshots, and every write takes
 them. All timestamps are aware UTC: the store refuses naive datetimes because a naive
@@ -9,9 +9,11 @@ value is ambiguous across machines and would silently shift lease expiries.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import get_args, get_type_hints
 
 
 def _require_aware(name: str, value: datetime | None) -> None:
@@ -68,6 +70,48 @@ class Checkpoint:
 # A checkpoint row's columns are the fields of Checkpoint, by the same names: the store's select
 # (state/checkpoints.py) and the no-op path's stdlib read (state/sqlite.py) both take this list.
 CHECKPOINT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Checkpoint))
+
+
+def stored_utc(value: datetime) -> datetime:
+    """A stored timestamp as aware UTC: the store writes naive UTC where the database keeps no zone."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def checkpoint_from_row(values: Sequence[object]) -> Checkpoint:
+    """The checkpoint a row holds, its values in :data:`CHECKPOINT_COLUMNS` order: typed as SQLAlchemy
+    returns them, or raw as ``sqlite3`` does (timestamps as text). TypeError or ValueError when a
+    value does not fit its field — the one decoding of a checkpoint row, for both readers."""
+    decoded = {name: _READERS[name](value) for name, value in zip(CHECKPOINT_COLUMNS, values, strict=True)}
+    return Checkpoint(**decoded)  # type: ignore[arg-type]  # each value's type checked by its column's reader
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not text")
+    return value
+
+
+def _integer(value: object) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def _timestamp(value: object) -> datetime:
+    return stored_utc(value if isinstance(value, datetime) else datetime.fromisoformat(_text(value)))
+
+
+def _reader(kind: object) -> Callable[[object], object]:
+    """How a column whose Checkpoint field has type ``kind`` is read."""
+    read: dict[object, Callable[[object], object]] = {str: _text, int: _integer, datetime: _timestamp}
+    if type(None) not in get_args(kind):
+        return read[kind]
+    (base,) = (arg for arg in get_args(kind) if arg is not type(None))
+    return lambda value: None if value is None else read[base](value)
+
+
+# Per column, its reader: a field added to Checkpoint (and so to CHECKPOINT_COLUMNS) is read here too.
+_READERS = {name: _reader(kind) for name, kind in get_type_hints(Checkpoint).items()}
 
 
 class RunStatus(StrEnum):

@@ -29,13 +29,10 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
 from contextlib import closing
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import get_args, get_type_hints
 
-from sharesync.state.records import CHECKPOINT_COLUMNS, Checkpoint
+from sharesync.state.records import CHECKPOINT_COLUMNS, Checkpoint, checkpoint_from_row
 from sharesync.state.revisions import VERSION_TABLE, head_revision
 
 log = logging.getLogger("sharesync.state")
@@ -94,7 +91,7 @@ def _read(path: Path) -> list[Checkpoint]:
     except sqlite3.Error as error:
         raise _Unanswered(f"SQLite: {error}") from None
     try:
-        return [_checkpoint(row) for row in rows]
+        return [checkpoint_from_row(row) for row in rows]
     except (TypeError, ValueError) as error:
         raise _Unanswered(f"unexpected checkpoint row: {error}") from None
 
@@ -106,41 +103,3 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         timeout=SQLITE_BUSY_TIMEOUT_MS / 1000,
         isolation_level=None,  # transactions are ours (BEGIN above), not the sqlite3 module's
     )
-
-
-def _checkpoint(row: tuple[object, ...]) -> Checkpoint:
-    values = {name: _READERS[name](value) for name, value in zip(CHECKPOINT_COLUMNS, row, strict=True)}
-    return Checkpoint(**values)  # type: ignore[arg-type]  # each value's type checked by its column's reader
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r} is not text")
-    return value
-
-
-def _integer(value: object) -> int:
-    if not isinstance(value, int):
-        raise TypeError(f"{value!r} is not an integer")
-    return value
-
-
-def _utc(value: object) -> datetime | None:
-    """A timestamp as sharesync.state.models.UTCDateTime stores it on SQLite (naive UTC text) → aware UTC."""
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(_text(value))
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-def _reader(kind: object) -> Callable[[object], object]:
-    """How a column whose Checkpoint field has type ``kind`` is read from SQLite's raw value."""
-    read: dict[object, Callable[[object], object]] = {str: _text, int: _integer, datetime: _utc}
-    if type(None) not in get_args(kind):
-        return read[kind]
-    (base,) = (arg for arg in get_args(kind) if arg is not type(None))
-    return lambda value: None if value is None else read[base](value)
-
-
-# Per column, its reader: a column added to Checkpoint (and so to CHECKPOINT_COLUMNS) is read here too.
-_READERS = {name: _reader(kind) for name, kind in get_type_hints(Checkpoint).items()}

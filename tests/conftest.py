@@ -3,7 +3,8 @@
 * ``provider_root`` (session): ``ROOT/<share>/<schema>/<table>`` with the demo share
   ``demo.sales.{orders,customers}`` and ``samples.all_types.{partitioned,plain,no_cdf}``.
   Read-only: tests that change tables make their own (``sharesync.sync.server.samples``) and use ``start_server``.
-* ``sharing_server``: a running :class:`~sharesync.sync.server.runner.SharingServer` over ``provider_root``
+* ``sharing_server``: a running :class:`~support.faults.SharingServer` (the production server with the
+  test double of fault injection plugged in, ``support/faults``) over ``provider_root``
   with ``.endpoint``, ``.token``, ``.root``, ``.faults``, ``.clock`` and ``.profile_path``.
   Shared by the session; faults and clock are reset around every test.
 * ``session_sharing_server`` (session): the same server without the resets, for session-scoped
@@ -37,8 +38,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from support.cli_runner import CliResult, cli_runner
 from support.engines import ENGINE_FIXTURE_NAMES, SAIL_CLUSTER, SPARK, SPARK_CLUSTER, engine_param
+from support.faults import SharingServer
 
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import (
     apply_random_commits,
     build_demo_provider,

@@ -71,3 +71,17 @@ def test_the_architecture_doc_names_every_module() -> None:
             if f"`{path.name}`" not in doc and f"`{path.relative_to(REPO).as_posix()}`" not in doc:
                 missing.append(path.relative_to(REPO).as_posix())
     assert missing == []
+
+
+def test_no_production_module_defines_fault_injection() -> None:
+    """The sharing server's fault injection is a test double (tests/support/faults), plugged in through
+    ``sync/server/hooks.py``: the package defines none of its knobs or middleware."""
+    knobs = ("error_rate", "drop_connection", "truncate_stream", "InjectedDisconnect", "FaultMiddleware", "Faults(")
+    offenders = [
+        f"{path.relative_to(REPO)}: {knob}"
+        for folder in FOLDERS
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for knob in knobs
+        if knob in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []

@@ -1,8 +1,8 @@
 """One Dagster asset per configured table: the user's Delta copy of a shared table.
 
-Thin over the engine (dagster-dlt style): :func:`build_sync_asset_specs` is pure and reads
+Thin over the syncer (dagster-dlt style): :func:`build_sync_asset_specs` is pure and reads
 only the config, so loading definitions never touches the network; the op body calls
-:meth:`SyncEngine.sync_table` — the same code path as ``sharesync sync`` and ``sharesync
+:meth:`Syncer.sync_table` — the same code path as ``sharesync sync`` and ``sharesync
 backfill`` — and turns its result into materialization metadata. Each table is its own
 op, so tables sync in parallel, each in its own concurrency pool, each retried on its own.
 """
@@ -22,17 +22,18 @@ from sharesync.pipelines.dagster.materialization import materialization_metadata
 from sharesync.pipelines.dagster.provider_facts import ProviderWords, provider_words
 from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import TargetStats
-from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.timestamps import given_timestamp
 
-if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
+if TYPE_CHECKING:  # the syncer's imports are paid at run time, not when definitions load
+    from sharesync.pipelines.run.pass_resources import TableAccess
     from sharesync.pipelines.run.results import BackfillRequest, TableSyncResult
-    from sharesync.pipelines.run.sync_pass import SyncEngine
 
 KINDS = {"deltasharing", "delta", "spark"}
 
@@ -66,7 +67,7 @@ class SyncRunConfig(dg.Config):
     )
 
     def backfill(self) -> "BackfillRequest | None":
-        """The engine's backfill request, or None for a normal incremental sync."""
+        """The syncer's backfill request, or None for a normal incremental sync."""
         from sharesync.pipelines.run.results import BackfillRequest
 
         if self.starting_timestamp is None:
@@ -109,11 +110,7 @@ def describe_table(table: TableConfig) -> str:
     """What the asset is, from the table's config: specs are built when definitions load, which
     never touches the network. The provider's own words need it: each materialization records
     them (``provider_description``, ``share_*``), as of that run, and so do observations of the source."""
-    how = {
-        Mode.MERGE: f"merged on {', '.join(table.keys)}" + (" with soft deletes" if table.soft_delete else ""),
-        Mode.APPEND: "as an append-only change log",
-        Mode.SNAPSHOT: "as a full snapshot per version",
-    }.get(table.mode, f"as the history of every {', '.join(table.keys)}: one row per image, with its validity")
+    how = BUILTIN_MODES.strategy(table).describe_table(table)
     parts = [f"Delta Sharing table `{table.name}`, kept in sync with the Delta table at `{table.target}` {how}."]
     if table.where:
         parts.append("Rows are filtered by the configured `where`.")
@@ -165,14 +162,15 @@ def sync_table_asset(
     """Sync ``name`` and describe the result; failures become redacted Dagster failures."""
     try:
         backfill = run_config.backfill()
-        with sharesync.engine() as engine:
-            table = engine.table(name)
+        with sharesync.syncer() as syncer:
+            table = syncer.table(name)
             if backfill is not None:
                 context.log.info(f"{name}: backfill from {backfill.starting_timestamp.isoformat()}")
-            result = engine.sync_table(table.key, backfill=backfill)
-            commit_from, commit_to = _commit_range(engine, table, result)
-            stats = _target_stats(context, engine, table)
-            words = _provider_words(context, engine, table)
+            result = syncer.sync_table(table.key, backfill=backfill)
+            access = syncer.resources
+            commit_from, commit_to = _commit_range(access, table, result)
+            stats = _target_stats(context, access, table)
+            words = _provider_words(context, access, table)
     except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
         context.log.error(f"{name}: sync failed: {describe(exc)}")
         raise_for(exc, name, policy)
@@ -190,11 +188,11 @@ def sync_table_asset(
 
 
 def _commit_range(
-    engine: "SyncEngine", table: TableConfig, result: "TableSyncResult"
+    access: "TableAccess", table: TableConfig, result: "TableSyncResult"
 ) -> tuple[datetime | None, datetime | None]:
     """Commit timestamps of the first and last version applied; asked of the provider when a
     bootstrap could not learn them from the files it read."""
-    client = engine.client_for(table.provider)
+    client = access.client_for(table.provider)
     end_version = result.batches[-1].end_version if result.batches else result.checkpoint_version
     commit_to = result.batches[-1].end_commit_timestamp if result.batches else result.checkpoint_timestamp
     if commit_to is None and end_version is not None:
@@ -208,19 +206,19 @@ def _commit_range(
     return commit_from, commit_to
 
 
-def _target_stats(context: dg.AssetExecutionContext, engine: "SyncEngine", table: TableConfig) -> TargetStats | None:
+def _target_stats(context: dg.AssetExecutionContext, access: "TableAccess", table: TableConfig) -> TargetStats | None:
     try:
-        return DELTA.stats(engine.runtime.locate(table.target), soft_delete=table.soft_delete)
+        return DELTA.stats(access.locate(table.target), soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
         context.log.warning(f"{table.key}: cannot read the target's row count and schema: {describe(exc)}")
         return None
 
 
 def _provider_words(
-    context: dg.AssetExecutionContext, engine: "SyncEngine", table: TableConfig
+    context: dg.AssetExecutionContext, access: "TableAccess", table: TableConfig
 ) -> "ProviderWords | None":
     try:
-        return provider_words(engine.client_for(table.provider), table.name)
+        return provider_words(access.client_for(table.provider), table.name)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; the provider's words are extras
         context.log.warning(f"{table.key}: cannot read the provider's description: {describe(exc)}")
         return None

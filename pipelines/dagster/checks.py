@@ -39,14 +39,16 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_check,
     schema_check,
 )
+from sharesync.pipelines.modes.base import ModeStrategy
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.pipelines.targets.delta.format import DELTA
-from sharesync.sync.core.config import Mode, SharesyncConfig, TableConfig
+from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location
 
-if TYPE_CHECKING:  # the engine's imports are paid at run time, not when definitions load
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+if TYPE_CHECKING:  # the syncer's imports are paid at run time, not when definitions load
+    from sharesync.pipelines.run.pass_resources import TableAccess
 
 ROW_COUNT = "row_count_matches_source"
 TOKEN_EXPIRY = "profile_token_expiry"
@@ -54,7 +56,7 @@ TOKEN_EXPIRY = "profile_token_expiry"
 WARN = dg.AssetCheckSeverity.WARN
 ERROR = dg.AssetCheckSeverity.ERROR
 
-Gather = Callable[["SyncEngine", TableConfig], dg.AssetCheckResult]
+Gather = Callable[["TableAccess", TableConfig], dg.AssetCheckResult]
 
 
 def build_check_specs(
@@ -62,7 +64,7 @@ def build_check_specs(
 ) -> list[dg.AssetCheckSpec]:
     """Every check of ``table``: the routine ones and, when enabled, the full verification."""
     specs = _routine_specs(config, table, names)
-    if config.verify_check and table.mode is not Mode.APPEND:
+    if config.verify_check and BUILTIN_MODES.strategy(table).copies_source:
         specs.append(
             dg.AssetCheckSpec(
                 FULL_VERIFY,
@@ -127,12 +129,12 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
             TOKEN_EXPIRY: token_expiry_check,
             FULL_VERIFY: full_verify_check,
         }
-        with sharesync.engine() as engine:
+        with sharesync.syncer() as syncer:
             for check_name, gather in gatherers.items():
                 if check_name not in selected:
                     continue
                 try:
-                    yield gather(engine, engine.table(name))
+                    yield gather(syncer.resources, syncer.table(name))
                 except Exception as exc:  # noqa: BLE001 - report, redacted, as a failed check
                     context.log.warning(f"{name}: {check_name} could not run: {describe(exc)}")
                     yield dg.AssetCheckResult(
@@ -148,16 +150,17 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
 # ---------------------------------------------------------------- gathering facts (I/O)
 
 
-def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckResult:
-    if table.mode is Mode.APPEND:
-        return skipped(ROW_COUNT, "append mode keeps a change log, not a copy of the source's rows")
+def row_count_check(access: "TableAccess", table: TableConfig) -> dg.AssetCheckResult:
+    strategy = access.modes.strategy(table)
+    if not strategy.copies_source:
+        return skipped(ROW_COUNT, f"{table.mode.value} mode keeps a {strategy.keeps}, not a copy of the source's rows")
     if table.where:
         return skipped(ROW_COUNT, "a 'where' filter keeps only some of the source's rows")
-    checkpoint = engine.store.get_checkpoint(table.key)
+    checkpoint = access.store.get_checkpoint(table.key)
     if checkpoint is None:
         return dg.AssetCheckResult(check_name=ROW_COUNT, passed=False, severity=WARN, description="never synced")
-    target_rows = _copy_rows(engine.runtime.locate(table.target), table)
-    client = engine.client_for(table.provider)
+    target_rows = _copy_rows(access.locate(table.target), table, strategy)
+    client = access.client_for(table.provider)
     latest = client.table_version(table.name).version
     try:
         source_rows = snapshot_num_records(client, table.name, checkpoint.version, latest=latest == checkpoint.version)
@@ -166,9 +169,9 @@ def row_count_check(engine: "SyncEngine", table: TableConfig) -> dg.AssetCheckRe
     return row_count_verdict(checkpoint.version, target_rows, source_rows)
 
 
-def _copy_rows(target: Location, table: TableConfig) -> int | None:
+def _copy_rows(target: Location, table: TableConfig, strategy: ModeStrategy) -> int | None:
     """The target's rows that stand for source rows: a history target's current rows only."""
-    if table.mode is Mode.HISTORY:
+    if strategy.current_flag is not None:
         from deltalake.exceptions import TableNotFoundError
 
         try:
@@ -179,10 +182,10 @@ def _copy_rows(target: Location, table: TableConfig) -> int | None:
     return None if stats is None else stats.rows
 
 
-def token_expiry_check(engine: "SyncEngine", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
+def token_expiry_check(access: "TableAccess", table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
     from sharesync.sync.protocol.profile import load_profile
 
-    profile = load_profile(engine.config.provider(table.provider).profile, allow_expired=True)
+    profile = load_profile(access.config.provider(table.provider).profile, allow_expired=True)
     return token_expiry_verdict(profile.expiration_time, now or datetime.now(UTC))
 
 

@@ -35,7 +35,7 @@ def build_definitions(
 ) -> dg.Definitions:
     """Assets, checks, the source observer, what starts syncs (the source sensor, or the
     declarative automation sensor) and schedules of ``config``; pure and offline."""
-    install_log_redaction()  # engine and library log records reach Dagster's event log redacted
+    install_log_redaction()  # sharesync's and libraries' log records reach Dagster's event log redacted
     observer = build_source_observer(config, names)
     return dg.Definitions(
         assets=[*build_table_assets(config, retry_policy=retry_policy, names=names), *([observer] if observer else [])],

@@ -27,7 +27,7 @@ from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.pass_resources import TableAccess
     from sharesync.state import Checkpoint
 
 FRESHNESS = "freshness"
@@ -64,15 +64,15 @@ def confirmation_due(
     return now - materialized_at >= every and (confirmed_at is None or now - confirmed_at >= every)
 
 
-def freshness_check(engine: SyncEngine, table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
-    bound = freshness_bound(engine.config, table)
+def freshness_check(access: TableAccess, table: TableConfig, now: datetime | None = None) -> dg.AssetCheckResult:
+    bound = freshness_bound(access.config, table)
     assert bound is not None, "the freshness check exists only with a bound"
-    checkpoint = engine.store.get_checkpoint(table.key)
-    client = engine.client_for(table.provider)
+    checkpoint = access.store.get_checkpoint(table.key)
+    client = access.client_for(table.provider)
     source = client.table_version(table.name).version
     oldest = None
     if checkpoint is not None and checkpoint.version < source:
-        oldest = version_commit_time(client, table.name, checkpoint.version + 1)
+        oldest = version_commit_time(client, table.name, checkpoint.version + 1, previous=checkpoint.version_timestamp)
     return freshness_verdict(bound, checkpoint, source, oldest, now or datetime.now(UTC))
 
 

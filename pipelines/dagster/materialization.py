@@ -1,6 +1,6 @@
 """The metadata of a table's materialization: what a sync did, as numbers the Dagster UI can plot.
 
-Pure: the engine's :class:`~sharesync.pipelines.run.results.TableSyncResult`, the target's stats and
+Pure: the syncer's :class:`~sharesync.pipelines.run.results.TableSyncResult`, the target's stats and
 the commit timestamps go in, a metadata mapping comes out. Counts and durations are ints
 and floats (Dagster plots numeric entries across materializations); timestamps are
 timestamp entries; the target is ``dagster/uri`` and its shape ``dagster/row_count`` and

@@ -29,12 +29,12 @@ def with_selection(config: SharesyncConfig) -> SharesyncConfig:
     """``config`` with the tables its ``include:`` patterns match now (unchanged without patterns)."""
     if not config.include:
         return config
-    from sharesync.pipelines.run.sync_pass import SyncEngine  # only configs with patterns pay for it at load
+    from sharesync.pipelines.run.sync_pass import Syncer  # only configs with patterns pay for it at load
 
     try:
-        with SyncEngine(config) as engine:
-            engine.select()
-            return engine.config
+        with Syncer(config) as syncer:
+            syncer.select()
+            return syncer.config
     except SharesyncError as exc:  # e.g. the state store is down: the explicit tables still load
         log.warning("cannot list the tables the include: patterns select (%s); loading the explicit ones", exc)
         return config

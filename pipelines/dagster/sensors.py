@@ -11,10 +11,10 @@ provider moves on (fix the cause, then materialize from the UI). Each run carrie
 
 A table whose checkpoint is at the provider's version but was written for another target or
 mode than the config names now (the config moved it) gets one run as well, keyed
-``name@version/target@<hash of target, mode and the checkpoint's write time>``: the engine
+``name@version/target@<hash of target, mode and the checkpoint's write time>``: the syncer
 bootstraps the configured target (:attr:`~sharesync.sync.planning.BootstrapReason.TARGET_CHANGED`),
 and without that run the new target would stay empty until the provider commits again. The sensor compares with the
-engine's own rule, against the config file as it is now — the one a run reads — not as it was
+syncer's own rule, against the config file as it is now — the one a run reads — not as it was
 when the definitions loaded. The same once-only policy applies: a rebuild that failed for good
 (a move into or out of history mode is refused, see ``sharesync reset``) is requested again
 only when the version, target, mode or checkpoint changes.
@@ -49,7 +49,7 @@ from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.state import Checkpoint
 
 SENSOR_NAME = "sharesync_source_versions"
@@ -138,7 +138,7 @@ def plan_tick(
             new.observed[table.key] = polled
         checkpoint = checkpoints.get(table.key)
         # Behind, or not synced yet. A version *below* the checkpoint means the provider
-        # re-created the table: the engine re-bootstraps, so that is a request too.
+        # re-created the table: the syncer re-bootstraps, so that is a request too.
         if checkpoint is not None and checkpoint.version == polled:
             now_table = (configured or {}).get(table.key, table)
             if not written_for(checkpoint, now_table):
@@ -199,15 +199,15 @@ def build_source_sensor(
     )
     def sharesync_source_versions(context: dg.SensorEvaluationContext, sharesync: SharesyncResource) -> dg.SensorResult:
         cursor = SensorCursor.parse(context.cursor)
-        with sharesync.engine() as engine:
+        with sharesync.syncer() as syncer:
             try:
-                live = _follow_selection(context, engine, tables)
-                versions = engine.source_versions([t.key for t in live])
-                checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
+                live = _follow_selection(context, syncer, tables)
+                versions = syncer.source_versions([t.key for t in live])
+                checkpoints = {c.name: c for c in syncer.resources.store.list_checkpoints()}
             except SharesyncError as exc:  # profile or state store: nothing can be decided this tick
                 raise dg.Failure(description=describe(exc)) from None
             # What a run will sync: the config file now, which may have moved a table since load.
-            configured = {t.key: t for t in engine.config.tables}
+            configured = {t.key: t for t in syncer.config.tables}
         materialized = _materialized_at(context, bounded, names)
         tick = plan_tick(
             config,
@@ -233,13 +233,13 @@ def build_source_sensor(
 
 
 def _follow_selection(
-    context: dg.SensorEvaluationContext, engine: SyncEngine, tables: list[TableConfig]
+    context: dg.SensorEvaluationContext, syncer: Syncer, tables: list[TableConfig]
 ) -> list[TableConfig]:
     """The loaded tables to poll; with ``include:`` patterns, the shares are listed and the tick's
     log says which tables are new at the provider (a reload adds them) or removed there."""
-    if not engine.declared.include:
+    if not syncer.declared.include:
         return tables
-    selection = engine.select()
+    selection = syncer.select()
     news = selection_news(tables, list(selection.tables), list(selection.removed))
     for line in news.lines():
         context.log.info(line)

@@ -98,14 +98,14 @@ def build_source_observer(
 
     def observe(context: dg.AssetExecutionContext, sharesync: SharesyncResource) -> Iterator[dg.ObserveResult]:
         keys = [k for k in tables if k in context.selected_asset_keys]
-        with sharesync.engine() as engine:
+        with sharesync.access() as access:
 
             def ask(key: dg.AssetKey) -> "TableMetadata | SharesyncError":
                 provider = tables[key].provider
                 try:  # a provider whose profile cannot be read fails its own tables' observations only
-                    return engine.client_for(provider).metadata(tables[key].name)
+                    return access.client_for(provider).metadata(tables[key].name)
                 except SharesyncError as exc:
-                    return credentials_refused(exc, provider, engine.config.provider(provider).profile)
+                    return credentials_refused(exc, provider, access.config.provider(provider).profile)
 
             with ThreadPoolExecutor(max_workers=min(POLL_WORKERS, max(1, len(keys)))) as pool:
                 answers = list(pool.map(ask, keys))

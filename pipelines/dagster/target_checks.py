@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from sharesync.pipelines.jobs.columns import spelled
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
-from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.pass_resources import TableAccess
 
 KEYS_UNIQUE = "keys_unique"
 SCHEMA_DRIFT = "schema_matches_source"
@@ -48,7 +49,7 @@ Column = tuple[str, str]  # (name, Delta type name)
 
 def keyed(table: TableConfig) -> bool:
     """Modes whose target holds one current row per key."""
-    return table.mode is Mode.MERGE or table.mode.value == "history"
+    return BUILTIN_MODES.strategy(table).keyed
 
 
 # ---------------------------------------------------------------- key uniqueness
@@ -70,8 +71,9 @@ def duplicate_keys(target: Location, keys: Sequence[str], *, current_only: bool)
     return repeated.num_rows, sample
 
 
-def keys_unique_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
-    found = duplicate_keys(engine.runtime.locate(table.target), table.keys, current_only=table.mode.value == "history")
+def keys_unique_check(access: TableAccess, table: TableConfig) -> dg.AssetCheckResult:
+    current_only = access.modes.strategy(table).current_flag is not None
+    found = duplicate_keys(access.locate(table.target), table.keys, current_only=current_only)
     return keys_unique_verdict(table.keys, found)
 
 
@@ -97,10 +99,10 @@ def keys_unique_verdict(keys: Sequence[str], found: tuple[int, list[str]] | None
 # ---------------------------------------------------------------- schema drift
 
 
-def schema_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
-    answer = engine.client_for(table.provider).metadata(table.name)
+def schema_check(access: TableAccess, table: TableConfig) -> dg.AssetCheckResult:
+    answer = access.client_for(table.provider).metadata(table.name)
     provider = [(f.name, f.type_name) for f in answer.metadata.table_schema.fields]
-    stats = DELTA.stats(engine.runtime.locate(table.target))
+    stats = DELTA.stats(access.locate(table.target))
     target = None if stats is None else [(name, type_name) for name, type_name, _ in stats.columns]
     wanted = None if table.columns is None else [*table.keys, *table.columns]
     return schema_verdict(
@@ -172,11 +174,11 @@ _BREAKING = {
 # ---------------------------------------------------------------- full verification (optional)
 
 
-def full_verify_check(engine: SyncEngine, table: TableConfig) -> dg.AssetCheckResult:
+def full_verify_check(access: TableAccess, table: TableConfig) -> dg.AssetCheckResult:
     """``sharesync verify NAME --full``: identity, then keys and rows against the checkpoint's snapshot."""
     from sharesync.pipelines.run.verification import verify_table
 
-    found = verify_table(engine, table.key, full=True)
+    found = verify_table(access, table, full=True)
     metadata: dict[str, dg.RawMetadataValue] = {"identity": found.identity}
     if found.checkpoint_version is not None:
         metadata["checkpoint_version"] = found.checkpoint_version

@@ -1,14 +1,14 @@
 """The Spark Connect engine of one config: the embedded Sail engine, or any ``sc://`` server.
 
-The sync engine speaks only the Spark Connect protocol, so the same jobs run on the
+sharesync speaks only the Spark Connect protocol, so the same jobs run on the
 embedded Sail engine (default: started in-process on a free loopback port, ~0.5 s) and on
 Apache Spark + Delta Lake (``spark.remote: sc://host:15002``). pyspark and pysail are
 imported inside the functions: importing this module must stay free, because a sync that
 finds nothing to do never needs an engine.
 
 A :class:`SparkEngine` holds one config's session from first use until :meth:`SparkEngine.close`;
-its owner is a :class:`~sharesync.pipelines.jobs.runtime.Runtime` (a pass, a ``sync --every``
-process across its passes, a Dagster run). Threads of one pass share it, guarded by a lock.
+its owner is a :class:`~sharesync.pipelines.run.pass_resources.PassResources` (a pass, a Dagster
+run), or a ``sync --every`` process across its passes. Threads of one pass share it, guarded by a lock.
 pyspark is imported under that lock too (:func:`import_spark_modules`): its modules import each
 other in cycles, and two threads importing them at once fail with "partially initialized module".
 
@@ -118,6 +118,8 @@ class SparkEngine:
     def __init__(self, config: SparkConfig | None = None, storage: StorageSection | None = None) -> None:
         self.config = config or SparkConfig()
         self.storage = storage or StorageSection()
+        if self.config.remote is None:
+            self.storage.engine_environment()  # one set for the embedded engine: a config that cannot work fails now
         self._session: SparkSession | None = None
         self._url: str | None = None
 
@@ -230,7 +232,7 @@ def keep_ctrl_c() -> None:
     Sail then installs a SIGINT handler of its own, with SA_RESTART: a Python thread blocked on a
     lock (the main thread waiting for tables syncing in parallel, ``demo --keep-serving``) never
     wakes up for Ctrl+C any more. It does so once per process; only the main thread may undo it,
-    which is why a parallel pass starts the engine there (``SyncEngine._start_engine``).
+    which is why a parallel pass starts the engine there (``Syncer`` in :mod:`sharesync.pipelines.run.sync_pass`).
     """
     handler = signal.getsignal(signal.SIGINT)
     if handler is not None and threading.current_thread() is threading.main_thread():

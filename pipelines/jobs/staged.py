@@ -16,7 +16,6 @@ from sharesync.pipelines.jobs.columns import col
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.errors import SyncError
 from sharesync.sync.core.location import Location, Place, locate
-from sharesync.sync.staging.direct import read_manifest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +53,8 @@ def read_staged(spark: SparkSession, path: Place, files: Sequence[Location] | No
     files = staged_files(directory) if files is None else files
     if not files:
         raise SyncError(f"staged batch '{path}' is empty; check staged_files() before reading it")
+    from sharesync.sync.staging.direct import read_manifest  # pyarrow: only once a batch is read
+
     manifest = read_manifest(directory)
     kept = manifest.file_names if manifest is not None else set()
     parts: list[DataFrame] = []

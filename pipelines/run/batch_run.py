@@ -23,18 +23,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sharesync.pipelines.jobs.session import start_early
-from sharesync.pipelines.run.apply import Applied
-from sharesync.pipelines.run.commit_time import commit_time, commit_time_after, filed_commit_times
+from sharesync.pipelines.modes.base import Applied
+from sharesync.pipelines.run.commit_time import commit_time, filed_commit_times, version_commit_time
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.submissions import submissions_for
 from sharesync.pipelines.run.table_context import TableContext, check_columns
+from sharesync.pipelines.targets.delta.fencing import Fence, fencing
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import ApplyStats
 from sharesync.pipelines.targets.record import CommitRecord
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
-from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.errors import (
     DownloadError,
     HistoryUnavailable,
@@ -93,7 +94,7 @@ class BatchStep:
     planned: VersionRange
     fetch: Callable[[], Fetched]
     apply: Callable[[Location, Fetched], Applied]
-    net_keys: Sequence[str] | None = None  # merge-mode changes: stage the net change per key
+    net_keys: Sequence[str] | None = None  # a mode that nets changes per key: stage the net change
     note: str | None = None  # kept with the run record of a batch that succeeded
 
     @property
@@ -108,11 +109,13 @@ def fetch_snapshot(
 ) -> Fetched:
     """The snapshot at ``version`` (the latest when that is the provider's current version).
 
-    History mode asks for the version itself whenever the provider shares the table's history:
-    then the files carry the commit time its rows are valid from. Where none does, that time is
-    asked for apart (:func:`_snapshot_commit_time`): rows never open or close at an unknown time.
+    A mode whose rows open at the snapshot's commit (history mode: ``dated_snapshot``) asks for
+    the version itself whenever the provider shares the table's history: then the files carry the
+    commit time its rows are valid from. Where none does, that time is asked for apart
+    (:func:`_snapshot_commit_time`): rows never open or close at an unknown time.
     """
-    dated = context.table.mode is Mode.HISTORY and context.metadata.cdf_enabled
+    dates_rows = services.modes.strategy(context.table).dated_snapshot
+    dated = dates_rows and context.metadata.cdf_enabled
     latest = version >= context.metadata.version and not dated
     result = services.client.query(
         context.table.name,
@@ -127,7 +130,7 @@ def fetch_snapshot(
     listed = batches.snapshot_change_files(result)
     files, _ = batches.prune(listed, context.expr, context.layout.schema)
     committed = _max_timestamp(listed)
-    if committed is None and context.table.mode is Mode.HISTORY:
+    if committed is None and dates_rows:
         committed = _snapshot_commit_time(services, context, result.version, previous) or read_at
     return Fetched(result, files, result.metadata, result.version, result.version, committed, committed)
 
@@ -165,7 +168,9 @@ def fetch_changes(
     if end is not None:
         end_commit: datetime | None = from_millis(end)
     else:  # the last version has no file to read its commit time from: ask the provider
-        end_commit = commit_time_after(services.client, context.table.name, batch.end, stamps, previous_commit)
+        end_commit = version_commit_time(
+            services.client, context.table.name, batch.end, stamps=stamps, previous=previous_commit
+        )
     return Fetched(
         result, files, metadata, batch.start, batch.end, from_millis(start) if start is not None else None, end_commit
     )
@@ -175,12 +180,18 @@ class BatchRunner:
     """Runs the batches of one table's pass under its lease."""
 
     def __init__(
-        self, services: RunServices, context: TableContext, keeper: LeaseKeeper, attempt: Attempt | None = None
+        self,
+        services: RunServices,
+        context: TableContext,
+        keeper: LeaseKeeper,
+        attempt: Attempt | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.services = services
         self.context = context
         self.keeper = keeper
         self.attempt = attempt or Attempt()
+        self.fence = fence  # the holding's stale-writer fence (pipelines/targets/delta/fencing.py); one per holding
 
     def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
         table, store = self.context.table, self.services.store
@@ -188,7 +199,7 @@ class BatchRunner:
             table.key, start_version=step.planned.start, end_version=step.planned.end, lease=self.keeper.lease
         )
         began = time.monotonic()
-        staging = self.services.runtime.locate(self.services.config.staging_dir)
+        staging = self.services.locate(self.services.config.staging_dir)
         directory = batches.batch_dir(staging, table.key, step.directory)
         try:
             fetched = step.fetch()
@@ -201,7 +212,8 @@ class BatchRunner:
             if engine is not None:
                 engine()  # on this thread: the wait restores Ctrl-C as a start here would
             self.keeper.check()
-            applied = step.apply(staged.path, fetched)
+            with fencing(self.fence):
+                applied = step.apply(staged.path, fetched)
             # Off the disk before the checkpoint moves: once it has, no run stages this batch
             # again, so a process killed in between would leave its files for good.
             batches.remove_batch(directory)
@@ -216,14 +228,14 @@ class BatchRunner:
             batches.remove_batch(directory)  # a failed batch's files (a second call finds nothing)
         seconds = time.monotonic() - began
         result = BatchResult(
-            step.kind,
-            fetched.start,
-            fetched.end,
-            stats,
-            applied.changes,
-            seconds,
-            fetched.start_commit,
-            stored.version_timestamp,
+            kind=step.kind,
+            start_version=fetched.start,
+            end_version=fetched.end,
+            stats=stats,
+            changes=applied.changes,
+            seconds=seconds,
+            start_commit_timestamp=fetched.start_commit,
+            end_commit_timestamp=stored.version_timestamp,
         )
         return stored, result
 
@@ -279,13 +291,13 @@ class BatchRunner:
             snapshot=snapshot,
             net_keys=step.net_keys,
             budget=self.services.budget,
-            # Only the engine reads these modes' bootstraps: append and history mode read theirs in Python too.
-            direct=self.context.table.mode in (Mode.MERGE, Mode.SNAPSHOT),
+            # Only the engine reads such a mode's bootstrap (append and history mode read theirs in Python too).
+            direct=self.services.modes.strategy(self.context.table).direct_snapshot,
         )
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
-        target = DELTA.identity(self.services.runtime.locate(table.target))  # the state this checkpoint now describes
+        target = DELTA.identity(self.services.locate(table.target))  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.key,
             version=fetched.end,

@@ -8,7 +8,7 @@ provider's other tables fail at once with the same reason, and the next pass ask
 gateway's answer for a server behind it that is gone (502, 503, 504), after retries. An answer
 about one table (a 404, a 500 for a corrupt table, a refused feature) leaves the circuit closed.
 
-:class:`ProviderCircuits` lives as long as one pass (``SyncEngine`` makes one per pass, ``status``
+:class:`ProviderCircuits` lives as long as one pass (``Syncer`` makes one per pass, ``status``
 one per look); nothing is remembered between passes.
 """
 

@@ -1,8 +1,9 @@
 """One sharing client per provider of a config, each with that provider's profile and limits.
 
-Apart from the engine's resources because ``status`` makes short-lived clients the same way
-(with a short retry budget), and because a provider's profile is read only when one of its
-tables needs it: a provider whose profile is missing or expired fails its own tables only.
+Apart from the pass's resources (:mod:`~sharesync.pipelines.run.pass_resources`) because ``status``
+makes short-lived clients the same way (with a short retry budget), and because a provider's
+profile is read only when one of its tables needs it: a provider whose profile is missing or
+expired fails its own tables only.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """When a source version was committed: the one place that answers it.
 
 A change file carries its commit's timestamp (:func:`filed_commit_times`), so a batch usually
-knows when its last version was committed, and a version's own change feed says when it was
-(:func:`version_commit_time`, what the Dagster layer asks for lag and freshness). A version without files — a metadata change, an empty commit, a compaction (whose
-files are no data change) — does not, and the protocol has no "timestamp of version N" call. It
-does answer "the first version committed at or after moment t" (``/version?startingTimestamp``),
-which is at most N exactly while t is at most N's commit time: a binary search over the
-milliseconds since an earlier commit finds that time in about log2(elapsed ms) calls (~30 for a
-week). That is paid only for such a batch, and a failed call costs no more than the old answer:
+knows when its last version was committed, and a version's own change feed says when it was.
+:func:`version_commit_time` is the answer the run (a batch's last version) and the Dagster layer
+(lag and freshness) both take. A version without files — a metadata change, an empty commit, a
+compaction (whose files are no data change) — has no timestamp of its own, and the protocol has
+no "timestamp of version N" call. It does answer "the first version committed at or after moment
+t" (``/version?startingTimestamp``), which is at most N exactly while t is at most N's commit
+time: a binary search over the milliseconds since an earlier commit finds that time in about
+log2(elapsed ms) calls (~30 for a week). That is paid only for such a batch, and a failed call costs no more than the old answer:
 the previous commit time.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from sharesync.sync.core.errors import BadRequest, HistoryUnavailable, SharesyncError
@@ -30,16 +32,35 @@ def filed_commit_times(result: ChangesResult) -> dict[int, int]:
     return {f.version: f.timestamp for f in result.files if isinstance(f, AddFile | CdfFile | RemoveFile)}
 
 
-def version_commit_time(client: SharingClient, table: str, version: int) -> datetime | None:
-    """When ``version`` was committed, read from its own change files; None when the provider
-    cannot say (no change data feed, no history, or a version without files)."""
-    try:
-        result = client.changes(table, starting_version=version, ending_version=version)
-    except SharesyncError as exc:
-        log.info("%s: no commit timestamp for version %d (%s)", table, version, exc)
+def version_commit_time(
+    client: SharingClient,
+    table: str,
+    version: int,
+    *,
+    stamps: Mapping[int, int] | None = None,
+    previous: datetime | None = None,
+) -> datetime | None:
+    """When ``version`` was committed: the one answer, for the run and the Dagster layer alike.
+
+    ``stamps`` are the commit times of a changes answer already read (:func:`filed_commit_times`);
+    without them the version's own change files are read. A version without files is searched for
+    after the newest earlier commit time known (in ``stamps`` or, failing that, ``previous``), and
+    is that earlier time when the search cannot say. None when the provider cannot say (no change
+    data feed, no history) or nothing earlier is known.
+    """
+    if stamps is None:
+        try:
+            stamps = filed_commit_times(client.changes(table, starting_version=version, ending_version=version))
+        except SharesyncError as exc:
+            log.info("%s: no commit timestamp for version %d (%s)", table, version, exc)
+            return None
+    if (own := stamps.get(version)) is not None:
+        return from_millis(own)
+    earlier = [ms for v, ms in stamps.items() if v < version]
+    after = from_millis(max(earlier)) if earlier else previous
+    if after is None:
         return None
-    stamp = filed_commit_times(result).get(version)
-    return from_millis(stamp) if stamp is not None else None
+    return commit_time(client, table, version, after) or after
 
 
 def commit_time(client: SharingClient, table: str, version: int, after: datetime) -> datetime | None:
@@ -62,18 +83,6 @@ def commit_time(client: SharingClient, table: str, version: int, after: datetime
         log.info("%s: could not read the commit time of version %s: %s", table, version, exc)
         return None
     return from_millis(low)
-
-
-def commit_time_after(
-    client: SharingClient, table: str, version: int, stamps: dict[int, int], previous: datetime | None
-) -> datetime | None:
-    """The commit time of a version without files, searched from the newest earlier one known (in
-    ``stamps`` or, failing that, ``previous``); that earlier time when the search cannot say."""
-    earlier = [ms for v, ms in stamps.items() if v < version]
-    after = from_millis(max(earlier)) if earlier else previous
-    if after is None:
-        return None
-    return commit_time(client, table, version, after) or after
 
 
 def _at_most(client: SharingClient, table: str, version: int, moment_ms: int) -> bool:

@@ -46,7 +46,6 @@ from sharesync.sync.protocol.responses import ChangesResult, QueryResult, TableL
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import ChangesRequest, QueryRequest
 from sharesync.sync.server.app import create_app
-from sharesync.sync.server.faults import Faults
 from sharesync.sync.server.serving import ServerState
 from sharesync.sync.server.settings import RemoteTableSpec, ServerSettings
 from sharesync.sync.server.signing import Signer
@@ -130,9 +129,15 @@ class DirectoryClient(SharingClient):
     answers 403): the credentials are renewed first, so fresh URLs are signed with fresh ones."""
 
     def __init__(
-        self, profile: Profile, *, keys: ProviderKeys, http: httpx.Client, retry: RetryPolicy, private: bool,
+        self,
+        profile: Profile,
+        *,
+        keys: ProviderKeys,
+        http: httpx.Client,
+        retry: RetryPolicy,
+        private: bool,
         max_files: int | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(profile, http=http, retry=retry, allow_private_file_urls=private, max_files=max_files)
         self._keys = keys
         self._asked: set[str] = set()
@@ -201,7 +206,7 @@ def directory_client(
         remote_tables=(RemoteTableSpec(name=name, location=location, access_modes=("url",)),),
         cache_dir=scratch / "log",
     )
-    state = ServerState(settings, Faults(), Signer(), keys=keys)
+    state = ServerState(settings, Signer(), keys=keys)
     http = httpx.Client(transport=InProcessTransport(create_app(state)))
     profile = parse_profile({"shareCredentialsVersion": 1, "endpoint": _ENDPOINT, "bearerToken": "in-process"})
     # The URLs are signed here for the endpoint the user's provider_storage: names (a private address

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from types import MappingProxyType
+from functools import reduce
 
+from sharesync.pipelines.modes.base import TargetChanges
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.state import RunStats
-from sharesync.sync.core.changefeed import ChangeType
 from sharesync.sync.core.config import Mode
 from sharesync.sync.core.errors import ConfigError
 
@@ -51,99 +52,7 @@ class BackfillRequest:
             )
 
 
-@dataclass(frozen=True)
-class TargetChanges:
-    """What batches did to the target, in the terms of the table's mode.
-
-    merge: keys ``inserted``, ``updated``, ``deleted`` (a soft delete counts as deleted; a
-    bootstrap that replaces the target deletes the rows it held). append: the change rows
-    ``appended``, by ``_change_type``. snapshot: the rows ``written``. history: the rows
-    ``opened`` and ``closed`` (one opened and closed within a batch counts in both), the existing
-    rows ``updated`` (closed, reopened or updated in place) and ``deleted`` (removed: history a
-    backfill rewrote, or the rows a replacing bootstrap dropped).
-    """
-
-    mode: Mode
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    appended: Mapping[ChangeType, int] = field(default_factory=lambda: MappingProxyType({}))
-    written: int = 0
-    opened: int = 0
-    closed: int = 0
-
-    def __add__(self, other: TargetChanges) -> TargetChanges:
-        appended = {t: self.appended.get(t, 0) + other.appended.get(t, 0) for t in ChangeType}
-        return TargetChanges(
-            self.mode,
-            self.inserted + other.inserted,
-            self.updated + other.updated,
-            self.deleted + other.deleted,
-            MappingProxyType({t: n for t, n in appended.items() if n}),
-            self.written + other.written,
-            self.opened + other.opened,
-            self.closed + other.closed,
-        )
-
-    @property
-    def appended_rows(self) -> int:
-        return sum(self.appended.values())
-
-    def counts(self) -> dict[str, int]:
-        """The mode's counters under names that say what they count (Dagster metadata keys)."""
-        match self.mode:
-            case Mode.MERGE:
-                return {"rows_inserted": self.inserted, "rows_updated": self.updated, "rows_deleted": self.deleted}
-            case Mode.APPEND:
-                by_type = {f"appended_{t.value}": self.appended.get(t, 0) for t in ChangeType}
-                return {"change_rows_appended": self.appended_rows, **by_type}
-            case Mode.SNAPSHOT:
-                return {"rows_written": self.written}
-            case Mode.HISTORY:
-                return {
-                    "rows_opened": self.opened,
-                    "rows_closed": self.closed,
-                    "rows_changed": self.updated,
-                    "rows_removed": self.deleted,
-                }
-        raise AssertionError(self.mode)  # pragma: no cover
-
-    def describe(self, *, compact: bool = False) -> str:
-        """What the batches did, in the mode's terms: keys (merge), change rows by type (append),
-        rows (snapshot), rows opened and closed (history). In words for logs and the Dagster run
-        summary; ``compact``: a cell of the CLI's results table (80 columns, at most two lines)."""
-        match self.mode:
-            case Mode.MERGE:
-                if compact:
-                    return f"+{self.inserted} ~{self.updated} -{self.deleted} keys"
-                return f"{self.inserted} keys inserted, {self.updated} updated, {self.deleted} deleted"
-            case Mode.APPEND:
-                return self._describe_appended(compact)
-            case Mode.SNAPSHOT:
-                return f"{self.written} rows written"
-            case Mode.HISTORY:
-                if compact:
-                    return f"{self.opened} opened\n{self.closed} closed"
-                removed = f", {self.deleted} removed" if self.deleted else ""
-                return f"{self.opened} rows opened, {self.closed} closed{removed}"
-        raise AssertionError(self.mode)  # pragma: no cover
-
-    def _describe_appended(self, compact: bool) -> str:
-        rows = self.appended
-        if not compact:
-            types = ", ".join(f"{rows.get(t, 0)} {t.value}" for t in ChangeType)
-            return f"{self.appended_rows} change rows appended ({types})"
-        # An update is two rows (its pre- and post-image): "upd" counts rows, as the total does.
-        kinds = {
-            "ins": rows.get(ChangeType.INSERT, 0),
-            "upd": rows.get(ChangeType.UPDATE_PREIMAGE, 0) + rows.get(ChangeType.UPDATE_POSTIMAGE, 0),
-            "del": rows.get(ChangeType.DELETE, 0),
-        }
-        by_type = " ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
-        return f"{self.appended_rows} rows appended" + (f"\n{by_type}" if by_type else "")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchResult:
     kind: BatchKind
     start_version: int
@@ -183,10 +92,10 @@ class TableSyncResult:
 
     @property
     def changes(self) -> TargetChanges:
-        total = TargetChanges(self.mode)
-        for batch in self.batches:
-            total = total + batch.changes
-        return total
+        """What the batches did, in the mode's terms (none: the mode's zero)."""
+        if not self.batches:
+            return BUILTIN_MODES.of_mode(self.mode).no_changes()
+        return reduce(operator.add, (batch.changes for batch in self.batches))
 
     @property
     def first_version(self) -> int | None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharesync.pipelines.run.target_check import high_water_columns, written_for
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
+from sharesync.pipelines.run.target_check import written_for
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance
 from sharesync.state import Checkpoint, Lease, StateStore
@@ -67,7 +68,11 @@ def resume_from_target(
     record = found.record
     if checkpoint is not None and checkpoint.table_id != record.table_id:
         return None  # the provider re-created the table since: the record is of the old one
-    high_water = DELTA.high_water_mark(target, *high_water_columns(table.mode)) if table.mode in ROWS_RECORD else None
+    high_water = (
+        DELTA.high_water_mark(target, *BUILTIN_MODES.of_mode(table.mode).high_water_columns)
+        if table.mode in ROWS_RECORD
+        else None
+    )
     before = checkpoint.version if checkpoint is not None else None
     version = resume_version(before, record.end, table.mode, high_water)
     if version is None:

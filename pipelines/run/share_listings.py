@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
 from sharesync.state import RunStats, RunStatus
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
@@ -78,7 +79,7 @@ def select(
     new_keyed = [
         t
         for t in first.tables
-        if t.key not in explicit and t.key not in synced_modes and t.mode in (Mode.MERGE, Mode.HISTORY)
+        if t.key not in explicit and t.key not in synced_modes and BUILTIN_MODES.of_mode(t.mode).keyed
     ]
     if not new_keyed:
         return first

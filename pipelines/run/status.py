@@ -22,7 +22,9 @@ from sharesync.sync.core.providers import DEFAULT_PROVIDER
 from sharesync.sync.protocol.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
+    from sharesync.state import StateStore
+    from sharesync.sync.core.config import SharesyncConfig
 
 TOKEN_WARNING_DAYS = 7
 STATUS_RETRY = RetryPolicy(max_attempts=2, total_seconds=5.0)
@@ -84,13 +86,13 @@ class TableStatus:
         }
 
 
-def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
-    """One row per configured table and any warnings."""
-    selection = engine.select() if engine.declared.include else None
-    config = engine.config
-    checkpoints = {c.name: c for c in engine.store.list_checkpoints()}
-    runs = engine.store.latest_runs([t.key for t in config.tables])
-    versions = engine.source_versions(None, retry=STATUS_RETRY)  # None: every table, no lookups
+def table_statuses(syncer: Syncer) -> tuple[list[TableStatus], list[str]]:
+    """One row per configured table (those the ``include:`` patterns match now too) and any warnings."""
+    selection = syncer.select() if syncer.declared.include else None
+    config, store = syncer.config, syncer.resources.store
+    checkpoints = {c.name: c for c in store.list_checkpoints()}
+    runs = store.latest_runs([t.key for t in config.tables])
+    versions = syncer.source_versions(None, retry=STATUS_RETRY)  # None: every table, no lookups
     rows = []
     for table in config.tables:
         polled = versions.get(table.key)
@@ -104,15 +106,14 @@ def table_statuses(engine: SyncEngine) -> tuple[list[TableStatus], list[str]]:
             _row(table, checkpoints.get(table.key), run, provider, provider_error, source, run.note if run else None)
         )
     if selection is not None:
-        rows += unsynced_rows(engine, selection)
-    return rows, token_warnings(engine)
+        rows += unsynced_rows(store, selection)
+    return rows, token_warnings(config)
 
 
-def unsynced_rows(engine: SyncEngine, selection: Selection) -> list[TableStatus]:
+def unsynced_rows(store: StateStore, selection: Selection) -> list[TableStatus]:
     """Rows of the matched tables a pass does not sync: removed at provider, or needing keys."""
     from sharesync.pipelines.run.share_listings import removed_note
 
-    store = engine.store
     keys = [t.key for t in selection.removed] + [t.key for t, _ in selection.needs_keys]
     runs = store.latest_runs(keys)
 
@@ -155,12 +156,12 @@ def _row(
     )
 
 
-def token_warnings(engine: SyncEngine) -> list[str]:
+def token_warnings(config: SharesyncConfig) -> list[str]:
     """A warning per provider whose profile's token expires within a week (or has expired); with
     several providers, one whose profile cannot be read is a warning too (its rows say the same)."""
     from sharesync.sync.protocol.profile import load_profile
 
-    providers = engine.config.all_providers()
+    providers = config.all_providers()
     warnings = []
     for name, settings in providers.items():
         whose = f"provider '{name}': " if len(providers) > 1 else ""

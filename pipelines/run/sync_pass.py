@@ -11,13 +11,14 @@ idempotent, so a crash anywhere repeats at most one batch and never skips or dou
 
 One table's pass under its lease lives in :mod:`sharesync.pipelines.run.table_run`. Whatever goes
 wrong inside it fails that table only and is on record (:mod:`~sharesync.pipelines.run.failure_recorder`);
-what a pass works with — clients, store, budget, Spark — is made on first use by
-:mod:`~sharesync.pipelines.run.pass_resources`. The CLI, the Dagster assets and the benchmarks all
-call :class:`SyncEngine`, the one entry point; none re-implements a step.
+what a pass works with — clients, store, budget, the Spark engine — is owned, and made on first use,
+by :class:`~sharesync.pipelines.run.pass_resources.PassResources`. The CLI, the Dagster assets and the
+benchmarks all call :class:`Syncer`, the one entry point; none re-implements a step. (A syncer, not an
+engine: "engine" is the Spark engine, :mod:`~sharesync.pipelines.jobs.session`.)
 
 A pass syncs up to ``max_parallel_tables`` tables at once, each in a thread of its own: they share
 the sharing client (httpx is thread-safe), the Spark Connect session (its client is made for use
-from several threads, and each job names its own tables), the state store (one pooled engine per
+from several threads, and each job names its own tables), the state store (one pooled database per
 URL, a connection per call, SQLite writers queued in-process) and one :class:`TransferBudget`
 bounding the pass's downloads and in-memory bytes. Results come back in config order.
 """
@@ -34,6 +35,7 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
+from sharesync.pipelines.modes.registry import BUILTIN_MODES, ModeRegistry
 from sharesync.pipelines.run.circuit import ProviderCircuits
 from sharesync.pipelines.run.clients import clients_by_provider, close_clients, make_client, poll_versions
 from sharesync.pipelines.run.failure_recorder import FailureRecorder
@@ -50,12 +52,11 @@ from sharesync.sync.core.providers import credentials_refused
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.pipelines.run.table_run import TableRun
     from sharesync.pipelines.targets.facts import Discarded
     from sharesync.state import StateStore
     from sharesync.sync.core.include_patterns import Selection
-    from sharesync.sync.protocol.budget import TransferBudget
     from sharesync.sync.protocol.client import SharingClient
     from sharesync.sync.protocol.retry import RetryPolicy
 
@@ -69,11 +70,11 @@ V = TypeVar("V")
 TableWatch = Callable[[str], AbstractContextManager[object]]
 
 
-class SyncEngine:
-    """Runs sync passes for one config. Clients, store and Spark are created on first use.
+class Syncer:
+    """Runs sync passes for one config, with the :class:`PassResources` it owns until :meth:`close`.
 
-    ``runtime``: one that outlives this engine (a ``sync --every`` process's, across its passes);
-    by default the engine makes its own and closes it with itself.
+    ``engine``: a Spark engine that outlives this syncer (a ``sync --every`` process's, across its
+    passes); by default its resources make their own and close it with themselves.
     """
 
     def __init__(
@@ -86,46 +87,26 @@ class SyncEngine:
         progress: ProgressFactory | None = None,
         lease_ttl: timedelta | None = None,
         watch: TableWatch | None = None,
-        runtime: Runtime | None = None,
+        engine: SparkEngine | None = None,
+        modes: ModeRegistry = BUILTIN_MODES,
     ) -> None:
         self.declared = config  # as written; ``config`` holds the tables the patterns match now (select)
         self.config = config
         self.selection: Selection | None = None
         self.resources = PassResources(
-            config, client=client, store=store, spark=spark, progress=progress, runtime=runtime
+            config, client=client, store=store, spark=spark, progress=progress, engine=engine, modes=modes
         )
         self.failures = FailureRecorder(self.resources)
         self._watch = watch
         self.lease_ttl = lease_ttl if lease_ttl is not None else timedelta(seconds=config.lease_ttl_seconds)
         self._in_parallel = False  # tables of a pass are syncing in threads right now
 
-    # ------------------------------------------------------------ resources (lazy: pass_resources.py)
-
-    @property
-    def client(self) -> SharingClient:
-        return self.resources.client
-
-    @property
-    def store(self) -> StateStore:
-        return self.resources.store
-
-    @property
-    def budget(self) -> TransferBudget:
-        """The downloads and in-memory bytes every table this engine syncs shares (``defaults``)."""
-        return self.resources.budget
-
-    @property
-    def runtime(self) -> Runtime:
-        """The engine, storage settings and target access of this config (targets are read through it)."""
-        return self.resources.runtime
-
-    def spark(self) -> SparkSession:
-        return self.resources.spark()
-
     def close(self) -> None:
+        """Close its resources (clients, the Spark session unless given); using it afterwards raises."""
         self.resources.close()
 
     def __enter__(self) -> Self:
+        self.resources.__enter__()  # a closed one is not reopened
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -145,7 +126,7 @@ class SyncEngine:
         self, tables: list[TableConfig], retry: RetryPolicy | None = None, circuits: ProviderCircuits | None = None
     ) -> dict[str, int | SharesyncError]:
         own = retry is not None
-        make = (lambda provider: make_client(self.config, provider, retry=retry)) if own else self.client_for
+        make = (lambda provider: make_client(self.config, provider, retry=retry)) if own else self.resources.client_for
         several = len(self.config.all_providers()) > 1  # one provider's broken profile stops the command
         clients = clients_by_provider({t.provider for t in tables}, make, contain=several)  # before the threads
         try:
@@ -158,9 +139,6 @@ class SyncEngine:
     def _named(self, table: TableConfig, polled: V) -> V:
         """A refused credential names the table's provider and profile file, not only the table."""
         return credentials_refused(polled, table.provider, self.config.provider(table.provider).profile)
-
-    def client_for(self, provider: str) -> SharingClient:
-        return self.resources.client_for(provider)
 
     def sync_all(self, names: Iterable[str] | None = None, *, parallel: int | None = None) -> list[TableSyncResult]:
         """One pass over all (or the named) tables, ``parallel`` at once (default: the config's
@@ -177,7 +155,7 @@ class SyncEngine:
         from sharesync.pipelines.run.share_listings import select
 
         modes = {c.name: c.mode for c in self._stored_checkpoints()}
-        self.selection = select(self.declared, self.client_for, modes)
+        self.selection = select(self.declared, self.resources.client_for, modes)
         self.config = self.declared.model_copy(update={"tables": list(self.selection.tables)})
         return self.selection
 
@@ -194,7 +172,7 @@ class SyncEngine:
         selection = self.select()
         if not every or not (selection.removed or selection.needs_keys):
             return []  # the state store is opened only when there is something to report
-        return unsynced_results(self.store, selection, self.lease_ttl)
+        return unsynced_results(self.resources.store, selection, self.lease_ttl)
 
     def _pass(self, names: Iterable[str] | None, parallel: int | None) -> list[TableSyncResult]:
         tables = self._tables(names)
@@ -213,7 +191,7 @@ class SyncEngine:
         workers = min(parallel or self.config.defaults.parallel_tables(), len(busy))
         if workers <= 1:
             return [one(table) for table in tables]
-        self._start_engine()
+        self._start_spark()
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sharesync-table")
         self._in_parallel = True
         try:
@@ -228,12 +206,12 @@ class SyncEngine:
         table = self.table(name)
         return self.failures.contain(table, None, time.monotonic(), lambda: self.sync_table(name, backfill=request))
 
-    def _start_engine(self) -> None:
+    def _start_spark(self) -> None:
         """Start Spark in this (the main) thread before tables need it in theirs: pyspark cannot be
         imported by two threads at once, and the embedded engine, started from any other thread,
         takes over SIGINT — Ctrl+C would no longer reach Python. A failure is each table's own."""
         try:
-            self.spark()
+            self.resources.spark()
         except Exception as exc:  # noqa: BLE001 - reported by every table that needs the engine
             log.warning("the Spark engine did not start (%s); the tables that need it will fail", describe(exc))
 
@@ -287,7 +265,7 @@ class SyncEngine:
             if down is not None:  # found down by another table this pass: not asked again
                 raise down
             if checkpoint is None:
-                checkpoint = self.store.get_checkpoint(table.key)
+                checkpoint = self.resources.store.get_checkpoint(table.key)
             if source_version is None:
                 source_version = self.resources.client_for(table.provider).table_version(table.name).version
             if (
@@ -310,7 +288,7 @@ class SyncEngine:
                 )
             self.resources.check_staging(spark)
             watch = self._watch(table.key) if self._watch is not None else nullcontext()
-            with watch, self.store.hold_lease(table.key, ttl=self.lease_ttl) as keeper:
+            with watch, self.resources.store.hold_lease(table.key, ttl=self.lease_ttl) as keeper:
                 run = _table_run(spark_too=self._in_parallel)
                 services = self.resources.services(spark, table.provider)
                 return run(services, table, keeper, attempt).run(backfill, started)
@@ -330,10 +308,11 @@ class SyncEngine:
 
         table = self.table(name)
         if not discard_target:
-            return self.store.reset_checkpoint(table.key), None
-        with self.store.hold_lease(table.key, ttl=self.lease_ttl):  # never under a running sync
-            discarded = DELTA.discard(self.runtime.locate(table.target))
-            return self.store.reset_checkpoint(table.key), discarded
+            return self.resources.store.reset_checkpoint(table.key), None
+        store = self.resources.store
+        with store.hold_lease(table.key, ttl=self.lease_ttl):  # never under a running sync
+            discarded = DELTA.discard(self.resources.locate(table.target), held=self.resources.modes.what_kept)
+            return store.reset_checkpoint(table.key), discarded
 
     # ------------------------------------------------------------ helpers
 
@@ -352,7 +331,7 @@ class SyncEngine:
             checkpoints = read_checkpoints(self.config.state_store)
             if checkpoints is not None:
                 return checkpoints
-        return self.store.list_checkpoints()
+        return self.resources.store.list_checkpoints()
 
     def _tables(self, names: Iterable[str] | None) -> list[TableConfig]:
         if names is None:
@@ -384,4 +363,4 @@ def _give_ctrl_c_back() -> None:
         keep_ctrl_c()
 
 
-__all__ = ["BackfillRequest", "SyncEngine", "TableOutcome", "TableSyncResult"]
+__all__ = ["BackfillRequest", "Syncer", "TableOutcome", "TableSyncResult"]

@@ -1,6 +1,6 @@
 """One table's sync pass under its lease: read the facts, decide, then carry the decision out.
 
-:class:`~sharesync.pipelines.run.sync_pass.SyncEngine` decides *whether* a table needs work (one
+:class:`~sharesync.pipelines.run.sync_pass.Syncer` decides *whether* a table needs work (one
 ``/version`` call) and takes the lease; :class:`TableRun` does the work: read the metadata, check
 the config against the shared schema (:mod:`~sharesync.pipelines.run.table_context`), compare the target
 with its checkpoint's record (:mod:`~sharesync.pipelines.run.target_check`), resolve a backfill's
@@ -19,8 +19,8 @@ import logging
 import time
 from functools import partial
 
-from sharesync.pipelines.run.apply import BootstrapAt, apply_bootstrap, apply_changes
-from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, fetch_changes, fetch_snapshot
+from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, ModeStrategy
+from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, Fetched, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
 from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
@@ -29,19 +29,12 @@ from sharesync.pipelines.run.resume import resume_from_target
 from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.table_context import TableContext, table_context
-from sharesync.pipelines.run.target_check import (
-    TargetCheck,
-    high_water_columns,
-    judge,
-    switch_refusal,
-    switches_layout,
-    written_for,
-)
+from sharesync.pipelines.run.target_check import TargetCheck, judge, switch_refusal, switches_layout, written_for
+from sharesync.pipelines.targets.delta.fencing import Fence
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance
-from sharesync.pipelines.targets.guard_columns import feed_only_layout
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
-from sharesync.sync.core.config import Mode, StartAtTimestamp, StartAtVersion, TableConfig
+from sharesync.sync.core.config import StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import (
     ChangeFeedRefused,
     ChangeFeedRequired,
@@ -49,6 +42,7 @@ from sharesync.sync.core.errors import (
     SchemaIncompatible,
     TargetError,
 )
+from sharesync.sync.core.location import Location
 from sharesync.sync.planning.kept_target import LeftTarget
 from sharesync.sync.planning.run_plan import (
     Backfill,
@@ -87,14 +81,20 @@ class TableRun:
     ) -> None:
         self.services = services
         self.table = table
-        self.target = services.runtime.locate(table.target)  # read and written with the config's storage settings
+        self.target = services.locate(table.target)  # read and written with the config's storage settings
         self.keeper = keeper
         self.attempt = attempt or Attempt()
+        self.fence = Fence(table.key, self.target, keeper.lease.acquired_at)  # every batch of this holding
         self.batches: list[BatchResult] = []
         self.warnings: list[str] = []
         self._notes: list[str] = []  # for the record of the next batch that succeeds
         if keeper.takeover is not None:
             self._notice(str(keeper.takeover))
+
+    @property
+    def strategy(self) -> ModeStrategy:
+        """The table's mode, which the batches are staged, prepared and written by."""
+        return self.services.modes.strategy(self.table)
 
     def run(self, backfill: BackfillRequest | None, started: float) -> TableSyncResult:
         metadata = self.services.client.metadata(self.table.name)
@@ -105,12 +105,11 @@ class TableRun:
     def _pass(self, backfill: BackfillRequest | None, started: float, metadata: TableMetadata) -> TableSyncResult:
         table, store = self.table, self.services.store
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
-        runtime = self.services.runtime
-        staging = runtime.locate(self.services.config.staging_dir)
+        staging = self.services.locate(self.services.config.staging_dir)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         DELTA.check_storage_access(self.target, staging)  # before the first read of the target: one clear line
         if resumed := resume_from_target(
-            store, table, self.target, checkpoint, runtime.storage, staging, self.keeper.lease
+            store, table, self.target, checkpoint, self.services.config.storage, staging, self.keeper.lease
         ):
             checkpoint = resumed.checkpoint  # a lost or older state store: the target says how far it got
             self._notice(resumed.notice)
@@ -152,7 +151,7 @@ class TableRun:
         if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
         written = checkpoint.updated_at
-        if DELTA.glance(table.target, checkpoint.target_version, written, self.services.runtime.storage) is Glance.SAME:
+        if DELTA.glance(table.target, checkpoint.target_version, written, self.services.config.storage) is Glance.SAME:
             return None
         check = judge(checkpoint, DELTA.identity(self.target, since=checkpoint.target_version))
         log.info("%s: %s", table.name, check.describe())
@@ -171,15 +170,15 @@ class TableRun:
         target = None
         if check is not None:
             wanted = wants_high_water(check.finding, mode)
-            target = check.fact(DELTA.high_water_mark(self.target, *high_water_columns(mode)) if wanted else None)
+            target = check.fact(DELTA.high_water_mark(self.target, *self.strategy.high_water_columns) if wanted else None)
         request = until = start = None
         if backfill is not None:
             replay_from = version_at(client, table.name, backfill.starting_timestamp)
             request = Backfill(replay_from, full_refresh=backfill.full_refresh, discard=backfill.discard_target)
             if backfill.ending_timestamp is not None:
                 until = version_at_or_before(client, table.name, backfill.ending_timestamp)
-            if mode is Mode.HISTORY and not backfill.full_refresh and replay_from > 0:
-                start = DELTA.history_start(self.target)
+            if not backfill.full_refresh and replay_from > 0:
+                start = self.strategy.history_start(self.target)
         return RunFacts(
             name=table.name,
             mode=mode,
@@ -195,9 +194,9 @@ class TableRun:
 
     def _left_target(self) -> LeftTarget | None:
         """The change log or row history at the target's path, when it holds rows (only it has them)."""
-        found = DELTA.identity(self.target)
-        layout = feed_only_layout(found.columns) if found is not None else None
-        newest = DELTA.high_water_mark(self.target, *high_water_columns(layout)) if layout is not None else None
+        found, modes = DELTA.identity(self.target), self.services.modes
+        layout = modes.kept_layout(found.columns) if found is not None else None
+        newest = DELTA.high_water_mark(self.target, *modes.of_mode(layout).high_water_columns) if layout is not None else None
         return None if layout is None or newest is None else LeftTarget(layout, self.table.target, newest)
 
     def _start_version(self, state: PlanState) -> int | None:
@@ -294,7 +293,7 @@ class TableRun:
     # ------------------------------------------------------------ execution
 
     def _execute(self, decided: RunPlan, context: TableContext, checkpoint: Checkpoint | None) -> Checkpoint | None:
-        runner = BatchRunner(self.services, context, self.keeper, self.attempt)
+        runner = BatchRunner(self.services, context, self.keeper, self.attempt, self.fence)
         match plan := decided.plan:
             case UpToDate():
                 return checkpoint
@@ -330,25 +329,23 @@ class TableRun:
         checkpoint: Checkpoint | None,
         decided: RunPlan,
     ) -> BatchStep:
-        spark, table = self.services.spark, self.table
-        threshold = self.services.config.rewrite_threshold(table)
         version, reason = plan.version, plan.reason
+
+        def apply(staged: Location, fetched: Fetched) -> Applied:
+            snapshot = BootstrapAt(
+                version=fetched.end,
+                committed=fetched.end_commit,
+                replay_from=decided.rewrites_from,
+                keep_after=decided.keep_after,
+            )
+            job = self._job(context, staged, fetched)
+            return self.strategy.bootstrap(job, reason=reason, checkpoint=checkpoint, snapshot=snapshot)
+
         return BatchStep(
             BatchKind.BOOTSTRAP,
             VersionRange(version, version),
             fetch=partial(fetch_snapshot, self.services, context, version, checkpoint),
-            apply=lambda staged, fetched: apply_bootstrap(
-                spark,
-                table,
-                self.target,
-                staged,
-                context.expr,
-                reason=reason,
-                checkpoint=checkpoint,
-                snapshot=BootstrapAt(fetched.end, fetched.end_commit, decided.rewrites_from, decided.keep_after),
-                rewrite_threshold=threshold,
-                record=fetched.record(table),
-            ),
+            apply=apply,
             note=plan.warning,
         )
 
@@ -356,22 +353,30 @@ class TableRun:
         self, context: TableContext, batch: VersionRange, checkpoint: Checkpoint | None, replay_from: int | None
     ) -> BatchStep:
         assert checkpoint is not None, "changes are only applied on top of a checkpoint"
-        spark, table = self.services.spark, self.table
-        threshold = self.services.config.rewrite_threshold(table)
-        apply = partial(apply_changes, spark, table, self.target)
+
+        def apply(staged: Location, fetched: Fetched) -> Applied:
+            job = self._job(context, staged, fetched)
+            return self.strategy.changes(job, batch=batch, replay_from=replay_from)
+
         return BatchStep(
             BatchKind.CHANGES,
             batch,
             fetch=partial(fetch_changes, self.services, context, batch, checkpoint.version_timestamp),
-            apply=lambda staged, fetched: apply(
-                staged,
-                context.expr,
-                batch=batch,
-                replay_from=replay_from,
-                rewrite_threshold=threshold,
-                record=fetched.record(table),
-            ),  # fmt: skip
-            net_keys=table.keys if table.mode is Mode.MERGE else None,
+            apply=apply,
+            net_keys=self.table.keys if self.strategy.nets_by_key else None,
+        )
+
+    def _job(self, context: TableContext, staged: Location, fetched: Fetched) -> BatchJob:
+        """A staged batch and where it goes, as the table's mode writes it."""
+        table = self.table
+        return BatchJob(
+            spark=self.services.spark,
+            table=table,
+            target=self.target,
+            staged=staged,
+            expr=context.expr,
+            rewrite_threshold=self.services.config.rewrite_threshold(table),
+            record=fetched.record(table),
         )
 
 

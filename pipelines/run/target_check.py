@@ -28,11 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharesync.pipelines.jobs.columns import VALID_FROM_VERSION, VALID_TO_VERSION, VERSION_COLUMN
+from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance, TargetIdentity
 from sharesync.state import Checkpoint
-from sharesync.sync.core.changefeed import COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import SharesyncError, TargetError
 from sharesync.sync.core.storage import StorageSection
@@ -108,17 +107,6 @@ def judge(checkpoint: Checkpoint, current: TargetIdentity | None) -> TargetCheck
     return found(Finding.INTACT)
 
 
-def high_water_columns(mode: Mode) -> tuple[str, ...]:
-    """The columns whose maximum is the newest source version a target's rows carry: a history
-    row records the versions it opened and closed at."""
-    match mode:
-        case Mode.APPEND:
-            return (COMMIT_VERSION,)
-        case Mode.HISTORY:
-            return VALID_FROM_VERSION, VALID_TO_VERSION
-    return (VERSION_COLUMN,)
-
-
 def written_for(checkpoint: Checkpoint, table: TableConfig) -> bool:
     """Whether the checkpoint describes the target and mode the config names now. When not, the
     next sync rebuilds the target (``BootstrapReason.TARGET_CHANGED``) — the one rule the engine's
@@ -134,10 +122,9 @@ def switches_layout(checkpoint: Checkpoint, table: TableConfig) -> bool:
 def switch_refusal(checkpoint: Checkpoint, table: TableConfig) -> TargetError:
     """The error for a target the config moved out of append or history mode, or into history
     mode: nothing is written."""
-    leaving = checkpoint.mode in (Mode.APPEND.value, Mode.HISTORY.value)
-    kept = "it holds no history to continue"
-    if leaving:
-        kept = f"its {'change log' if checkpoint.mode == Mode.APPEND.value else 'history'} would be lost"
+    held = BUILTIN_MODES.of_mode(checkpoint.mode).keeps
+    leaving = held is not None
+    kept = f"its {held} would be lost" if held is not None else "it holds no history to continue"
     # Leaving a log or history drops what the provider cannot rebuild: only an explicit flag does that.
     reset = f"sharesync reset {table.key}" + (" --discard-target" if leaving else "")
     return TargetError(

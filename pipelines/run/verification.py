@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.columns import DELETED_COLUMN, IS_CURRENT, spelled
+from sharesync.pipelines.jobs.columns import DELETED_COLUMN, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
 from sharesync.pipelines.targets.delta.format import DELTA
@@ -28,7 +28,7 @@ from sharesync.sync.core.errors import TargetError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.pass_resources import TableAccess
     from sharesync.sync.protocol.client import QueryResult
 
 EXAMPLES = 5  # keys shown per kind of difference
@@ -90,10 +90,9 @@ class Verification:
         return said
 
 
-def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verification:
-    """Check ``name``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
-    table = engine.table(name)
-    checkpoint = engine.store.get_checkpoint(table.key)
+def verify_table(access: TableAccess, table: TableConfig, *, full: bool = False) -> Verification:
+    """Check ``table``'s target against its checkpoint (and, ``full``, against the provider's snapshot)."""
+    checkpoint = access.store.get_checkpoint(table.key)
 
     def found(
         intact: bool, identity: str, comparison: SnapshotComparison | None = None, note: str | None = None
@@ -114,7 +113,7 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
             f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
             f"{table.target} in mode {table.mode.value} ({then})",
         )
-    current = DELTA.identity(engine.runtime.locate(table.target), since=checkpoint.target_version)
+    current = DELTA.identity(access.locate(table.target), since=checkpoint.target_version)
     check = judge(checkpoint, current)
     if current is None:
         return found(False, f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
@@ -127,21 +126,22 @@ def verify_table(engine: SyncEngine, name: str, *, full: bool = False) -> Verifi
     )
     if not full:
         return found(True, identity)
-    if table.mode is Mode.APPEND:
+    strategy = access.modes.strategy(table)
+    if not strategy.copies_source:
         return found(
             True,
             identity,
-            note="an append target is a change log, not a copy of a snapshot: only its identity is checked",
+            note=f"an {table.mode.value} target is a {strategy.keeps}, not a copy of a snapshot: only its identity is checked",
         )
-    return found(True, identity, comparison=compare_with_snapshot(engine, table, checkpoint))
+    return found(True, identity, comparison=compare_with_snapshot(access, table, checkpoint))
 
 
-def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
+def compare_with_snapshot(access: TableAccess, table: TableConfig, checkpoint: Checkpoint) -> SnapshotComparison:
     """Keys and rows of the target against the provider's snapshot at the checkpoint version."""
-    context = table_context(table, engine.client_for(table.provider).metadata(table.name))
-    keys = list(table.keys) if table.mode in (Mode.MERGE, Mode.HISTORY) else []
-    source = _snapshot_keys(engine, context, checkpoint.version, keys)
-    target = _target_keys(engine, table, keys)
+    context = table_context(table, access.client_for(table.provider).metadata(table.name))
+    keys = list(table.keys) if access.modes.strategy(table).keyed else []
+    source = _snapshot_keys(access, context, checkpoint.version, keys)
+    target = _target_keys(access, table, keys)
     if not keys:
         return SnapshotComparison(checkpoint.version, source.num_rows, target.num_rows)
     wanted, held = _key_set(source), _key_set(target)
@@ -153,7 +153,7 @@ def compare_with_snapshot(engine: SyncEngine, table: TableConfig, checkpoint: Ch
     )
 
 
-def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys: list[str]) -> pa.Table:
+def _snapshot_keys(access: TableAccess, context: TableContext, version: int, keys: list[str]) -> pa.Table:
     """The snapshot's key columns (none in snapshot mode), filtered as configured: one row per row."""
     import pyarrow.dataset as ds
 
@@ -162,17 +162,17 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
     from sharesync.sync.staging import batch as batches
     from sharesync.sync.staging.files import StageLayout
 
-    config, expr = engine.config, context.expr
-    result = _query(engine, context, version)
+    config, expr = access.config, context.expr
+    result = _query(access, context, version)
     schema = result.metadata.table_schema
     files, _ = batches.prune(batches.snapshot_change_files(result), expr, schema)
     layout = StageLayout.build(
         schema, result.metadata.partition_columns, [*keys, *(columns_referenced(expr) if expr else ())]
     )
-    directory = batches.batch_dir(engine.runtime.locate(config.staging_dir), context.table.key, f"verify-{version}")
+    directory = batches.batch_dir(access.locate(config.staging_dir), context.table.key, f"verify-{version}")
     try:
         staged = batches.stage(
-            engine.client_for(context.table.provider),
+            access.client_for(context.table.provider),
             result,
             files,
             layout,
@@ -189,10 +189,10 @@ def _snapshot_keys(engine: SyncEngine, context: TableContext, version: int, keys
         batches.remove_batch(directory)
 
 
-def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResult:
+def _query(access: TableAccess, context: TableContext, version: int) -> QueryResult:
     """The snapshot at ``version``: the latest one when that is still the provider's version."""
     name, hints = context.table.name, context.hints
-    client = engine.client_for(context.table.provider)
+    client = access.client_for(context.table.provider)
     if version >= context.metadata.version:
         result = client.query(
             name, predicate_hints=hints.predicate_hints, json_predicate_hints=hints.json_predicate_hints
@@ -204,22 +204,22 @@ def _query(engine: SyncEngine, context: TableContext, version: int) -> QueryResu
     )
 
 
-def _target_keys(engine: SyncEngine, table: TableConfig, keys: list[str]) -> pa.Table:
+def _target_keys(access: TableAccess, table: TableConfig, keys: list[str]) -> pa.Table:
     """The target's key columns (none in snapshot mode) of its live rows (soft-deleted ones and,
     in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
 
-    target = DELTA.dataset(engine.runtime.locate(table.target))
+    target = DELTA.dataset(access.locate(table.target))
     if target is None:
         raise TargetError(f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
     names = list(target.schema.names)
     wanted = spelled(names, keys)
-    flag = DELETED_COLUMN if table.soft_delete else IS_CURRENT if table.mode is Mode.HISTORY else None
+    flag = DELETED_COLUMN if table.soft_delete else access.modes.strategy(table).current_flag
     flag = flag if flag in names else None
     rows = target.to_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
     if flag == DELETED_COLUMN:
         rows = rows.filter(pc.invert(pc.fill_null(rows.column(flag), False)))
-    elif flag == IS_CURRENT:
+    elif flag is not None:
         rows = rows.filter(pc.fill_null(rows.column(flag), False))
     return rows.select(wanted)
 

@@ -11,7 +11,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from sharesync.pipelines.targets.guard_columns import written_by_sharesync
-from sharesync.sync.core.config import Mode
 
 if TYPE_CHECKING:
     from sharesync.sync.core.location import Location
@@ -103,17 +102,13 @@ class Written(Generic[S]):
     soft_deleted: int = 0
 
 
-_WHAT = {Mode.APPEND: "its append-mode change log", Mode.HISTORY: "its history-mode row history"}
-
-
 @dataclass(frozen=True)
 class Discarded:
     """A target removed on request (``sharesync reset NAME --discard-target``)."""
 
     target: str
     rows: int
-    layout: Mode | None  # append or history; None: a merge or snapshot table
+    held: str  # what the table was, in its mode's words ("its append-mode change log")
 
     def describe(self) -> str:
-        what = _WHAT[self.layout] if self.layout is not None else "a merge- or snapshot-mode table"
-        return f"target {self.target} removed ({self.rows} rows of {what})"
+        return f"target {self.target} removed ({self.rows} rows of {self.held})"

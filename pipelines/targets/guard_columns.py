@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
-from sharesync.sync.core.config import Mode
 from sharesync.sync.core.history_columns import VALID_FROM_VERSION
 
 __all__ = [
@@ -17,7 +16,6 @@ __all__ = [
     "GUARD_COLUMNS",
     "TIMESTAMP_COLUMN",
     "VERSION_COLUMN",
-    "feed_only_layout",
     "written_by_sharesync",
 ]
 
@@ -32,12 +30,3 @@ def written_by_sharesync(columns: Sequence[str]) -> bool:
     target may be replaced (the reset and rebuild paths) and someone else's table is refused."""
     names = set(columns)
     return bool({VERSION_COLUMN, VALID_FROM_VERSION} & names) or set(CHANGE_COLUMNS) <= names
-
-
-def feed_only_layout(columns: Sequence[str]) -> Mode | None:
-    """The mode a table's columns say it was written in when that is append or history: the
-    targets whose rows the provider cannot give again (a change log, a row history)."""
-    names = set(columns)
-    if VALID_FROM_VERSION in names:
-        return Mode.HISTORY
-    return Mode.APPEND if set(CHANGE_COLUMNS) <= names else None

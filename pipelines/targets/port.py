@@ -14,7 +14,7 @@ taking a :class:`~sharesync.sync.core.location.Location`, implemented in the for
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -122,4 +122,6 @@ class TargetFormat(Protocol):
     def current_rows(self, target: Location) -> int: ...
 
     # removal on request
-    def discard(self, target: Location) -> Discarded | None: ...
+    def discard(self, target: Location, *, held: Callable[[Sequence[str]], str]) -> Discarded | None:
+        """Remove the table sharesync wrote there; ``held`` names what a table of these columns holds."""
+        ...

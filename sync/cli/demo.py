@@ -41,7 +41,7 @@ def demo(directory: str, keep_serving: bool) -> None:
     """Build sample tables, serve them, sync, change them, sync again."""
     from rich.console import Console
 
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.sync.cli.rendering import print_results
     from sharesync.sync.core.config import load_config
     from sharesync.sync.server.runner import SharingServer
@@ -63,8 +63,8 @@ def demo(directory: str, keep_serving: bool) -> None:
 
         config = load_config(config_file)
         console.rule("[bold]2. First sync: bootstrap from the snapshots")
-        with SyncEngine(config) as engine:
-            print_results(engine.sync_all())
+        with Syncer(config) as syncer:
+            print_results(syncer.sync_all())
 
             console.rule("[bold]3. The provider commits inserts, updates, deletes and merges")
             rng = random.Random(42)
@@ -73,12 +73,12 @@ def demo(directory: str, keep_serving: bool) -> None:
                 console.print(f"  {table.full_name}: {', '.join(done)}")
 
             console.rule("[bold]4. Second sync: only the changes")
-            print_results(engine.sync_all())
+            print_results(syncer.sync_all())
 
             console.rule("[bold]5. Status")
             from sharesync.pipelines.run.status import table_statuses
 
-            rows, _ = table_statuses(engine)
+            rows, _ = table_statuses(syncer)
             for row in rows:
                 console.print(
                     f"  {row.name}: checkpoint {row.checkpoint_version} = source {row.source_version} "

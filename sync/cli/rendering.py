@@ -1,4 +1,4 @@
-"""How the engine's commands print results: the results table, a pass line, the status table.
+"""How the syncer's commands print results: the results table, a pass line, the status table.
 
 Tables go to stdout; errors to stderr; messages and names are printed as written (:func:`esc`).
 """

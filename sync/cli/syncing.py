@@ -1,6 +1,6 @@
-"""``sharesync sync | status | backfill | reset``: the engine's commands.
+"""``sharesync sync | status | backfill | reset``: the syncer's commands.
 
-Each loads the config, builds one :class:`sharesync.pipelines.run.sync_pass.SyncEngine` and prints what
+Each loads the config, builds one :class:`sharesync.pipelines.run.sync_pass.Syncer` and prints what
 happened: the results table on stdout, each error on stderr. ``sync`` exits 1 when any table
 failed (the others still ran), 2 when a table's config turned out wrong against the shared table
 (a key or column it lacks; the others still ran); config, profile and state-store problems exit
@@ -37,13 +37,12 @@ from sharesync.sync.core.errors import ConfigError, SharesyncError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.core.timestamps import given_timestamp
-from sharesync.sync.planning.sync_plan import FEED_ONLY
 
 if TYPE_CHECKING:
-    from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.pipelines.run.results import TableSyncResult
     from sharesync.pipelines.run.services import ProgressFactory
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
 
 
 def _config(ctx: click.Context) -> SharesyncConfig:
@@ -62,18 +61,22 @@ def _config_to_sync(ctx: click.Context) -> SharesyncConfig:
 
 
 @contextmanager
-def _engine(
-    ctx: click.Context, *, progress: bool = False, config: SharesyncConfig | None = None, runtime: Runtime | None = None
-) -> Iterator[SyncEngine]:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+def _syncer(
+    ctx: click.Context,
+    *,
+    progress: bool = False,
+    config: SharesyncConfig | None = None,
+    engine: SparkEngine | None = None,
+) -> Iterator[Syncer]:
+    from sharesync.pipelines.run.sync_pass import Syncer
 
     config = config or _config(ctx)
     display = Display() if progress and sys.stderr.isatty() else None
     factory: ProgressFactory | None = display.download if display is not None else None
     watch = display.table if display is not None else None
     try:
-        with SyncEngine(config, progress=factory, watch=watch, runtime=runtime) as engine:
-            yield engine
+        with Syncer(config, progress=factory, watch=watch, engine=engine) as syncer:
+            yield syncer
     finally:
         if display is not None:
             display.stop()
@@ -124,8 +127,8 @@ def sync_command(
             raise click.UsageError("--passes counts the passes of --every; add --every INTERVAL")
         if ctx.get_parameter_source("max_rss_mib") is not ParameterSource.DEFAULT:
             raise click.UsageError("--max-rss-mib bounds the process of --every; add --every INTERVAL")
-        with _engine(ctx, progress=not as_json, config=_config_to_sync(ctx)) as engine:
-            results = engine.sync_all(list(names) or None, parallel=parallel)
+        with _syncer(ctx, progress=not as_json, config=_config_to_sync(ctx)) as syncer:
+            results = syncer.sync_all(list(names) or None, parallel=parallel)
         _report(results, as_json=as_json)
         return
     try:
@@ -153,8 +156,8 @@ def _sync_every(
     """Passes until stopped; the exit code of the last one (``as_json``: a JSON line per pass).
 
     Each pass reads the config and the profile again (an edited table list, a rotated token);
-    the runtime (the Spark session; rebuilt when ``spark:`` changes), the engine and the state store's
-    pool outlive the pass. A pass that
+    the Spark engine (its session; rebuilt when ``spark:`` changes) and the state store's pool
+    outlive the pass. A pass that
     cannot start (the config edited into an error, the state store down) is reported and the
     next one tries again — except the first: what is wrong at start is a usage error (exit 2).
     Before a pass (not the first of this process) the process restarts itself when it holds
@@ -167,10 +170,10 @@ def _sync_every(
     done = passes_done_before()
     restartable = bool(ctx.obj.get("restartable"))
     started_with: StorageSection | None = None  # the storage settings of this process's first pass
-    runtime: Runtime | None = None  # the engine the passes share, while the config's spark: is unchanged
+    engine: SparkEngine | None = None  # the one the passes share, while the config's spark: is unchanged
 
     def one_pass(number: int) -> None:
-        nonlocal last, started_with, runtime
+        nonlocal last, started_with, engine
         started = time.monotonic()
         try:
             config = _config_to_sync(ctx)
@@ -178,9 +181,9 @@ def _sync_every(
                 restart_if_due(number, config, started_with, max_rss_mib, first_here=done + 1)
             if started_with is None:
                 started_with = config.storage
-            runtime = _runtime_for(config, runtime)
-            with _engine(ctx, progress=True, config=config, runtime=runtime) as engine:
-                results = engine.sync_all(names, parallel=parallel)
+            engine = _engine_for(config, engine)
+            with _syncer(ctx, progress=True, config=config, engine=engine) as syncer:
+                results = syncer.sync_all(names, parallel=parallel)
         except SharesyncError as exc:
             if number == 1:
                 raise
@@ -197,20 +200,20 @@ def _sync_every(
         with stop_on_signals(stop, _announce):
             run_passes(one_pass, every, stop, passes=passes, first=done + 1)
     finally:
-        if runtime is not None:
-            runtime.close()
+        if engine is not None:
+            engine.close()
     return last
 
 
-def _runtime_for(config: SharesyncConfig, current: Runtime | None) -> Runtime:
-    """The runtime of the passes: kept while the config's engine and storage settings stay the same."""
-    from sharesync.pipelines.jobs.runtime import Runtime
+def _engine_for(config: SharesyncConfig, current: SparkEngine | None) -> SparkEngine:
+    """The Spark engine of the passes: kept while the config's ``spark:`` and ``storage:`` stay the same."""
+    from sharesync.pipelines.jobs.session import SparkEngine
 
-    if current is not None and (current.spark_config, current.storage) == (config.spark, config.storage):
+    if current is not None and (current.config, current.storage) == (config.spark, config.storage):
         return current
     if current is not None:
         current.close()
-    return Runtime(config.spark, config.storage)
+    return SparkEngine(config.spark, config.storage)
 
 
 def _announce(message: str) -> None:
@@ -258,8 +261,8 @@ def backfill_command(
     request = BackfillRequest(
         given_timestamp("--from", from_), given_timestamp("--to", to) if to else None, full_refresh, discard_target
     )
-    with _engine(ctx, progress=not as_json) as engine:
-        result = engine.backfill(name, request)
+    with _syncer(ctx, progress=not as_json) as syncer:
+        result = syncer.backfill(name, request)
     _report([result], as_json=as_json)
 
 
@@ -270,9 +273,9 @@ def backfill_command(
 def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
     """Forget a table's checkpoint: the next sync bootstraps it from a snapshot (an append or
     history target keeps its rows and continues, unless --discard-target removes it)."""
-    with _engine(ctx) as engine:
-        removed, discarded = engine.reset(name, discard_target=discard_target)
-        keeps = engine.table(name).mode in FEED_ONLY
+    with _syncer(ctx) as syncer:
+        removed, discarded = syncer.reset(name, discard_target=discard_target)
+        keeps = syncer.resources.modes.strategy(syncer.table(name)).keeps is not None
     said = "no checkpoint" if removed is None else f"checkpoint at version {removed.version} removed"
     if discarded is not None:
         said += f"; {discarded.describe()}"
@@ -295,8 +298,8 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     providers = config.all_providers()
     if len(providers) == 1:  # its mistake stops status before the state store is opened (or created)
         load_profile(next(iter(providers.values())).profile)
-    with _engine(ctx, config=config) as engine:
-        rows, warnings = table_statuses(engine)
+    with _syncer(ctx, config=config) as syncer:
+        rows, warnings = table_statuses(syncer)
     if as_json:
         click.echo(json.dumps({"tables": [row.to_json() for row in rows], "warnings": warnings}, indent=2))
         return

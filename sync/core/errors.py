@@ -262,6 +262,10 @@ class LeaseHeld(StateError, Retryable):
     """Another process holds the sync lease for this table."""
 
 
+class FencedOut(LeaseHeld):
+    """A later holder of the table's lease wrote to its target, so the engine skipped this holder's writes."""
+
+
 class SyncError(SharesyncError):
     """The engine cannot apply a plan to the target."""
 

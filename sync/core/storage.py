@@ -23,7 +23,7 @@ One mapping feeds three clients: :meth:`StorageSection.options_for` is ``deltala
 store must agree); :mod:`sharesync.sync.core.location` builds pyarrow filesystems from the same
 settings; :meth:`StorageSection.remote_spark_conf` is what a remote Spark gets per bucket.
 No pyarrow here: the config loads without it. No process-wide settings either: whoever reads a
-target or stages a batch is handed the section (:class:`sharesync.pipelines.jobs.runtime.Runtime`).
+target or stages a batch is handed the config's section (:func:`sharesync.sync.core.location.locate`).
 """
 
 from __future__ import annotations
@@ -191,6 +191,25 @@ def _azure_options(s: StoreSettings) -> dict[str, str]:
     )
 
 
+# Each store's standard variables, by the StoreSettings field they set (S3 also AWS_ENDPOINT_URL_S3).
+_AWS_VARIABLES = {
+    "endpoint": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "session_token": "AWS_SESSION_TOKEN",
+}
+_AZURE_VARIABLES = {
+    "endpoint": "AZURE_STORAGE_ENDPOINT",
+    "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
+    "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+    "client_id": "AZURE_STORAGE_CLIENT_ID",
+    "client_secret": "AZURE_STORAGE_CLIENT_SECRET",
+    "tenant_id": "AZURE_STORAGE_TENANT_ID",
+}
+
+
 def settings_from_environment(
     kind: StoreKind, environ: Mapping[str, str] | None = None, *, targets: bool = False
 ) -> StoreSettings:
@@ -209,13 +228,7 @@ def settings_from_environment(
         host = env.get("STORAGE_EMULATOR_HOST")
         endpoint = host if not host or "://" in host else f"http://{host}"
         return StoreSettings(endpoint=endpoint, allow_http=bool(endpoint and endpoint.startswith("http://")))
-    names = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
-             "secret_access_key": "AWS_SECRET_ACCESS_KEY", "session_token": "AWS_SESSION_TOKEN"}  # fmt: skip
-    if kind is StoreKind.AZURE:
-        names = {"endpoint": "AZURE_STORAGE_ENDPOINT", "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
-                 "account_key": "AZURE_STORAGE_ACCOUNT_KEY", "sas_token": "AZURE_STORAGE_SAS_TOKEN",
-                 "client_id": "AZURE_STORAGE_CLIENT_ID", "client_secret": "AZURE_STORAGE_CLIENT_SECRET",
-                 "tenant_id": "AZURE_STORAGE_TENANT_ID"}  # fmt: skip
+    names = _AZURE_VARIABLES if kind is StoreKind.AZURE else _AWS_VARIABLES
     found: dict[str, object] = {field: env[name] for field, name in names.items() if env.get(name)}
     if kind is StoreKind.S3 and env.get("AWS_ENDPOINT_URL_S3"):
         found["endpoint"] = env["AWS_ENDPOINT_URL_S3"]

@@ -76,7 +76,7 @@ Start = Literal["latest"] | StartAtVersion | StartAtTimestamp
 
 
 class MergeStrategy(StrEnum):
-    """How merge and history mode write a batch: see ``sharesync.pipelines.jobs.merge.apply_merge``."""
+    """How merge and history mode write a batch: see ``sharesync.pipelines.modes.merge.merge.apply_merge``."""
 
     AUTO = "auto"  # rewrite when the batch's net changes reach rewrite_threshold of the target's rows
     MERGE = "merge"  # always the MERGE statement

@@ -22,7 +22,7 @@ from sharesync.sync.delta.properties import DeletionVectorDescriptor, StorageTyp
 from sharesync.sync.delta.row_positions import RowPositions
 from sharesync.sync.delta.z85 import z85_decode
 
-__all__ = ["DeletionVectorDescriptor", "StorageType", "decode_deletion_vector", "relative_dv_path"]
+__all__ = ["DeletionVectorDescriptor", "StorageType", "decode_deletion_vector", "relative_dv_file", "relative_dv_path"]
 
 _FILE_FORMAT_VERSION = 1
 _MAGIC = 1681511377  # RoaringBitmapArray in the portable 64-bit layout, little-endian
@@ -32,14 +32,20 @@ _KEY_LIMIT = 1 << 63  # every 32-bit key has its top bit clear (Java reads keys 
 
 
 def relative_dv_path(dv: DeletionVectorDescriptor) -> str:
-    """For storage type ``u``: the DV file's path relative to the table root.
+    """For storage type ``u``: the DV file's path relative to the table root."""
+    if dv.storage_type != "u":
+        raise ValueError(f"only storage type 'u' has a relative path, not {dv.storage_type!r}")
+    return relative_dv_file(dv.path_or_inline_dv)
+
+
+def relative_dv_file(path_or_inline_dv: str) -> str:
+    """The file a ``u`` descriptor's ``pathOrInlineDv`` names, relative to the table root (the one
+    copy of the rule: the sharing server resolves its on-disk DVs with it too).
 
     ``pathOrInlineDv`` is an optional random prefix (a directory) followed by the file's UUID in
     20 Z85 characters; the file is ``<prefix>/deletion_vector_<uuid>.bin``.
     """
-    if dv.storage_type != "u":
-        raise ValueError(f"only storage type 'u' has a relative path, not {dv.storage_type!r}")
-    text = dv.path_or_inline_dv
+    text = path_or_inline_dv
     if len(text) < _UUID_CHARS:
         raise ProtocolViolation(f"deletion vector path {text!r} is shorter than a Z85 UUID ({_UUID_CHARS} chars)")
     prefix, encoded = text[:-_UUID_CHARS], text[-_UUID_CHARS:]

@@ -1,6 +1,6 @@
 """History mode's plan for one batch: the target rows it opens, closes, updates in place or removes.
 
-Pure Arrow, no engine and no I/O: the job (:mod:`sharesync.pipelines.jobs.history`) reads the
+Pure Arrow, no engine and no I/O: the job (:mod:`sharesync.pipelines.modes.history.history`) reads the
 staged batch and the target's rows, and writes the plan's actions in one commit.
 
 Per key, version by version — no netting across versions. Within one version the winning image

@@ -244,7 +244,7 @@ def conjuncts(expr: Expr) -> tuple[Expr, ...]:
 
 
 def columns_referenced(expr: Expr) -> set[str]:
-    """Real names of every column the expression reads (the sync engine must keep them)."""
+    """Real names of every column the expression reads (the sync must keep them)."""
     match expr:
         case And(operands) | Or(operands):
             return set().union(*(columns_referenced(o) for o in operands))

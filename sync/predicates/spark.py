@@ -1,4 +1,4 @@
-"""The filter as a Spark ``Column``, applied by the sync engine to every batch it reads.
+"""The filter as a Spark ``Column``, applied by the Spark jobs to every batch it reads.
 
 Server-side filtering is best effort (Delta Sharing protocol, "Filtering": clients
 must always apply predicates), so this is where the filter becomes exact. Only functions

@@ -57,13 +57,3 @@ def kind_of(type_name: str) -> Kind | None:
     if _DECIMAL.fullmatch(name):
         return Kind.DECIMAL
     return None
-
-
-def decimal_precision_scale(type_name: str) -> tuple[int, int]:
-    """``decimal(p,s)`` → ``(p, s)``; a bare ``decimal`` is Spark's default ``decimal(10,0)``."""
-    match = _DECIMAL.fullmatch(type_name.strip().lower())
-    if match is None:
-        raise ValueError(f"{type_name!r} is not a decimal type")
-    if match.group(1) is None:
-        return 10, 0
-    return int(match.group(1)), int(match.group(2))

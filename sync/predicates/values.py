@@ -1,6 +1,6 @@
 """Typed values from their protocol text forms: partition values and temporal strings.
 
-The sync engine reuses :func:`parse_partition_value` to add typed partition columns, and
+The sync reuses :func:`parse_partition_value` to add typed partition columns, and
 pruning uses it to compare a file's partition values with literals, so both read the
 protocol's "Partition Value Serialization" rules the same way.
 """
@@ -97,8 +97,3 @@ def float32_text(value: float) -> str:
             if to_float32(float(text)) == value:
                 return text
     return repr(value)
-
-
-def micros_text(moment: datetime) -> str:
-    """``YYYY-MM-DD HH:MM:SS.ffffff``: the form Spark casts to timestamp without loss."""
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")

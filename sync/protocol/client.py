@@ -320,9 +320,17 @@ class SharingClient:
         url, context = self._table_url(ref, "query"), f"query {ref} ({what})"
         changes = request.starting_version is not None
         return StreamCall(
-            "POST", url, context, page_request, ANY_FILES, str(ref), changes,
-            file_id_hash=self.file_id_hash, offer_async=offer_async, may_pend=offer_async,
-        )  # fmt: skip
+            "POST",
+            url,
+            context,
+            page_request,
+            ANY_FILES,
+            table=str(ref),
+            changes=changes,
+            file_id_hash=self.file_id_hash,
+            offer_async=offer_async,
+            may_pend=offer_async,
+        )
 
     def _changes_stream(self, ref: TableRef, request: ChangesRequest) -> FileStream:
         def page_request(token: str | None) -> tuple[dict[str, str | int], None]:

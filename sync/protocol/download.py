@@ -126,52 +126,51 @@ class _Job:
     inputs: list[int] = field(default_factory=list)
 
 
+# A URL is renewed when it expires within a minute, or within a quarter of its lifetime when that is
+# shorter; a file whose URL keeps expiring is renewed at most three times.
+REFRESH_MARGIN_SECONDS = 60.0
+REFRESH_FRACTION = 0.25
+MAX_REFRESHES_PER_FILE = 3
+HOOK_WORKERS = 4  # threads running on_file (staging) while the next files download
+
+
+@dataclass(frozen=True, kw_only=True)
+class DownloadOptions:
+    """How a :class:`Downloader` fetches; every field has the default a pass uses unless told."""
+
+    concurrency: int = 8
+    retry: RetryPolicy | None = None  # None: RetryPolicy.from_env()
+    timeouts: Timeouts | None = None  # None: Timeouts.from_env()
+    ca_bundle: Path | None = None
+    budget: TransferBudget | None = None  # shared with the other tables of a pass: bounds their downloads together
+    provider: str | None = None  # named by the rate floor's error, so the user knows which provider to configure
+    # GCS directory access: a bearer token for the store's origin (never sent on a redirect away).
+    auth: httpx.Auth | None = None
+    # Seams for tests: the HTTP transport, how file hosts' names resolve, the clock URLs expire by, the chunk size.
+    transport: httpx.AsyncBaseTransport | None = None
+    resolver: Resolver = system_resolver
+    clock: Callable[[], float] = time.time
+    chunk_size: int = CHUNK_SIZE
+
+
 class Downloader:
     """Downloads data files into a staging directory: parallel, size-checked, refreshing URLs."""
 
-    def __init__(
-        self,
-        staging_dir: Path,
-        *,
-        policy: FileUrlPolicy,
-        concurrency: int = 8,
-        retry: RetryPolicy | None = None,
-        timeouts: Timeouts | None = None,
-        ca_bundle: Path | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        refresh_margin: float = 60.0,
-        refresh_fraction: float = 0.25,
-        max_refreshes_per_file: int = 3,
-        hook_workers: int = 4,
-        chunk_size: int = CHUNK_SIZE,
-        clock: Callable[[], float] = time.time,
-        budget: TransferBudget | None = None,
-        provider: str | None = None,
-        resolver: Resolver = system_resolver,
-        auth: httpx.Auth | None = None,
-    ) -> None:
-        if concurrency < 1:
+    def __init__(self, staging_dir: Path, *, policy: FileUrlPolicy, options: DownloadOptions | None = None) -> None:
+        options = options or DownloadOptions()
+        if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         install_log_redaction()  # httpx logs each URL, signature included, unless redacted
         self.staging_dir = Path(staging_dir)
         self.policy = policy
-        self.concurrency = concurrency
-        self.retry = retry or RetryPolicy.from_env()
-        self.timeouts = timeouts or Timeouts.from_env()
-        self.ca_bundle = ca_bundle
-        self._transport = transport
-        self._resolver = resolver  # how file hosts' names are resolved before their addresses are checked
-        self.refresh_margin = refresh_margin
-        self.refresh_fraction = refresh_fraction
-        self.max_refreshes_per_file = max_refreshes_per_file
-        self.hook_workers = hook_workers
-        self.chunk_size = chunk_size
-        self._clock = clock
-        self.budget = budget  # shared with the other tables of a pass: bounds their downloads together
+        self.options = options
+        self.concurrency = options.concurrency
+        self.retry = options.retry or RetryPolicy.from_env()
+        self.timeouts = options.timeouts or Timeouts.from_env()
+        provider = options.provider
         # The rate floor (the same as the provider's API answers'); its error names the provider to configure.
         subject = f"the file storage of provider {provider}" if provider else "the file storage"
         self.bounds = self.timeouts.bounds(subject, provider)
-        self.auth = auth  # GCS directory access: a bearer token for the store's origin (never on a redirect away)
 
     def download(
         self,
@@ -200,17 +199,17 @@ class Downloader:
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         jobs = self._jobs(files)
         stats = DownloadStats()
-        book = UrlBook(files, refresher, self._clock)
+        book = UrlBook(files, refresher, self.options.clock)
         run = _Run(self, book, stats, len(jobs), progress, on_file)
-        verify, limits = ssl_context(self.ca_bundle), httpx.Limits(max_connections=self.concurrency)
-        transport = self._transport
+        verify, limits = ssl_context(self.options.ca_bundle), httpx.Limits(max_connections=self.concurrency)
+        transport = self.options.transport
         if transport is None and not proxied():  # connect only to addresses the policy allows
-            transport = checked_transport(verify, limits, CheckedBackend(self.policy, self._resolver))
+            transport = checked_transport(verify, limits, CheckedBackend(self.policy, self.options.resolver))
         async with httpx.AsyncClient(
             verify=verify,
             timeout=self.timeouts.to_httpx(),
             transport=transport,
-            auth=self.auth,
+            auth=self.options.auth,
             follow_redirects=True,
             # Files are stored compressed already; a body the server compresses anyway is decoded
             # and still stopped at its declared size (no decompression bomb fills the disk).
@@ -218,7 +217,7 @@ class Downloader:
             limits=limits,
             event_hooks={"request": [self._check_redirect], "response": [async_floor_hook(self.bounds)]},
         ) as http:
-            with ThreadPoolExecutor(max_workers=max(1, self.hook_workers), thread_name_prefix="sharesync-hook") as pool:
+            with ThreadPoolExecutor(max_workers=HOOK_WORKERS, thread_name_prefix="sharesync-hook") as pool:
                 tasks = [asyncio.create_task(run.job(http, job, pool)) for job in jobs]
                 try:
                     await asyncio.gather(*tasks)
@@ -275,7 +274,8 @@ class _Run:
         self.slots = asyncio.Semaphore(downloader.concurrency)
 
     async def job(self, http: httpx.AsyncClient, job: _Job, pool: ThreadPoolExecutor) -> None:
-        budget = self.d.budget.download_slot() if self.d.budget is not None else nullcontext()
+        shared = self.d.options.budget
+        budget = shared.download_slot() if shared is not None else nullcontext()
         async with self.slots, budget:
             await self._download(http, job)
         if self.on_file is not None:  # outside the slot: staging overlaps the next downloads
@@ -287,14 +287,14 @@ class _Run:
         while True:
             entry = self.book.current(job.file.id)
             try:
-                if self.book.expiring(entry, self.d.refresh_margin, self.d.refresh_fraction):
+                if self.book.expiring(entry, REFRESH_MARGIN_SECONDS, REFRESH_FRACTION):
                     entry = await self.book.refresh(job.file.id, entry)
                 await self._fetch(http, entry.url, job)
                 return
             except UrlExpired as exc:
                 if not self.book.can_refresh:
                     raise UrlExpired(f"{exc.message}; no way to renew the URL was given") from None
-                if refreshes >= self.d.max_refreshes_per_file:
+                if refreshes >= MAX_REFRESHES_PER_FILE:
                     raise
                 refreshes += 1
                 await self.book.refresh(job.file.id, entry)
@@ -317,7 +317,7 @@ class _Run:
                             raise _refused(await aread_error(response, context=job.context))
                         # Buffered writes to the local staging disk: shorter than a thread hop would be.
                         with open(part, "wb") as out:  # noqa: ASYNC230
-                            async for chunk in response.aiter_bytes(self.d.chunk_size):
+                            async for chunk in response.aiter_bytes(self.d.options.chunk_size):
                                 written += len(chunk)
                                 if written > limit:  # a size cap: never store more than was declared
                                     raise DownloadError(

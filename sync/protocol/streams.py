@@ -284,8 +284,8 @@ class FileStream:
         if isinstance(opened, QueryStatus):
             raise ProtocolViolation(f"{self.context}: a later page of query {opened.query_id} is {opened.status}")
         page = opened.page
-        same = (opened.version, page.protocol, page.metadata, page.response_format) == (
-            self.version, self.protocol, self.metadata, self.response_format)  # fmt: skip
+        first = (self.version, self.protocol, self.metadata, self.response_format)
+        same = (opened.version, page.protocol, page.metadata, page.response_format) == first
         if not same:
             if not self._emitted_any:  # nothing handed out yet: the newer answer simply wins
                 self.version, self.protocol, self.metadata = opened.version, page.protocol, page.metadata

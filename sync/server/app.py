@@ -3,9 +3,8 @@
 Routes are thin: authenticate, parse parameters, ask :mod:`~sharesync.sync.server.snapshots` /
 :mod:`~sharesync.sync.server.change_answers` for an :class:`~sharesync.sync.server.answers.Answer` (in a worker thread,
 the log is read from disk), and stream it (:mod:`~sharesync.sync.server.streaming`). Errors are
-``{"errorCode", "message"}`` JSON like the reference server's. Faults are applied outside the
-routes by :class:`~sharesync.sync.server.faults.FaultMiddleware`, except ``history_error``,
-whose answer names versions of the table (``/changes`` asks the faults for it).
+``{"errorCode", "message"}`` JSON like the reference server's. A test double's fault injection
+comes in through :class:`~sharesync.sync.server.hooks.ServerHooks` (none in production).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from sharesync.sync.protocol.access import TemporaryCredentialsRequest
 from sharesync.sync.protocol.wire import (
@@ -39,7 +38,6 @@ from sharesync.sync.server.asyncqueries import status
 from sharesync.sync.server.catalog import SharedTable
 from sharesync.sync.server.change_answers import ChangesParams, answer_changes, answer_query_changes
 from sharesync.sync.server.credentials import issue, require_url
-from sharesync.sync.server.faults import FaultMiddleware, InjectedDisconnect, injected_history_error
 from sharesync.sync.server.listings import page, parse_max_results
 from sharesync.sync.server.logmodel import LogError
 from sharesync.sync.server.negotiation import FILE_ID_HASH_HEADER, Capabilities, file_id_scheme, parse_capabilities
@@ -139,19 +137,20 @@ def _table(request: Request, state: ServerState) -> SharedTable:
 
 def _context(request: Request, state: ServerState, table: SharedTable) -> Context:
     base = str(request.base_url).rstrip("/")
-    return Context(
+    ctx = Context(
         table=table,
         log=state.catalog.log(table),
         signer=state.signer,
         files_base=f"{base}{state.settings.files_prefix}",
         now_ms=state.clock.now_ms(),
-        url_ttl_ms=int(state.faults.url_ttl_seconds * 1000),
+        url_ttl_ms=int(state.settings.url_ttl_seconds * 1000),
         token_ttl_ms=int(state.settings.token_ttl_seconds * 1000),
         max_page_size=state.settings.max_page_size,
         capabilities=Capabilities.from_header(request.headers.get(CAPABILITIES_HEADER)),
-        verify_files=not state.faults.unchecked_presign and table.location is None,
+        verify_files=table.location is None,
         remote=state.catalog.remote_reader(table),
     )
+    return ctx if state.hooks is None else state.hooks.answer_context(ctx)
 
 
 async def table_credentials(request: Request, state: ServerState) -> Response:
@@ -263,10 +262,6 @@ async def table_changes(request: Request, state: ServerState) -> Response:
         max_files=q.get("maxFiles"),
         page_token=q.get("pageToken"),
     )
-    if state.faults.history_error is not None:
-        injected = await run_in_threadpool(injected_history_error, state.faults, ctx.log, ctx.table, q)
-        if injected is not None:
-            raise injected
     response = stream(await run_in_threadpool(answer_changes, ctx, params), ctx.include_end_stream)
     return _with_file_id_scheme(response, scheme)
 
@@ -333,21 +328,8 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 # ---------------------------------------------------------------- assembly
 
 
-class _SwallowInjectedDisconnect:
-    """Outermost layer: an injected disconnect ends the app quietly, so the server closes the socket."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self.app(scope, receive, send)
-        except InjectedDisconnect:
-            log.info("injected disconnect on %s", scope.get("path"))
-
-
 def create_app(state: ServerState) -> ASGIApp:
-    """The ASGI app for ``state`` (its faults and clock stay adjustable while it serves)."""
+    """The ASGI app for ``state`` (its clock and queries stay adjustable while it serves)."""
     p = state.settings.prefix
     table = f"{p}/shares/{{share}}/schemas/{{schema}}/tables/{{table}}"
     routes = [
@@ -377,8 +359,7 @@ def create_app(state: ServerState) -> ASGIApp:
         },
     )
     app.state.sharing = state
-    faulty = FaultMiddleware(app, state.faults, prefix=p, files_prefix=state.settings.files_prefix)
-    return _SwallowInjectedDisconnect(faulty)
+    return app if state.hooks is None else state.hooks.wrap(app, state.catalog, state.settings)
 
 
 def _api_noauth(handler: Handler, state: ServerState) -> Callable[[Request], Awaitable[Response]]:

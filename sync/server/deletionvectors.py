@@ -5,17 +5,16 @@ random prefix plus a Z85-encoded UUID) or carries small DVs inline (``"i"``). A 
 cannot resolve a relative path against storage it cannot list, so the reference server rewrites
 every on-disk DV to ``storageType: "p"`` with a presigned URL (delta-io/delta-sharing,
 ``DeltaSharedTableKernel.getResponseAddFile``); inline DVs pass unchanged. Spec: Delta protocol
-"Deletion Vector Descriptor Schema". Pure functions.
+"Deletion Vector Descriptor Schema". Pure functions; the relative-path rule is
+:func:`sharesync.sync.delta.deletion_vectors.relative_dv_file`, the client's own.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
-from sharesync.sync.delta.z85 import z85_decode
-
-_UUID_CHARS = 20  # a UUID (16 bytes) is 20 characters of Z85
+from sharesync.sync.core.errors import ProtocolViolation
+from sharesync.sync.delta.deletion_vectors import relative_dv_file
 
 
 class DeletionVectorError(ValueError):
@@ -48,16 +47,10 @@ class DeletionVector:
         """The DV file of a ``u`` descriptor, relative to the table: ``<prefix>/deletion_vector_<uuid>.bin``."""
         if self.storage_type != "u":
             raise DeletionVectorError(f"storage type {self.storage_type!r} has no table-relative path")
-        encoded = self.path_or_inline_dv
-        if len(encoded) < _UUID_CHARS:
-            raise DeletionVectorError(f"DV path {encoded!r} is too short to hold a UUID")
-        prefix, encoded_uuid = encoded[:-_UUID_CHARS], encoded[-_UUID_CHARS:]
         try:
-            file_uuid = uuid.UUID(bytes=z85_decode(encoded_uuid))
-        except ValueError as exc:
-            raise DeletionVectorError(f"DV path {encoded!r} does not end in a Z85 UUID: {exc}") from None
-        name = f"deletion_vector_{file_uuid}.bin"
-        return f"{prefix}/{name}" if prefix else name
+            return relative_dv_file(self.path_or_inline_dv)
+        except ProtocolViolation as exc:
+            raise DeletionVectorError(str(exc)) from None
 
     def presigned(self, url: str) -> dict[str, object]:
         """The descriptor as the client gets it: the DV file behind a presigned URL (``p``)."""

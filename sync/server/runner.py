@@ -4,7 +4,8 @@
 once the socket accepts connections (a startup event, no sleeping), and stops cleanly on
 exit. ``restart()`` stops and starts again on the same port with the same signing secret and
 clock, the way a provider restart looks to a client: in-flight requests fail, URLs issued
-before stay valid. ``faults``, ``queries`` and ``clock`` are live: change them while the server runs.
+before stay valid. ``queries`` and ``clock`` are live: change them while the server runs. A test
+double's fault injection is passed in as ``hooks`` (:mod:`sharesync.sync.server.hooks`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from sharesync.sync.core.redact import register_secret
 from sharesync.sync.protocol.profile import write_profile_file
 from sharesync.sync.server.app import create_app
 from sharesync.sync.server.asyncqueries import AsyncQueries
-from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.hooks import ServerHooks
 from sharesync.sync.server.serving import Clock, ServerState
 from sharesync.sync.server.settings import DEFAULT_PREFIX, ServerSettings
 from sharesync.sync.server.signing import Signer
@@ -55,7 +56,7 @@ class SharingServer:
         host: str = DEFAULT_HOST,
         port: int = 0,
         prefix: str = DEFAULT_PREFIX,
-        faults: Faults | None = None,
+        hooks: ServerHooks | None = None,
         ssl_certfile: Path | str | None = None,
         ssl_keyfile: Path | str | None = None,
         **settings: Any,
@@ -67,7 +68,7 @@ class SharingServer:
         register_secret(self.token)
         self.host = host
         self.port = port
-        self.faults = faults or Faults()
+        self.hooks = hooks
         self.clock = Clock()
         self.queries = AsyncQueries()  # asynchronous queries: off until a test or --async-after-polls turns them on
         self.settings = ServerSettings(root=self.root, prefix=prefix, bearer_token=self.token, **settings)
@@ -126,13 +127,6 @@ class SharingServer:
         """OAuth access tokens this server issued since it last started (and still valid)."""
         return self._state.auth.issued_tokens() if self._state is not None else []
 
-    def reset(self) -> None:
-        """Forget injected faults and clock moves (shared test servers call this between tests)."""
-        self.faults.reset()
-        self.queries.reset()
-        self.faults.url_ttl_seconds = Faults().url_ttl_seconds
-        self.clock.offset_ms = 0
-
     # -- lifecycle
 
     def _bind(self) -> socket.socket:
@@ -146,7 +140,7 @@ class SharingServer:
         return sock
 
     def _config(self) -> uvicorn.Config:
-        self._state = state = ServerState(self.settings, self.faults, self._signer, self.clock, self.queries)
+        self._state = state = ServerState(self.settings, self._signer, self.clock, self.queries, hooks=self.hooks)
         return uvicorn.Config(
             create_app(state),
             log_level="warning",
@@ -194,7 +188,7 @@ class SharingServer:
         self._server = self._thread = None
 
     def restart(self) -> None:
-        """Stop and start again on the same port (same secret, clock and faults)."""
+        """Stop and start again on the same port (same secret, clock and hooks)."""
         self.stop()
         self.start()
 

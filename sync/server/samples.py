@@ -339,8 +339,9 @@ def build_feature_provider(
     kinds = (("dv", True, False, False), ("cm", False, True, True), ("dv_cm", True, True, True))
     for index, (name, dvs, mapping, partitioned) in enumerate(kinds):
         path = table_path(root, "features", "modern", name)
-        create_feature_table(spark, path, deletion_vectors=dvs, column_mapping=mapping, partitioned=partitioned,
-                             seed=seed + index)  # fmt: skip
+        create_feature_table(
+            spark, path, deletion_vectors=dvs, column_mapping=mapping, partitioned=partitioned, seed=seed + index
+        )
         apply_feature_commits(spark, path, rng, commits)
         made.append(SampleTable("features", "modern", name, path, partitioned=partitioned, cdf=True))
     for table in made:

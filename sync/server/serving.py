@@ -1,7 +1,7 @@
-"""What a running sharing server holds: its settings, faults, signer, clock, catalog and login.
+"""What a running sharing server holds: its settings, signer, clock, catalog, login and hooks.
 
 Apart from the routes (:mod:`~sharesync.sync.server.app`) because the runner and tests build and
-adjust it (move the clock, set faults) while the app serves.
+adjust it (move the clock, change a test double's faults) while the app serves.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sharesync.sync.core.remote_table import Keys, KeySource
 from sharesync.sync.core.storage import StoreKind, StoreSettings
 from sharesync.sync.server.asyncqueries import AsyncQueries
 from sharesync.sync.server.catalog import Catalog
-from sharesync.sync.server.faults import Faults
+from sharesync.sync.server.hooks import ServerHooks
 from sharesync.sync.server.settings import ServerSettings
 from sharesync.sync.server.signing import Signer
 from sharesync.sync.server.tokens import Authenticator
@@ -35,11 +35,11 @@ class Clock:
 @dataclass
 class ServerState:
     settings: ServerSettings
-    faults: Faults
     signer: Signer
     clock: Clock = field(default_factory=Clock)
     queries: AsyncQueries = field(default_factory=AsyncQueries)
     keys: KeySource | None = None  # credentials for remote tables (None: the settings' own store of each)
+    hooks: ServerHooks | None = None  # a test double's fault injection (None in production)
 
     def __post_init__(self) -> None:
         settings = self.settings

@@ -1,4 +1,4 @@
-"""Configuration of one sharing server (the fault knobs live in :mod:`sharesync.sync.server.faults`)."""
+"""Configuration of one sharing server."""
 
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ class ServerSettings(BaseModel):
     oauth_client_id: str = "sharesync-client"
     oauth_client_secret: str = "sharesync-client-secret"
     oauth_token_lifetime_seconds: int = Field(default=3600, gt=0)
+    url_ttl_seconds: float = Field(default=3600.0, gt=0, description="lifetime of presigned file URLs")
     token_ttl_seconds: float = Field(default=3600.0, gt=0, description="lifetime of page and refresh tokens")
     max_page_size: int = Field(default=1000, gt=0, description="cap on maxFiles (reference: queryTablePageSizeLimit)")
     max_list_results: int = Field(default=500, gt=0, description="cap and default of maxResults in listings")

@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
+from typing import Required, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,7 +29,13 @@ from sharesync.sync.predicates import Expr, may_match
 from sharesync.sync.protocol.budget import TransferBudget
 from sharesync.sync.protocol.changes import ChangeFile, select_change_files, snapshot_files
 from sharesync.sync.protocol.client import ChangesResult, QueryResult, SharingClient
-from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressCallback, staged_name
+from sharesync.sync.protocol.download import (
+    DownloadedFile,
+    Downloader,
+    DownloadOptions,
+    ProgressCallback,
+    staged_name,
+)
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import (
     AddFile,
@@ -124,21 +130,46 @@ def _stats(change: ChangeFile) -> FileStats | None:
     return change.file.parsed_stats
 
 
+class StageOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`stage` (only ``concurrency`` is required); see its docstring."""
+
+    concurrency: Required[int]
+    ca_bundle: Path | None
+    progress: ProgressCallback | None
+    downloader_factory: Callable[[Path], Downloader] | None  # tests: a downloader of their own
+    snapshot: bool
+    net_keys: Sequence[str] | None
+    budget: TransferBudget | None
+    direct: bool
+
+
+def client_downloader(
+    client: SharingClient,
+    staging_dir: Path,
+    *,
+    concurrency: int,
+    ca_bundle: Path | None,
+    budget: TransferBudget | None = None,
+) -> Downloader:
+    """A downloader of ``client``'s files: its address policy, timeouts, provider name and file auth."""
+    options = DownloadOptions(
+        concurrency=concurrency,
+        ca_bundle=ca_bundle,
+        budget=budget,
+        timeouts=client.timeouts,
+        provider=client.provider,
+        auth=client.file_auth,
+    )
+    return Downloader(staging_dir, policy=client.file_url_policy, options=options)
+
+
 def stage(
     client: SharingClient,
     result: QueryResult | ChangesResult,
     files: list[ChangeFile],
     layout: StageLayout,
     directory: Place,
-    *,
-    concurrency: int,
-    ca_bundle: Path | None = None,
-    progress: ProgressCallback | None = None,
-    downloader_factory: Callable[[Path], Downloader] | None = None,
-    snapshot: bool = False,
-    net_keys: Sequence[str] | None = None,
-    budget: TransferBudget | None = None,
-    direct: bool = False,
+    **options: Unpack[StageOptions],
 ) -> StagedBatch:
     """Download ``files`` and stage each as it completes; returns the staged batch.
 
@@ -163,49 +194,47 @@ def stage(
     ``budget`` (shared by the tables of a pass) bounds the downloads in flight and, for a batch
     netted in memory, reserves its files' bytes until the netted file is written.
     """
+    budget, net_keys = options.get("budget"), options.get("net_keys")
     netted = budget is not None and net_keys is not None  # its files are held in memory until netted
     with budget.holding(sum(c.file.size for c in files)) if budget is not None and netted else nullcontext():
-        if downloader_factory is None:
-            downloader_factory = partial(
-                Downloader,
-                policy=client.file_url_policy,
-                concurrency=concurrency,
-                ca_bundle=ca_bundle,
-                budget=budget,
-                timeouts=client.timeouts,
-                provider=client.provider,
-                auth=client.file_auth,
-            )
-        return _stage(
-            client, result, files, layout, locate(directory), downloader_factory, progress, snapshot, net_keys, direct
-        )
+        return _stage(_Batch(client, result, files, layout, locate(directory)), options)
 
 
-def _stage(
-    client: SharingClient,
-    result: QueryResult | ChangesResult,
-    files: list[ChangeFile],
-    layout: StageLayout,
-    where: Location,
-    downloader_factory: Callable[[Path], Downloader],
-    progress: ProgressCallback | None,
-    snapshot: bool,
-    net_keys: Sequence[str] | None,
-    direct: bool,
-) -> StagedBatch:
-    with _download_dir(where) as raw:
-        data = where.join("data").make_empty()
+@dataclass(frozen=True)
+class _Batch:
+    """What is staged: the answer, its files, the layout and where they go."""
+
+    client: SharingClient
+    result: QueryResult | ChangesResult
+    files: list[ChangeFile]
+    layout: StageLayout
+    where: Location
+
+
+def _stage(batch: _Batch, options: StageOptions) -> StagedBatch:
+    files, layout, net_keys = batch.files, batch.layout, options.get("net_keys")
+    snapshot = options.get("snapshot", False)
+    with _download_dir(batch.where) as raw:
+        data = batch.where.join("data").make_empty()
         staged = StagedBatch(path=data)
         if not files:
             if snapshot:
                 empty = data.join("empty.parquet")
                 pq.write_table(layout.target.empty_table(), empty.path, filesystem=empty.filesystem)
             return staged
-        downloader = downloader_factory(raw)
-        refresher = refresher_for(client, result)
+        factory = options.get("downloader_factory")
+        if factory is not None:
+            downloader = factory(raw)
+        else:
+            concurrency, ca_bundle, budget = options["concurrency"], options.get("ca_bundle"), options.get("budget")
+            downloader = client_downloader(
+                batch.client, raw, concurrency=concurrency, ca_bundle=ca_bundle, budget=budget
+            )
+        refresher = refresher_for(batch.client, batch.result)
         deletion_vectors, dv_stats = load_deletion_vectors(files, downloader, refresher)
-        kept = DirectFiles(data, layout) if direct and snapshot and net_keys is None else None
+        kept = DirectFiles(data, layout) if options.get("direct", False) and snapshot and net_keys is None else None
         sink = _Sink(files, layout, data, deletion_vectors, in_memory=net_keys is not None, direct=kept)
+        progress = options.get("progress")
         outcome = downloader.download(sink.downloads, refresher=refresher, progress=progress, on_file=sink.on_file)
         if kept is not None:
             kept.finish()
@@ -217,9 +246,9 @@ def _stage(
         staged.rows = sum(sink.rows_per_file.values())
         if net_keys is not None:
             # File-name order, as the engine would read staged files: ties net the same every time.
-            batch = pa.concat_tables([sink.tables.pop(name) for name in sorted(sink.tables)], promote_options="none")
-            staged.rows = write_netted(batch, spelled_keys(layout.columns, net_keys), data).rows_before
-            del batch
+            batch_table = pa.concat_tables([sink.tables.pop(n) for n in sorted(sink.tables)], promote_options="none")
+            staged.rows = write_netted(batch_table, spelled_keys(layout.columns, net_keys), data).rows_before
+            del batch_table
             pa.default_memory_pool().release_unused()  # give the batch's memory back before the engine runs
     return staged
 

@@ -27,9 +27,9 @@ from sharesync.sync.predicates import (
 )
 from sharesync.sync.protocol.changes import snapshot_files
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import File
+from sharesync.sync.staging.batch import client_downloader
 from sharesync.sync.staging.deletions import load_deletion_vectors
 from sharesync.sync.staging.files import StageLayout, stage_file
 
@@ -75,14 +75,7 @@ def preview(
     rows = downloaded = 0
     filter_expr = to_arrow(expr) if expr is not None else None
     with tempfile.TemporaryDirectory(prefix="sharesync-preview-") as tmp:
-        downloader = Downloader(
-            Path(tmp),
-            policy=client.file_url_policy,
-            concurrency=GROUP,
-            ca_bundle=ca_bundle,
-            timeouts=client.timeouts,
-            provider=client.provider,
-        )
+        downloader = client_downloader(client, Path(tmp), concurrency=GROUP, ca_bundle=ca_bundle)
         refresher = refresher_for(client, result)
         for start in range(0, len(candidates), GROUP):
             if rows >= limit:

@@ -42,12 +42,12 @@ def read_netted(directory: Place, keys: Sequence[str]) -> NettedBatch:
     """What a netted batch says of itself, read only (the merge job's view of a finished batch).
 
     Raises :class:`SyncError` for a batch that is not one netted file: netting is staging's
-    work, done before the job starts (:func:`net_staged_batch`)."""
+    work, done while it downloads (``stage(net_keys=…)``, :func:`~sharesync.sync.staging.netting.write_netted`)."""
     _, done = find_netted(directory, keys)
     if done is None:
         raise SyncError(
             f"staged batch '{locate(directory)}' is not netted per key; "
-            "net it (sharesync.sync.staging.netting.net_staged_batch) before the merge job"
+            "stage it with net_keys (sharesync.sync.staging.netting.write_netted) before the merge job"
         )
     return done
 

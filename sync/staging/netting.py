@@ -11,8 +11,9 @@ Order within a key: the newest ``_commit_version`` wins; inside one version an
 compare NULL-safe: NULL keys form one group.
 
 A netted batch is one parquet file, ``netted.parquet``, whose schema metadata records how many
-change rows it was netted from — so the stager can net a batch in memory as it downloads it,
-and the job that applies it knows not to net it again.
+change rows it was netted from. The stager nets a merge batch in memory as it downloads it
+(:func:`write_netted`); the job that applies it only reads it back
+(:func:`sharesync.sync.staging.netted.read_netted`).
 """
 
 from __future__ import annotations
@@ -21,20 +22,12 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Place, locate
 from sharesync.sync.staging.files import staged_writer
-from sharesync.sync.staging.netted import (
-    NETTED_FILE,
-    ROWS_BEFORE,
-    NettedBatch,
-    find_netted,
-    has_null_keys,
-    spelled_keys,
-)
+from sharesync.sync.staging.netted import NETTED_FILE, ROWS_BEFORE, NettedBatch, has_null_keys
 
 _RANK = "__sharesync_rank"
 
@@ -97,19 +90,3 @@ def write_netted(table: pa.Table, keys: Sequence[str], directory: Place) -> Nett
     with target.publish() as path, staged_writer(path, netted.schema, target.filesystem) as writer:
         writer.write_table(netted)
     return NettedBatch(table.num_rows, netted.num_rows, has_null_keys(netted, keys))
-
-
-def net_staged_batch(directory: Place, keys: Sequence[str]) -> NettedBatch:
-    """Make a staged batch one netted file; a batch netted already (by the stager) is only read.
-
-    The run calls this before the merge job starts, so staging's last write is done when the
-    job reads the batch. ``keys`` match the batch's columns case-insensitively."""
-    files, done = find_netted(directory, keys)
-    if done is not None:
-        return done
-    table = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
-    info = write_netted(table, spelled_keys(table.column_names, keys), directory)
-    for f in files:
-        if f.name != NETTED_FILE:
-            f.delete()
-    return info

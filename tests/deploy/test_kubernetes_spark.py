@@ -10,6 +10,7 @@ all from the engine directory deploy/spark/fetch.sh fills, on a volume mounted r
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -99,11 +100,15 @@ def test_the_component_is_switched_on_by_uncommenting_two_lines_and_lists_its_fi
 
 @pytest.mark.parametrize("name", ["run.sh", "fetch.sh", "pom.xml"])
 def test_the_scripts_in_the_config_maps_are_the_projects_own(name: str) -> None:
-    """kustomize loads no file outside the component: these are copies, and must stay equal."""
+    """kustomize loads no file outside the component (nor a link leading out of it), so the one copy
+    of each script lives here and deploy/spark/'s are relative links to it: one source, no drift."""
     generated = {file for generator in KUSTOMIZATION["configMapGenerator"] for file in generator["files"]}
+    link = DEPLOY / "spark" / name
 
     assert generated == {"run.sh", "fetch.sh", "pom.xml"}
-    assert (COMPONENT / name).read_bytes() == (DEPLOY / "spark" / name).read_bytes()
+    assert not (COMPONENT / name).is_symlink()
+    assert link.is_symlink() and os.readlink(link) == f"../kubernetes/apache-spark/{name}"
+    assert link.resolve() == (COMPONENT / name).resolve()
 
 
 @pytest.mark.parametrize("doc", OWN + GENERATED, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")

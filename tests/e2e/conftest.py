@@ -1,10 +1,10 @@
-"""End-to-end fixtures: provider tables on disk, a real sharing server, configs and engines.
+"""End-to-end fixtures: provider tables on disk, a real sharing server, configs and syncers.
 
 * ``workspace``: a :class:`~e2e_support.Workspace` in ``tmp_path`` — ``table()`` creates a
   provider table (served at once by the running server), ``commit()`` makes random provider
   commits, ``config()`` writes ``sharesync.yaml`` and returns the validated ``SharesyncConfig``
-  (targets, state store and staging all inside ``tmp_path``), ``engine()`` builds a
-  ``SyncEngine`` that is closed after the test, ``counting_client()`` a client whose requests
+  (targets, state store and staging all inside ``tmp_path``), ``syncer()`` builds a
+  ``Syncer`` that is closed after the test, ``counting_client()`` a client whose requests
   are recorded (for "nothing new means one ``/version`` call and no engine" assertions).
 * ``cli``: runs ``sharesync`` in-process and returns exit code and output.
 * the engine: ``workspace`` configs run on the test's ``engine`` (``tests/conftest.py``): the
@@ -24,9 +24,8 @@ from typing import Any
 import pytest
 from support.e2e import Workspace
 from support.engines import SPARK
+from support.faults import SharingServer
 from support.s3 import S3Store, S3Workspace
-
-from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,10 +12,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from support.faults import SharingServer
 from support.reliability import Site, kill, poll
 from support.verify import assert_merge_target_matches
-
-from sharesync.sync.server.runner import SharingServer
 
 FAST_POLLS = {"SHARESYNC_ASYNC_POLL_SECONDS": "0.05"}
 

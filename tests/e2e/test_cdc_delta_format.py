@@ -40,7 +40,7 @@ def _cdc_actions(path: Path) -> list[dict[str, object]]:
 def test_cdc_files_in_the_delta_format_are_their_versions_change_rows(workspace: Workspace) -> None:
     appended, merged = _delta_format_table(workspace, "a", seed=21), _delta_format_table(workspace, "m", seed=22)
     config = workspace.config(workspace.spec("a", "append"), workspace.spec("m"))
-    workspace.engine(config).sync_all()  # bootstraps at version 1 (the feature commit)
+    workspace.syncer(config).sync_all()  # bootstraps at version 1 (the feature commit)
     workspace.commit("a", 6, seed=23)
     workspace.commit("m", 6, seed=24)
     logged = _cdc_actions(appended)
@@ -49,7 +49,7 @@ def test_cdc_files_in_the_delta_format_are_their_versions_change_rows(workspace:
         answer = client.changes(workspace.name("a"), starting_version=2)
     assert answer.response_format == "delta"
 
-    results = workspace.engine(config).sync_all()
+    results = workspace.syncer(config).sync_all()
     assert {r.outcome for r in results} == {TableOutcome.SYNCED}
     assert_append_target_matches(
         appended, workspace.target("a"), bootstrap_version=1, end_version=source_version(appended)

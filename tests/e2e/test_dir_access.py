@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from support.e2e import Workspace
+from support.faults import SharingServer
 from support.feature_tables import (
     assert_mode_matches,
     commit,
@@ -28,7 +29,6 @@ from support.spark import get_spark
 
 from sharesync.state import open_store
 from sharesync.sync.core.storage import StoreSettings
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 TTL = 2.0  # seconds: credentials expire between and during batches (renewed at half their life)
@@ -92,7 +92,7 @@ def test_every_mode_reads_dir_tables_with_expiring_credentials(
                     commit(spark, sources[name], random.Random(100 * round_ + offset), 3)
                     store.upload(sources[name], f"{base}/{name}")
             issued = server.credentials_issued
-            results = workspace.engine(config).sync_all()
+            results = workspace.syncer(config).sync_all()
             assert all(r.error is None for r in results), [r.error for r in results]
             assert server.credentials_issued - issued >= len(TABLES)  # each table asks for its own
             for name, (_dv, _cm, mode, *_) in TABLES.items():

@@ -28,6 +28,7 @@ import pyarrow.fs as pafs
 import pytest
 from support.azurite import ACCOUNT, KEY, AzuriteStore, azurite_store
 from support.e2e import Workspace
+from support.faults import SharingServer
 from support.feature_tables import (
     assert_mode_matches,
     commit,
@@ -40,7 +41,6 @@ from support.spark import get_spark
 from sharesync.state import open_store
 from sharesync.sync.core.remote_table import Keys, RemoteTable
 from sharesync.sync.core.storage import StoreSettings
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 pytestmark = pytest.mark.slow
@@ -123,7 +123,7 @@ def test_every_mode_reads_dir_tables_with_expiring_credentials(
                 for offset, name in enumerate(TABLES):
                     commit(spark, sources[name], random.Random(100 * round_ + offset), 3)
                     cloud.upload(sources[name], f"{base}/{name}")
-            results = workspace.engine(config).sync_all()
+            results = workspace.syncer(config).sync_all()
             assert all(r.error is None for r in results), [r.error for r in results]
             for name, (_dv, _cm, mode, *_) in TABLES.items():
                 version = latest_version(sources[name])

@@ -23,14 +23,14 @@ pytestmark = pytest.mark.slow  # starts the embedded engine
 def test_an_append_log_over_several_versions_holds_every_change_row_once(workspace: Workspace) -> None:
     workspace.server.faults.omit_configuration = True
     workspace.table("a", rows=30, partitioned=False, seed=4)
-    engine = workspace.engine(workspace.config(workspace.spec("a", "append", max_versions_per_batch=2)))
-    assert engine.client.metadata(workspace.name("a")).metadata.configuration is None  # the knob works
-    first = engine.sync_table(workspace.name("a"))
+    syncer = workspace.syncer(workspace.config(workspace.spec("a", "append", max_versions_per_batch=2)))
+    assert syncer.resources.client_for("default").metadata(workspace.name("a")).metadata.configuration is None  # the knob works
+    first = syncer.sync_table(workspace.name("a"))
     assert first.outcome is TableOutcome.SYNCED and first.checkpoint_version is not None
 
     for round_ in range(4):
         workspace.commit("a", 2, seed=40 + round_)
-        result = engine.sync_table(workspace.name("a"))
+        result = syncer.sync_table(workspace.name("a"))
         assert result.outcome is TableOutcome.SYNCED, result.error
         assert {b.kind for b in result.batches} == {"changes"}, result.batches  # never a snapshot again
         assert not result.warnings, result.warnings
@@ -46,31 +46,31 @@ def test_a_refused_feed_fails_an_append_or_history_table_and_writes_nothing(work
     workspace.server.faults.omit_configuration = True
     workspace.table("n", rows=20, cdf=False, partitioned=False, seed=5)
     spec = workspace.spec("n", mode, **({"keys": ["id"]} if mode == "history" else {}))
-    engine = workspace.engine(workspace.config(spec))
-    assert engine.sync_table(workspace.name("n")).outcome is TableOutcome.SYNCED  # a first sync is a snapshot
+    syncer = workspace.syncer(workspace.config(spec))
+    assert syncer.sync_table(workspace.name("n")).outcome is TableOutcome.SYNCED  # a first sync is a snapshot
     target_version = DeltaTable(workspace.target("n")).version()
-    checkpoint = engine.store.get_checkpoint(workspace.name("n"))
+    checkpoint = syncer.resources.store.get_checkpoint(workspace.name("n"))
     workspace.commit("n", 2, seed=50)
 
     with pytest.raises(ChangeFeedRequired) as refused:
-        engine.sync_table(workspace.name("n"))
+        syncer.sync_table(workspace.name("n"))
 
     error = str(refused.value)
     assert "the provider refused the table's change data feed" in error, error
     assert "cdf is not enabled on table" in error and "nothing was written" in error, error
     assert f"'{mode}' mode keeps a" in error and "'mode: merge'" in error, error
     assert DeltaTable(workspace.target("n")).version() == target_version
-    assert engine.store.get_checkpoint(workspace.name("n")) == checkpoint
+    assert syncer.resources.store.get_checkpoint(workspace.name("n")) == checkpoint
 
 
 def test_a_refused_feed_rebootstraps_a_merge_table_saying_so(workspace: Workspace) -> None:
     workspace.server.faults.omit_configuration = True
     workspace.table("m", rows=20, cdf=False, partitioned=False, seed=6)
-    engine = workspace.engine(workspace.config(workspace.spec("m")))
-    engine.sync_table(workspace.name("m"))
+    syncer = workspace.syncer(workspace.config(workspace.spec("m")))
+    syncer.sync_table(workspace.name("m"))
     workspace.commit("m", 2, seed=60)
 
-    result = engine.sync_table(workspace.name("m"))
+    result = syncer.sync_table(workspace.name("m"))
 
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert [b.kind for b in result.batches] == ["bootstrap"]

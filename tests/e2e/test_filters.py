@@ -42,13 +42,13 @@ def test_filtered_and_projected_replicas_follow_random_commits(workspace: Worksp
         workspace.spec("a", "append", where=WHERE, columns=COLUMNS),
         workspace.spec("s", "snapshot", where=WHERE[1:], columns=["name", "price"]),
     )
-    engine = workspace.engine(config)
+    syncer = workspace.syncer(config)
     bootstrap: dict[str, int] = {}
     for round_ in range(3):
         if round_:
             for offset, table in enumerate(("m", "mp", "a", "s")):
                 workspace.commit(table, 4, seed=round_ * 10 + offset)
-        for result in engine.sync_all():
+        for result in syncer.sync_all():
             assert result.outcome is TableOutcome.SYNCED, result.error
             bootstrap.setdefault(result.name, result.checkpoint_version or 0)
         m, mp, a, s = (workspace.path(t) for t in ("m", "mp", "a", "s"))
@@ -72,8 +72,8 @@ def test_filtered_and_projected_replicas_follow_random_commits(workspace: Worksp
 def test_rows_moving_out_of_the_filter_are_deleted_and_nulls_never_match_neq(workspace: Workspace) -> None:
     path = workspace.table("m", rows=30, partitioned=False, seed=4)
     where = [{"col": "name", "op": "neq", "val": "gone"}]
-    engine = workspace.engine(workspace.config(workspace.spec("m", where=where)))
-    engine.sync_all()
+    syncer = workspace.syncer(workspace.config(workspace.spec("m", where=where)))
+    syncer.sync_all()
     source = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
     null_names = {r["id"] for r in source if r["name"] is None}
     assert null_names, "the sample must hold NULL names for this test to mean anything"
@@ -84,7 +84,7 @@ def test_rows_moving_out_of_the_filter_are_deleted_and_nulls_never_match_neq(wor
     DeltaTable(str(path)).update(updates={"name": "'gone'"}, predicate=f"id IN ({', '.join(map(str, moving))})")
     back = sorted(null_names)[:1]  # a NULL name that gets a value moves *into* the filter
     DeltaTable(str(path)).update(updates={"name": "'back'"}, predicate=f"id = {back[0]}")
-    engine.sync_all()
+    syncer.sync_all()
 
     after = {r["id"] for r in target_rows(workspace.target("m"))}
     assert after == (kept - set(moving)) | set(back)
@@ -95,15 +95,15 @@ def test_rows_moving_out_of_the_filter_are_deleted_and_nulls_never_match_neq(wor
 def test_a_filter_matching_nothing_yet_gives_an_empty_target_with_the_schema(workspace: Workspace, mode: str) -> None:
     path = workspace.table("e", rows=10, seed=7)
     where = [{"col": "region", "op": "eq", "val": "mars"}]  # a partition no file is in: all pruned
-    engine = workspace.engine(workspace.config(workspace.spec("e", mode, where=where)))
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    syncer = workspace.syncer(workspace.config(workspace.spec("e", mode, where=where)))
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
 
     target = DeltaTable(workspace.target("e"))
     assert target.to_pyarrow_table().num_rows == 0
     assert {"id", "region", "payload"} <= set(target.schema().to_arrow().names)
 
     DeltaTable(str(path)).update(updates={"region": "'mars'"}, predicate="id <= 2")  # rows move in
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     version = source_version(path)
     if mode == "merge":
         assert_merge_target_matches(path, workspace.target("e"), ["id"], version, where=where)

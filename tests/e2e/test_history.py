@@ -46,7 +46,7 @@ def test_start_from_an_older_version_replays_the_changes_after_it(workspace: Wor
         workspace.spec("m", start=spec["m"], max_versions_per_batch=2),
         workspace.spec("a", "append", start=spec["a"]),
     )
-    results = {r.name: r for r in workspace.engine(config).sync_all()}
+    results = {r.name: r for r in workspace.syncer(config).sync_all()}
 
     merge = results[workspace.name("m")]
     assert merge.outcome is TableOutcome.SYNCED, merge.error
@@ -76,11 +76,11 @@ def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
     for seed, table in enumerate(("m", "a")):
         workspace.table(table, rows=30, partitioned=False, seed=seed)
     config = workspace.config(workspace.spec("m", max_versions_per_batch=2), workspace.spec("a", "append"))
-    engine = workspace.engine(config)
-    engine.sync_all()
+    syncer = workspace.syncer(config)
+    syncer.sync_all()
     for seed, table in enumerate(("m", "a")):
         workspace.commit(table, 6, seed=20 + seed)
-    engine.sync_all()
+    syncer.sync_all()
     m, a = workspace.path("m"), workspace.path("a")
     latest = source_version(m)
 
@@ -97,14 +97,14 @@ def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
         assert_merge_target_matches(m, workspace.target("m"), ["id"], latest)
 
     from_ = commit_time(m, 3)
-    assert engine.client.table_version(workspace.name("m"), starting_timestamp=from_).version == 3
-    result = engine.sync_table(workspace.name("m"), backfill=BackfillRequest(from_))
+    assert syncer.resources.client_for("default").table_version(workspace.name("m"), starting_timestamp=from_).version == 3
+    result = syncer.sync_table(workspace.name("m"), backfill=BackfillRequest(from_))
 
     assert result.outcome is TableOutcome.SYNCED
     assert result.batches[0].start_version == 3 and result.checkpoint_version == latest
     assert all(b.end_version - b.start_version < 2 for b in result.batches)
     assert_merge_target_matches(m, workspace.target("m"), ["id"], latest)
-    assert engine.store.get_checkpoint(workspace.name("m")).version == latest  # type: ignore[union-attr]
+    assert syncer.resources.store.get_checkpoint(workspace.name("m")).version == latest  # type: ignore[union-attr]
 
     # The CLI path, on the append table: every change row exactly once again.
     run = cli(
@@ -126,22 +126,22 @@ def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
         to_wire(commit_time(m, 4)),
     )
     assert until.code == 0, until.err
-    assert engine.store.get_checkpoint(workspace.name("m")).version == 4  # type: ignore[union-attr]
-    assert engine.sync_all()[0].first_version == 5
+    assert syncer.resources.store.get_checkpoint(workspace.name("m")).version == 4  # type: ignore[union-attr]
+    assert syncer.sync_all()[0].first_version == 5
     assert_merge_target_matches(m, workspace.target("m"), ["id"], latest)
 
 
 def test_backfill_full_refresh_rebuilds_from_the_snapshot_at_the_timestamp(workspace: Workspace) -> None:
     workspace.table("m", rows=20, seed=3)
     config = workspace.config(workspace.spec("m"))
-    engine = workspace.engine(config)
-    engine.sync_all()
+    syncer = workspace.syncer(config)
+    syncer.sync_all()
     workspace.commit("m", 4, seed=9)
-    engine.sync_all()
+    syncer.sync_all()
     m = workspace.path("m")
     _damage(workspace.target("m"), sorted(r["id"] for r in DeltaTable(str(m)).to_pyarrow_table().to_pylist())[:4])
 
-    result = engine.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(m, 2), full_refresh=True))
+    result = syncer.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(m, 2), full_refresh=True))
 
     assert result.outcome is TableOutcome.SYNCED
     assert (result.batches[0].kind, result.batches[0].start_version) == ("bootstrap", 2)
@@ -174,18 +174,18 @@ def test_a_full_refresh_cut_off_after_its_bootstrap_loses_no_change(workspace: W
     stayed at 5 until after that write, a crash there would lose versions 3..5 for good."""
     workspace.table("t", rows=20, seed=5)
     config = workspace.config(workspace.spec("t", mode))
-    engine = workspace.engine(config)
-    engine.sync_all()
+    syncer = workspace.syncer(config)
+    syncer.sync_all()
     workspace.commit("t", 5, seed=11)
-    engine.sync_all()
+    syncer.sync_all()
     t = workspace.path("t")
 
-    cut = workspace.engine(config, store=_LosesTheRefreshsCheckpoint(engine.store))
+    cut = workspace.syncer(config, store=_LosesTheRefreshsCheckpoint(syncer.resources.store))
     with pytest.raises(StateStoreUnavailable, match="injected"):
         cut.sync_table(workspace.name("t"), backfill=BackfillRequest(commit_time(t, 2), full_refresh=True))
 
-    assert engine.store.get_checkpoint(workspace.name("t")).version == 2  # type: ignore[union-attr]
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    assert syncer.resources.store.get_checkpoint(workspace.name("t")).version == 2  # type: ignore[union-attr]
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     if mode == "merge":
         assert_merge_target_matches(t, workspace.target("t"), ["id"], source_version(t))
     else:  # the log's rows before the refresh stay (issue 40 §1.3); from 2 on it is the refresh's
@@ -203,14 +203,14 @@ def test_a_full_refresh_does_not_ask_for_the_tables_start_again(workspace: Works
     path = workspace.table("m", rows=10, seed=6)
     workspace.commit("m", 3, seed=6)
     config = workspace.config(workspace.spec("m", start={"timestamp": to_wire(commit_time(path, 1))}))
-    engine = workspace.engine(config)
-    engine.sync_all()
+    syncer = workspace.syncer(config)
+    syncer.sync_all()
     workspace.commit("m", 2, seed=7)
     DeltaTable(str(path), version=3).create_checkpoint()
     for version in range(3):  # versions 0..2 leave the log; 3..5 are still served
         (path / "_delta_log" / f"{version:020d}.json").unlink()
 
-    result = engine.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(path, 4), full_refresh=True))
+    result = syncer.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(path, 4), full_refresh=True))
 
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert (result.batches[0].kind, result.batches[0].start_version) == ("bootstrap", 4)
@@ -224,14 +224,14 @@ def test_a_start_timestamp_is_only_resolved_for_the_first_sync(workspace: Worksp
     path = workspace.table("m", rows=10, seed=2)
     workspace.commit("m", 3, seed=2)
     config = workspace.config(workspace.spec("m", start={"timestamp": to_wire(commit_time(path, 1))}))
-    engine = workspace.engine(config)
-    assert engine.sync_all()[0].first_version == 1
+    syncer = workspace.syncer(config)
+    assert syncer.sync_all()[0].first_version == 1
     workspace.commit("m", 2, seed=3)
     DeltaTable(str(path), version=3).create_checkpoint()
     for version in range(3):  # versions 0..2 leave the log; 4 and 5 are still served
         (path / "_delta_log" / f"{version:020d}.json").unlink()
 
-    result = engine.sync_all()[0]
+    result = syncer.sync_all()[0]
 
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert result.first_version == 4 and not result.warnings
@@ -245,9 +245,9 @@ def test_a_start_timestamp_the_provider_no_longer_serves_starts_from_the_latest_
     DeltaTable(str(path), version=3).create_checkpoint()
     for version in range(3):
         (path / "_delta_log" / f"{version:020d}.json").unlink()
-    engine = workspace.engine(workspace.config(workspace.spec("m", start={"timestamp": to_wire(start)})))
+    syncer = workspace.syncer(workspace.config(workspace.spec("m", start={"timestamp": to_wire(start)})))
 
-    result = engine.sync_all()[0]
+    result = syncer.sync_all()[0]
 
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert [b.kind for b in result.batches] == ["bootstrap"] and result.checkpoint_version == source_version(path)

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 from support.history import assert_history_matches, source_history
 from support.reliability import Site, kill, leases_expired, poll, state_write_lock
-
-from sharesync.sync.server.runner import SharingServer
 
 BATCH = 2  # versions per batch
 LEASE_TTL = 2  # seconds

@@ -122,7 +122,7 @@ def test_random_rounds_keep_the_change_feed_history_exactly_once(
             faults.file_size_delta, faults.budget = 5, 2
         if round_ == 4:  # the checkpoint write after a target commit fails: the batch comes again
             store = open_store(config.state_store)
-            crashed = ws.engine(config, store=FlakyStore(store, fail_on=2)).sync_all()
+            crashed = ws.syncer(config, store=FlakyStore(store, fail_on=2)).sync_all()
             assert any(r.outcome is TableOutcome.FAILED and "injected" in (r.error or "") for r in crashed)
         faulted = faults.faulted
         sync(cli, ws)

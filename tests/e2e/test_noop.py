@@ -20,25 +20,25 @@ def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspac
     workspace.table("s", rows=10, partitioned=False, seed=1)
     workspace.table("a", rows=10, seed=2)
     config = workspace.config(workspace.spec("m"), workspace.spec("s", "snapshot"), workspace.spec("a", "append"))
-    first = workspace.engine(config).sync_all()
+    first = workspace.syncer(config).sync_all()
     assert {r.outcome for r in first} == {TableOutcome.SYNCED}
-    runs_before = {t.name: len(workspace.engine(config).store.runs_for(t.name)) for t in config.tables}
+    runs_before = {t.name: len(workspace.syncer(config).resources.store.runs_for(t.name)) for t in config.tables}
 
     client, transport = workspace.counting_client(config)
-    idle = workspace.engine(config, client=client, spark=never_spark)
+    idle = workspace.syncer(config, client=client, spark=never_spark)
     results = idle.sync_all()
 
     assert [r.outcome for r in results] == [TableOutcome.UP_TO_DATE] * 3
     assert all(r.batches == () and r.error is None for r in results)
     assert transport.endpoints == ["version"] * 3
-    assert {t.name: len(idle.store.runs_for(t.name)) for t in config.tables} == runs_before
+    assert {t.name: len(idle.resources.store.runs_for(t.name)) for t in config.tables} == runs_before
 
     # The same holds table by table, and the engine really is the one that syncs otherwise.
     transport.requests.clear()
     assert idle.sync_table(workspace.name("m")).outcome is TableOutcome.UP_TO_DATE
     assert transport.endpoints == ["version"]
     workspace.commit("m", 1, seed=5)
-    result = workspace.engine(config).sync_table(workspace.name("m"))
+    result = workspace.syncer(config).sync_table(workspace.name("m"))
     assert result.outcome is TableOutcome.SYNCED
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
 
@@ -55,10 +55,10 @@ def test_the_sync_command_imports_neither_spark_nor_dagster() -> None:
 
 def test_a_changed_target_in_the_config_is_bootstrapped_not_skipped(workspace: Workspace) -> None:
     workspace.table("s", rows=10, partitioned=False)
-    workspace.engine(workspace.config(workspace.spec("s", "snapshot"))).sync_all()
+    workspace.syncer(workspace.config(workspace.spec("s", "snapshot"))).sync_all()
 
     moved = workspace.spec("s", "snapshot", target="warehouse/s-moved")
-    result = workspace.engine(workspace.config(moved)).sync_table(workspace.name("s"))
+    result = workspace.syncer(workspace.config(moved)).sync_table(workspace.name("s"))
 
     assert result.outcome is TableOutcome.SYNCED
     assert result.warnings, "moving a table to a new target deserves a word"

@@ -30,7 +30,7 @@ from support.verify import (
     source_version,
 )
 
-from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.pipelines.targets.delta.identity import glance
 from sharesync.pipelines.targets.facts import Glance
@@ -46,14 +46,14 @@ def test_an_added_column_evolves_every_mode_in_s3(s3_workspace: S3Workspace) -> 
     ws, options = s3_workspace, s3_workspace.store.options()
     for seed, table in enumerate(MODES):
         ws.table(table, rows=15, seed=seed)
-    engine = ws.engine(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
-    first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+    syncer = ws.syncer(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
+    first = {r.name: r.checkpoint_version for r in syncer.sync_all()}
     for seed, table in enumerate(MODES):
         ws.commit(table, 2, seed=seed)
         rows = sample_rows(random.Random(seed), [1000 + seed]).append_column("note", pa.array(["new"]))
         write_deltalake(str(ws.path(table)), rows, mode="append", schema_mode="merge")
 
-    results = engine.sync_all()
+    results = syncer.sync_all()
 
     assert [r.outcome for r in results] == [TableOutcome.SYNCED] * 3, [r.error for r in results]
     for table in MODES:
@@ -73,10 +73,10 @@ def test_without_a_storage_section_the_standard_environment_variables_reach_the_
     for name, value in store.options().items():
         monkeypatch.setenv(name, value)
     ws.table("m", rows=10)
-    engine = ws.engine(ws.config(ws.spec("m"), storage=None))
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    syncer = ws.syncer(ws.config(ws.spec("m"), storage=None))
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     ws.commit("m", 2, seed=4)
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     m = ws.path("m")
     assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=store.options())
 
@@ -84,16 +84,16 @@ def test_without_a_storage_section_the_standard_environment_variables_reach_the_
 def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Workspace) -> None:
     ws, options = s3_workspace, s3_workspace.store.options()
     ws.table("m", rows=10)
-    engine = ws.engine(ws.config(ws.spec("m")))
-    engine.sync_all()
-    checkpoint = engine.store.get_checkpoint(ws.name("m"))
+    syncer = ws.syncer(ws.config(ws.spec("m")))
+    syncer.sync_all()
+    checkpoint = syncer.resources.store.get_checkpoint(ws.name("m"))
     assert checkpoint is not None and checkpoint.target_version is not None
     version, written = checkpoint.target_version, checkpoint.updated_at
-    storage = engine.config.storage
+    storage = syncer.config.storage
 
     assert glance(ws.target("m"), version, written, storage) is Glance.SAME
     before = len(ws.store.requests(ws.base))
-    assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+    assert syncer.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
     no_op = ws.store.requests(ws.base)[before:]
     commit, following = (
         f"/{ws.target('m').removeprefix('s3://')}/_delta_log/{v:020d}.json" for v in (version, version + 1)
@@ -101,8 +101,12 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     assert [(m, p) for m, p, _ in no_op] == [("HEAD", commit), ("HEAD", following)]  # docs: two HEAD requests
     long_ago = datetime(2000, 1, 1, tzinfo=UTC)
     assert glance(ws.target("m"), version, long_ago, storage) is Glance.CHANGED  # re-created since
-    write_deltalake(ws.target("m"), DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
-                    mode="append", storage_options=options)  # fmt: skip
+    write_deltalake(
+        ws.target("m"),
+        DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
+        mode="append",
+        storage_options=options,
+    )
     assert glance(ws.target("m"), version, written, storage) is Glance.CHANGED  # another commit after it
     assert glance(f"{ws.base}/nothing-here", 0, written, storage) is Glance.CHANGED
 
@@ -111,14 +115,14 @@ def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3
     """The no-op glance is what finds it: the provider has nothing new either time."""
     ws, store, options = s3_workspace, s3_workspace.store, s3_workspace.store.options()
     ws.table("m", rows=20)
-    engine = ws.engine(ws.config(ws.spec("m")))
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    syncer = ws.syncer(ws.config(ws.spec("m")))
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     ws.commit("m", 2, seed=3)
-    assert engine.sync_all()[0].outcome is TableOutcome.SYNCED
+    assert syncer.sync_all()[0].outcome is TableOutcome.SYNCED
     m, target = ws.path("m"), ws.target("m")
 
     DeltaTable(target, storage_options=options).restore(0)  # the target's own first version
-    rolled_back = engine.sync_all()[0]
+    rolled_back = syncer.sync_all()[0]
     assert rolled_back.outcome is TableOutcome.SYNCED, rolled_back.error
     assert any("was rolled back to an older state (RESTORE to version" in w for w in rolled_back.warnings)
     assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
@@ -128,11 +132,11 @@ def test_a_rolled_back_or_lost_s3_target_is_healed_on_a_pass_with_nothing_new(s3
     client = store.client("s3")
     for key in keys:
         client.delete_object(Bucket=store.bucket, Key=key)
-    lost = engine.sync_all()[0]
+    lost = syncer.sync_all()[0]
     assert lost.outcome is TableOutcome.SYNCED, lost.error
     assert any("was lost; rebuilt from the provider's snapshot at version" in w for w in lost.warnings)
     assert_merge_target_matches(m, target, ["id"], source_version(m), storage_options=options)
-    assert engine.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
+    assert syncer.sync_all()[0].outcome is TableOutcome.UP_TO_DATE
 
 
 SNAPSHOT = [ins(1, id=i, name=f"n{i}", score=i) for i in range(1, 5)]
@@ -169,13 +173,13 @@ def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server
 
 
 def test_configs_with_different_storage_settings_read_their_own_stores_in_one_process(s3_server: S3Store) -> None:
-    """Issue 30: storage settings belong to a config's runtime, not to the process. Two stores (two
-    moto servers) hold different tables at the same URI; each config's runtime reaches its own."""
+    """Issue 30: storage settings belong to a config, not to the process. Two stores (two moto
+    servers) hold different tables at the same URI; each config's resources reach their own."""
     from support.s3 import s3_store
 
-    from sharesync.pipelines.jobs.runtime import Runtime
+    from sharesync.pipelines.run.pass_resources import PassResources
     from sharesync.pipelines.targets.delta.format import DELTA
-    from sharesync.sync.core.config import SparkConfig
+    from sharesync.sync.core.config import SharesyncConfig, SparkConfig
 
     uri = f"{s3_server.prefix()}/t"
     remote = SparkConfig(remote="sc://127.0.0.1:9")  # never started: only deltalake and pyarrow are asked
@@ -183,13 +187,16 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
         write_deltalake(uri, pa.table({"id": [1, 2, 3]}), storage_options=s3_server.options())
         write_deltalake(uri, pa.table({"id": [1, 2, 3, 4, 5]}), storage_options=other.options())
         write_deltalake(uri, pa.table({"id": [6]}), mode="append", storage_options=other.options())
-        first, second = (Runtime(remote, StorageSection.model_validate(s.storage())) for s in (s3_server, other))
+        first, second = (
+            PassResources(SharesyncConfig(profile="p.share", spark=remote, storage=s.storage()))
+            for s in (s3_server, other)
+        )
 
         assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]
         assert DELTA.dataset(second.locate(uri)).count_rows() == 6  # type: ignore[union-attr]
         assert [DELTA.identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
         assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
-        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]  # the second changed nothing of the first's
+        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]  # the second changed nothing
 
 
 @pytest.fixture(scope="module")
@@ -205,19 +212,22 @@ def test_rounds_with_targets_and_staging_on_azure(azurite: AzuriteStore, tmp_pat
     try:
         for seed, table in enumerate(MODES):
             ws.table(table, rows=20, seed=seed)
-        engine = ws.engine(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
-        first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+        syncer = ws.syncer(ws.config(*(ws.spec(t, mode) for t, mode in MODES.items())))
+        first = {r.name: r.checkpoint_version for r in syncer.sync_all()}
         for round_ in range(2):
             for seed, table in enumerate(MODES):
                 ws.commit(table, 3, seed=10 * round_ + seed)
-            assert [r.outcome for r in engine.sync_all()] == [TableOutcome.SYNCED] * 3
+            assert [r.outcome for r in syncer.sync_all()] == [TableOutcome.SYNCED] * 3
         m, a, s = (ws.path(t) for t in MODES)
         options = azurite.options()
         assert_merge_target_matches(m, ws.target("m"), ["id"], source_version(m), storage_options=options)
         assert_append_target_matches(
-            a, ws.target("a"), bootstrap_version=first[ws.name("a")], end_version=source_version(a),
+            a,
+            ws.target("a"),
+            bootstrap_version=first[ws.name("a")],
+            end_version=source_version(a),
             storage_options=options,
-        )  # fmt: skip
+        )
         assert_snapshot_target_matches(s, ws.target("s"), source_version(s), storage_options=options)
         assert [k for k in azurite.keys(f"{ws.base}/staging") if not k.endswith("/")] == []
     finally:

@@ -1,4 +1,4 @@
-"""When changes cannot be trusted the engine re-bootstraps from a snapshot, and says so.
+"""When changes cannot be trusted the syncer re-bootstraps from a snapshot, and says so.
 
 History gap (log cleanup or VACUUM at the provider), a re-created source table (new table
 id, versions restart) and a source without change data feed. The warning reaches the
@@ -59,16 +59,16 @@ def test_history_gap_rebootstraps_with_a_warning(
     workspace.table("m", rows=25, seed=1)
     workspace.table("a", rows=25, seed=2)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
-    engine = workspace.engine(config)
-    engine.sync_all()
-    checkpoint = {c.name: c.version for c in engine.store.list_checkpoints()}
+    syncer = workspace.syncer(config)
+    syncer.sync_all()
+    checkpoint = {c.name: c.version for c in syncer.resources.store.list_checkpoints()}
     for seed, table in enumerate(("m", "a")):
         workspace.commit(table, 2, seed=seed)
         _append_then_rewrite(str(workspace.path(table)), seed)
         lose_history(str(workspace.path(table)))
     log_before = _append_log(workspace.target("a"), checkpoint[workspace.name("a")])
 
-    results = {r.name: r for r in engine.sync_all()}
+    results = {r.name: r for r in syncer.sync_all()}
 
     for table in ("m", "a"):
         result = results[workspace.name(table)]
@@ -81,11 +81,14 @@ def test_history_gap_rebootstraps_with_a_warning(
     # Append mode keeps its log: the old rows stay, the snapshot lands as inserts at its version.
     assert _append_log(workspace.target("a"), checkpoint[workspace.name("a")]) == log_before
     assert_append_target_matches(
-        a, workspace.target("a"), bootstrap_version=source_version(a), end_version=source_version(a),
+        a,
+        workspace.target("a"),
+        bootstrap_version=source_version(a),
+        end_version=source_version(a),
         above=checkpoint[workspace.name("a")],
     )
     # The warning is on record: the run succeeded, with a note, and status shows it.
-    run = engine.store.latest_runs([workspace.name("m")])[workspace.name("m")]
+    run = syncer.resources.store.latest_runs([workspace.name("m")])[workspace.name("m")]
     assert run.status.value == "succeeded" and run.error is None
     assert run.note and "no longer serves" in run.note
     status = json.loads(cli("--config", str(workspace.config_file), "status", "--json").out)
@@ -102,9 +105,9 @@ def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: W
         workspace.table(table, rows=20, seed=seed)
         workspace.commit(table, 5, seed=seed)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
-    engine = workspace.engine(config)
-    engine.sync_all()
-    old = {c.name: c for c in engine.store.list_checkpoints()}
+    syncer = workspace.syncer(config)
+    syncer.sync_all()
+    old = {c.name: c for c in syncer.resources.store.list_checkpoints()}
     kept = old[workspace.name("a")].version
     log_before = _append_log(workspace.target("a"), kept)
     commits = len(DeltaTable(workspace.target("a")).history())
@@ -113,12 +116,12 @@ def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: W
         create_sample_table(workspace.path(table), rows=8, seed=50 + seed)  # version 0 again, new id
         workspace.commit(table, 1, seed=60 + seed)
 
-    results = {r.name: r for r in engine.sync_all()}
+    results = {r.name: r for r in syncer.sync_all()}
 
     merged = results[workspace.name("m")]
     assert merged.outcome is TableOutcome.SYNCED and merged.checkpoint_version == 1, merged.error
     assert any("re-created" in w for w in merged.warnings), merged.warnings
-    recreated = engine.store.get_checkpoint(workspace.name("m"))
+    recreated = syncer.resources.store.get_checkpoint(workspace.name("m"))
     assert recreated is not None and recreated.table_id != old[workspace.name("m")].table_id
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], 1)
     refused = results[workspace.name("a")]
@@ -126,10 +129,10 @@ def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: W
     assert f"sharesync reset {workspace.name('a')} --discard-target" in (refused.error or ""), refused.error
     assert "mix two version sequences" in (refused.error or "")
     assert len(DeltaTable(workspace.target("a")).history()) == commits  # nothing written
-    assert engine.store.get_checkpoint(workspace.name("a")) == old[workspace.name("a")]
+    assert syncer.resources.store.get_checkpoint(workspace.name("a")) == old[workspace.name("a")]
 
     workspace.commit("a", kept, seed=70)  # the new table's versions pass the log's
-    continued = engine.sync_all([workspace.name("a")])[0]
+    continued = syncer.sync_all([workspace.name("a")])[0]
 
     latest = source_version(workspace.path("a"))
     assert continued.outcome is TableOutcome.SYNCED and continued.checkpoint_version == latest, continued.error
@@ -139,7 +142,7 @@ def test_a_recreated_source_rebuilds_merge_and_keeps_the_append_log(workspace: W
     assert_append_target_matches(
         workspace.path("a"), workspace.target("a"), bootstrap_version=latest, end_version=latest, above=kept
     )
-    run = engine.store.latest_runs([workspace.name("a")])[workspace.name("a")]
+    run = syncer.resources.store.latest_runs([workspace.name("a")])[workspace.name("a")]
     assert run.status.value == "succeeded" and run.note and said[0] in run.note
 
 
@@ -148,19 +151,19 @@ def test_a_recreated_source_keeps_a_history(workspace: Workspace) -> None:
     (before, only once the snapshot was staged, naming a plain reset), then continued."""
     workspace.table("h", rows=12, partitioned=False, seed=3)
     workspace.commit("h", 4, seed=30)
-    engine = workspace.engine(workspace.config(workspace.spec("h", "history", keys=["id"])))
-    engine.sync_all()
-    kept = engine.store.get_checkpoint(workspace.name("h")).version  # type: ignore[union-attr]
+    syncer = workspace.syncer(workspace.config(workspace.spec("h", "history", keys=["id"])))
+    syncer.sync_all()
+    kept = syncer.resources.store.get_checkpoint(workspace.name("h")).version  # type: ignore[union-attr]
     before = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
     shutil.rmtree(workspace.path("h"))
     create_sample_table(workspace.path("h"), rows=6, seed=31, partitioned=False)  # version 0, new id
 
-    refused = engine.sync_all()[0]
+    refused = syncer.sync_all()[0]
 
     assert refused.outcome is TableOutcome.FAILED and "row history" in (refused.error or ""), refused.error
     assert f"sharesync reset {workspace.name('h')} --discard-target" in (refused.error or "")
     workspace.commit("h", kept + 1, seed=32)  # (at version kept it would pass for up to date: guarantees)
-    continued = engine.sync_all()[0]
+    continued = syncer.sync_all()[0]
     assert continued.outcome is TableOutcome.SYNCED, continued.error
     assert any(f"keeps its row history up to source version {kept}" in w for w in continued.warnings)
     after = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
@@ -177,18 +180,20 @@ def test_a_source_without_cdf_rebootstraps_merge_and_fails_append_writing_nothin
     workspace.table("m", rows=20, cdf=False, seed=1)
     workspace.table("a", rows=20, cdf=False, seed=2, partitioned=False)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"))
-    engine = workspace.engine(config)
-    first = {r.name: r for r in engine.sync_all()}
+    syncer = workspace.syncer(config)
+    first = {r.name: r for r in syncer.sync_all()}
     assert first[workspace.name("m")].outcome is TableOutcome.SYNCED and not first[workspace.name("m")].warnings
     refused = first[workspace.name("a")]
     assert refused.outcome is TableOutcome.FAILED
     assert "does not publish a change data feed" in (refused.error or "") and "nothing was written" in (
         refused.error or ""
     )
-    assert not Path(workspace.target("a")).exists() and engine.store.get_checkpoint(workspace.name("a")) is None
+    assert (
+        not Path(workspace.target("a")).exists() and syncer.resources.store.get_checkpoint(workspace.name("a")) is None
+    )
     workspace.commit("m", 3, seed=0)
 
-    result = {r.name: r for r in engine.sync_all()}[workspace.name("m")]
+    result = {r.name: r for r in syncer.sync_all()}[workspace.name("m")]
 
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert any("change data feed" in w for w in result.warnings), result.warnings

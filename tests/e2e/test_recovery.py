@@ -125,10 +125,10 @@ def test_a_batch_is_off_the_disk_before_its_checkpoint_moves(workspace: Workspac
     workspace.table("s", rows=30, seed=6)
     config = workspace.config(workspace.spec("m", max_versions_per_batch=2), workspace.spec("s", "snapshot"))
     watching = StagingWatchingStore(open_store(config.state_store), Path(str(config.staging_dir)))
-    workspace.engine(config, store=watching).sync_all(parallel=1)  # bootstraps
+    workspace.syncer(config, store=watching).sync_all(parallel=1)  # bootstraps
     workspace.commit("m", 4, seed=7)
     workspace.commit("s", 1, seed=8)
-    workspace.engine(config, store=watching).sync_all(parallel=1)  # m: two change batches; s: a snapshot
+    workspace.syncer(config, store=watching).sync_all(parallel=1)  # m: two change batches; s: a snapshot
     assert len(watching.staged_at_advance) == 5
     assert watching.staged_at_advance == [0] * len(watching.staged_at_advance)
 
@@ -148,15 +148,15 @@ def _crash_mid_pass(workspace: Workspace, crash: str, storage_options: dict[str,
     config = workspace.config(
         workspace.spec("m", max_versions_per_batch=2), workspace.spec("a", "append", max_versions_per_batch=2)
     )
-    workspace.engine(config).sync_all()  # bootstrap at version 0
+    workspace.syncer(config).sync_all()  # bootstrap at version 0
     for seed, table in enumerate(("m", "a")):
         workspace.commit(table, 6, seed=30 + seed)  # versions 1..6: three batches each
 
     store = open_store(config.state_store)
     if crash == "before-commit":
-        flaky = workspace.engine(config, spark=FlakySpark(fail_on=3, config=config))  # m: batches 1, 2 pass; 3 fails
+        flaky = workspace.syncer(config, spark=FlakySpark(fail_on=3, config=config))  # m: batches 1, 2 pass; 3 fails
     else:
-        flaky = workspace.engine(config, store=FlakyStore(store, fail_on=2))  # m: batch 2 wrote, no checkpoint
+        flaky = workspace.syncer(config, store=FlakyStore(store, fail_on=2))  # m: batch 2 wrote, no checkpoint
     results = {r.name: r for r in flaky.sync_all(parallel=1)}  # m before a: the injected failure hits m
 
     failed = results[workspace.name("m")]
@@ -167,7 +167,7 @@ def _crash_mid_pass(workspace: Workspace, crash: str, storage_options: dict[str,
     assert runs[-1].status.value == "failed" and "injected" in (runs[-1].error or "")
     assert all(r.status.value == "succeeded" for r in runs[:-1])
 
-    results = {r.name: r for r in workspace.engine(config).sync_all()}
+    results = {r.name: r for r in workspace.syncer(config).sync_all()}
 
     # The other table was not held up by the crash: it finished in the first pass.
     assert results[workspace.name("a")].outcome is TableOutcome.UP_TO_DATE
@@ -188,14 +188,14 @@ def _crash_mid_pass(workspace: Workspace, crash: str, storage_options: dict[str,
 def test_an_append_batch_repeated_after_its_commit_lands_once(workspace: Workspace) -> None:
     workspace.table("a", rows=20, seed=8)
     config = workspace.config(workspace.spec("a", "append"))
-    workspace.engine(config).sync_all()
+    workspace.syncer(config).sync_all()
     workspace.commit("a", 3, seed=9)
     store = open_store(config.state_store)
 
-    result = workspace.engine(config, store=FlakyStore(store, fail_on=1)).sync_all()[0]
+    result = workspace.syncer(config, store=FlakyStore(store, fail_on=1)).sync_all()[0]
     assert result.outcome is TableOutcome.FAILED
     assert store.get_checkpoint(workspace.name("a")).version == 0  # type: ignore[union-attr]
-    again = workspace.engine(config).sync_all()[0]  # resumed from the append's record: nothing applied twice
+    again = workspace.syncer(config).sync_all()[0]  # resumed from the append's record: nothing applied twice
     assert again.outcome is TableOutcome.UP_TO_DATE and again.checkpoint_version == source_version(workspace.path("a"))
     assert any("resumes from there" in w for w in again.warnings)
 
@@ -208,7 +208,7 @@ def test_a_spark_failure_fails_only_its_table_and_the_next_table_gets_a_new_sess
         workspace.table(table, rows=20, seed=40 + seed)
     config = workspace.config(workspace.spec("m"), workspace.spec("a", "append"), workspace.spec("s", "snapshot"))
 
-    dying = workspace.engine(config, spark=DyingSession(workspace.target("m")))
+    dying = workspace.syncer(config, spark=DyingSession(workspace.target("m")))
     results = {r.name: r for r in dying.sync_all(parallel=1)}  # one table after another: m, then a, then s
 
     failed = results[workspace.name("a")]
@@ -224,7 +224,7 @@ def test_a_spark_failure_fails_only_its_table_and_the_next_table_gets_a_new_sess
     assert_merge_target_matches(m, workspace.target("m"), ["id"], source_version(m))
     assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
 
-    retried = workspace.engine(config).sync_all()
+    retried = workspace.syncer(config).sync_all()
     assert [r.outcome for r in retried] == [TableOutcome.UP_TO_DATE, TableOutcome.SYNCED, TableOutcome.UP_TO_DATE]
     a = workspace.path("a")
     assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
@@ -241,19 +241,19 @@ def test_a_bootstrap_starts_the_engine_while_it_downloads_and_a_failed_start_fai
     store = open_store(config.state_store)
 
     broken = ThreadRecordingSpark(fail=True)
-    [failed] = workspace.engine(config, spark=broken).sync_all()
+    [failed] = workspace.syncer(config, spark=broken).sync_all()
     assert failed.outcome is TableOutcome.FAILED and "injected: the engine could not start" in (failed.error or "")
     assert broken.threads[0] == first  # embedded: started beside the downloads, raised at the wait
     assert store.get_checkpoint(workspace.name("m")) is None
     assert not Path(workspace.target("m")).exists()
 
     recording = ThreadRecordingSpark(config=config)
-    workspace.engine(config, spark=recording).sync_all()
+    workspace.syncer(config, spark=recording).sync_all()
     assert recording.threads[0] == first
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))
 
     workspace.commit("m", 1, seed=10)
     changes = ThreadRecordingSpark(config=config)
-    workspace.engine(config, spark=changes).sync_all()  # a change batch's staging is Python work: no early start
+    workspace.syncer(config, spark=changes).sync_all()  # a change batch's staging is Python work: no early start
     assert changes.threads and "sharesync-engine-start" not in changes.threads
     assert_merge_target_matches(workspace.path("m"), workspace.target("m"), ["id"], source_version(workspace.path("m")))

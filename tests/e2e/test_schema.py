@@ -29,13 +29,13 @@ def test_an_added_column_evolves_every_mode(workspace: Workspace) -> None:
     for seed, table in enumerate(MODES):
         workspace.table(table, rows=15, seed=seed)
     config = workspace.config(*(workspace.spec(t, mode) for t, mode in MODES.items()))
-    engine = workspace.engine(config)
-    first = {r.name: r.checkpoint_version for r in engine.sync_all()}
+    syncer = workspace.syncer(config)
+    first = {r.name: r.checkpoint_version for r in syncer.sync_all()}
     for seed, table in enumerate(MODES):
         workspace.commit(table, 2, seed=seed)
         add_column(str(workspace.path(table)), seed)
 
-    results = engine.sync_all()
+    results = syncer.sync_all()
 
     assert [r.outcome for r in results] == [TableOutcome.SYNCED] * 3, [r.error for r in results]
     m, a, s = (workspace.path(t) for t in MODES)
@@ -58,9 +58,9 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     config = workspace.config(
         workspace.spec("dropped", mode), workspace.spec("retyped", mode), workspace.spec("fine", "merge")
     )
-    engine = workspace.engine(config)
-    assert {r.outcome for r in engine.sync_all()} == {TableOutcome.SYNCED}
-    before = {c.name: c.version for c in engine.store.list_checkpoints()}
+    syncer = workspace.syncer(config)
+    assert {r.outcome for r in syncer.sync_all()} == {TableOutcome.SYNCED}
+    before = {c.name: c.version for c in syncer.resources.store.list_checkpoints()}
     drop_column(str(workspace.path("dropped")))
     retype_column(str(workspace.path("retyped")))
     workspace.commit("fine", 3, seed=4)
@@ -68,13 +68,13 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     run = cli("--config", str(workspace.config_file), "sync")
     assert run.code == 1
 
-    after = {c.name: c.version for c in engine.store.list_checkpoints()}
+    after = {c.name: c.version for c in syncer.resources.store.list_checkpoints()}
     assert after[workspace.name("dropped")] == before[workspace.name("dropped")]
     assert after[workspace.name("retyped")] == before[workspace.name("retyped")]
     fine = workspace.path("fine")
     assert after[workspace.name("fine")] == source_version(fine)
     assert_merge_target_matches(fine, workspace.target("fine"), ["id"], source_version(fine))
-    runs = engine.store.latest_runs([workspace.name("dropped"), workspace.name("retyped")])
+    runs = syncer.resources.store.latest_runs([workspace.name("dropped"), workspace.name("retyped")])
     assert "'qty'" in (runs[workspace.name("dropped")].error or "")
     assert "'small'" in (runs[workspace.name("retyped")].error or "")
     for table, column in (("dropped", "qty"), ("retyped", "small")):
@@ -84,7 +84,7 @@ def test_a_breaking_change_fails_that_table_only_and_reset_recovers(
     # The way out the error names: reset, then the next sync re-bootstraps with the new schema.
     for table in ("dropped", "retyped"):
         assert cli("--config", str(workspace.config_file), "reset", workspace.name(table)).code == 0
-    results = {r.name: r for r in engine.sync_all()}
+    results = {r.name: r for r in syncer.sync_all()}
     for table in ("dropped", "retyped"):
         result = results[workspace.name(table)]
         assert result.outcome is TableOutcome.SYNCED, result.error

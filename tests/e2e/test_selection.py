@@ -20,9 +20,9 @@ import yaml
 from deltalake import DeltaTable
 from support.cli_runner import CliResult
 from support.e2e import Workspace
+from support.faults import SharingServer
 
 from sharesync.sync.core.config import parse_config
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import create_sample_table, table_path
 
 

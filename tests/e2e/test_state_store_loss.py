@@ -26,7 +26,7 @@ from support.verify import assert_append_target_matches, assert_merge_target_mat
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 
 pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
@@ -66,20 +66,20 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
     url = request.getfixturevalue("pg_url") if store == "postgres" else None
     specs = ws.spec("m"), ws.spec("a", "append"), ws.spec("h", "history", keys=["id"])
     config = ws.config(*specs, **({"state_store": url} if url else {}))
-    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all())
+    assert all(r.outcome is TableOutcome.SYNCED for r in ws.syncer(config).sync_all())
     dump = ws.root / "state.dump"
     if url is not None:  # the backup, taken after the first pass
         bindir = bindir_or_unavailable()
         subprocess.run([str(bindir / "pg_dump"), "-Fc", "-f", str(dump), "-d", _libpq(url)], check=True)
     for offset, table in enumerate(TABLES):
         ws.commit(table, 2, seed=20 + offset)
-    assert all(r.outcome is TableOutcome.SYNCED for r in ws.engine(config).sync_all())
+    assert all(r.outcome is TableOutcome.SYNCED for r in ws.syncer(config).sync_all())
     # Each batch recorded its provider table and versions in the target's own log.
     append_records = _records(ws.target("a"))
     assert [(r["from"], r["to"]) for r in append_records] == [(FIRST, FIRST), (FIRST + 1, FIRST + 2)]
     assert append_records[0]["table"] == ws.name("a") and append_records[0]["mode"] == "append"
 
-    dispose_engines()
+    dispose_databases()
     if url is None:  # the SQLite file is deleted: the next pass rebuilds each checkpoint by itself
         for path in (ws.root / "state").glob("state.db*"):
             path.unlink()
@@ -94,7 +94,7 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
         ws.commit(table, 2, seed=30 + offset)
 
     client, transport = ws.counting_client(config)
-    results = ws.engine(config, client=client).sync_all()
+    results = ws.syncer(config, client=client).sync_all()
     assert all(r.outcome is TableOutcome.SYNCED and r.error is None for r in results)
     assert "query" not in transport.endpoints  # no snapshot downloaded again
     if url is None:  # said once, by the pass that resumed
@@ -108,7 +108,7 @@ def test_a_lost_or_older_state_store_resumes_from_the_targets(
     assert_merge_target_matches(ws.path("m"), ws.target("m"), ["id"], source_version(ws.path("m")))
     history = source_history(ws.path("h"), ["id"], start=FIRST, end=source_version(ws.path("h")))
     assert_history_matches(ws.target("h"), history, ["id"])
-    again = ws.engine(config).sync_all()
+    again = ws.syncer(config).sync_all()
     assert all(r.outcome is TableOutcome.UP_TO_DATE and not r.warnings for r in again)
 
 

@@ -21,11 +21,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.azurite import ACCOUNT, KEY, AzuriteStore, azurite_store
 from support.e2e import Workspace
+from support.faults import SharingServer
 from support.gcs import gcs_store
 from support.s3 import S3Store
 
 from sharesync.sync.core.storage import StoreKind, StoreSettings
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 pytestmark = pytest.mark.slow
@@ -99,7 +99,7 @@ def test_a_dir_table_is_read_through_the_clouds_standard_endpoint_variables(
     )
     workspace = Workspace(tmp_path, server)
     try:
-        results = workspace.engine(workspace.config(workspace.spec("t", "merge"))).sync_all()
+        results = workspace.syncer(workspace.config(workspace.spec("t", "merge"))).sync_all()
         assert [r.error for r in results] == [None]
         got = DeltaTable(workspace.target("t")).to_pyarrow_table().sort_by("id")
         assert got.select(["id", "v"]).to_pylist() == DeltaTable(source).to_pyarrow_table().sort_by("id").to_pylist()

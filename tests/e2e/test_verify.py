@@ -36,7 +36,7 @@ def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_
     config = workspace.config(
         workspace.spec("m"), workspace.spec("a", "append", start={"version": 0}), workspace.spec("s", "snapshot")
     )
-    workspace.engine(config).sync_all()
+    workspace.syncer(config).sync_all()
     m, a, s = (workspace.path(t) for t in ("m", "a", "s"))
     version = source_version(m)
     assert_merge_target_matches(m, workspace.target("m"), ["id"], version)
@@ -47,7 +47,9 @@ def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_
     damages: dict[str, Callable[[DeltaTable], object]] = {
         "deleted": lambda dt: dt.delete(f"id = {some_id}"),
         "changed": lambda dt: dt.update(updates={"small": "coalesce(small, 0) + 1"}, predicate=f"id = {some_id}"),
-        "nulled": lambda dt: dt.update(updates={"payload": "null", "amount": "null", "day": "null"}, predicate=f"id = {some_id}"),
+        "nulled": lambda dt: dt.update(
+            updates={"payload": "null", "amount": "null", "day": "null"}, predicate=f"id = {some_id}"
+        ),
         "duplicated": _duplicate_one_row,
     }
     for kind, damage in damages.items():
@@ -61,15 +63,16 @@ def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_
     with pytest.raises(AssertionError):
         assert_append_target_matches(a, bad, bootstrap_version=0, end_version=source_version(a))
     with pytest.raises(AssertionError):  # the last version's changes are expected but absent
-        assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a) + 0,
-                                     changes_from=0)
+        assert_append_target_matches(
+            a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a) + 0, changes_from=0
+        )
     with pytest.raises(AssertionError):  # an older snapshot is not what the target holds
         assert_merge_target_matches(m, workspace.target("m"), ["id"], version - 1)
 
 
 def test_type_drift_is_a_failure(workspace: Workspace, tmp_path: Path) -> None:
     workspace.table("s", rows=5, partitioned=False)
-    workspace.engine(workspace.config(workspace.spec("s", "snapshot"))).sync_all()
+    workspace.syncer(workspace.config(workspace.spec("s", "snapshot"))).sync_all()
     dt = DeltaTable(workspace.target("s"))
     widened = dt.to_pyarrow_table()
     widened = widened.set_column(widened.schema.get_field_index("small"), "small", widened["small"].cast(pa.int32()))

@@ -9,13 +9,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.faults import SharingServer
+from support.jobs import net_as_staged
 
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.files import StageLayout
-from sharesync.sync.staging.netting import net_staged_batch
+from sharesync.sync.staging.netted import read_netted
 
 TABLE = "samples.all_types.partitioned"  # 8 random commits of inserts, updates and deletes
 
@@ -46,10 +47,10 @@ def test_netting_while_downloading_equals_netting_the_staged_files(client: Shari
     on_disk = stage_changes(client, tmp_path / "disk", None)
     memory_dir, disk_dir = Path(in_memory.path.path), Path(on_disk.path.path)
     assert len(list(disk_dir.glob("*.parquet"))) > 1  # several versions' files, several events per key
-    netted = net_staged_batch(on_disk.path, ["id"])
+    netted = net_as_staged(on_disk.path, ["id"])
 
     assert [p.name for p in memory_dir.glob("*.parquet")] == ["netted.parquet"]
     assert in_memory.rows == on_disk.rows == netted.rows_before  # rows_in_batch counts change rows, not keys
     assert netted.rows_after < netted.rows_before
     assert rows_of(memory_dir) == rows_of(disk_dir)
-    assert net_staged_batch(in_memory.path, ["id"]) == netted  # netted once: read back, not netted again
+    assert read_netted(in_memory.path, ["id"]) == netted  # what the stager recorded: the same batch

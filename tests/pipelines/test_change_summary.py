@@ -6,9 +6,12 @@ from types import MappingProxyType
 
 import pytest
 
-from sharesync.pipelines.run.results import TargetChanges
+from sharesync.pipelines.modes.append.append_mode import AppendChanges
+from sharesync.pipelines.modes.base import TargetChanges
+from sharesync.pipelines.modes.history.history_mode import HistoryChanges
+from sharesync.pipelines.modes.merge.merge_mode import MergeChanges
+from sharesync.pipelines.modes.snapshot.snapshot_mode import SnapshotChanges
 from sharesync.sync.core.changefeed import ChangeType
-from sharesync.sync.core.config import Mode
 
 APPENDED = MappingProxyType({ChangeType.INSERT: 3, ChangeType.UPDATE_PREIMAGE: 1, ChangeType.UPDATE_POSTIMAGE: 1})
 
@@ -16,17 +19,21 @@ APPENDED = MappingProxyType({ChangeType.INSERT: 3, ChangeType.UPDATE_PREIMAGE: 1
 @pytest.mark.parametrize(
     ("changes", "words", "compact"),
     [
-        (TargetChanges(Mode.MERGE, 1, 2, 3), "1 keys inserted, 2 updated, 3 deleted", "+1 ~2 -3 keys"),
+        (MergeChanges(inserted=1, updated=2, deleted=3), "1 keys inserted, 2 updated, 3 deleted", "+1 ~2 -3 keys"),
         (
-            TargetChanges(Mode.APPEND, appended=APPENDED),
+            AppendChanges(appended=APPENDED),
             "5 change rows appended (3 insert, 1 update_preimage, 1 update_postimage, 0 delete)",
             "5 rows appended\n3 ins 2 upd",
         ),
-        (TargetChanges(Mode.APPEND), "0 change rows appended (0 insert, 0 update_preimage, 0 update_postimage, 0 delete)", "0 rows appended"),
-        (TargetChanges(Mode.SNAPSHOT, written=7), "7 rows written", "7 rows written"),
-        (TargetChanges(Mode.HISTORY, deleted=1, opened=4, closed=2), "4 rows opened, 2 closed, 1 removed", "4 opened\n2 closed"),
+        (
+            AppendChanges(),
+            "0 change rows appended (0 insert, 0 update_preimage, 0 update_postimage, 0 delete)",
+            "0 rows appended",
+        ),
+        (SnapshotChanges(written=7), "7 rows written", "7 rows written"),
+        (HistoryChanges(deleted=1, opened=4, closed=2), "4 rows opened, 2 closed, 1 removed", "4 opened\n2 closed"),
     ],
-)  # fmt: skip
+)
 def test_each_mode_is_summed_up_in_words_and_compactly(changes: TargetChanges, words: str, compact: str) -> None:
     assert changes.describe() == words
     assert changes.describe(compact=True) == compact

@@ -20,13 +20,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from support.faults import SharingServer
 
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.sync.core.location import locate
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.wire import StructType
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.direct import casts_for, read_manifest
 from sharesync.sync.staging.files import StageLayout

@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 from support.history import CURRENT, VF, VT, HistoryModel, Row, sort_history
 from support.jobs import SCHEMA, StageFn, apply_merge, commit_time, delete, ins, post, pre, read_target, version_of
 
-from sharesync.pipelines.jobs.history import HistoryStats
-from sharesync.pipelines.run import history_batch
+from sharesync.pipelines.modes.history import history_batch
+from sharesync.pipelines.modes.history.history import HistoryStats
 from sharesync.pipelines.targets.delta.history_rows import current_rows
 from sharesync.sync.core.errors import SyncError, TargetError
 from sharesync.sync.core.location import locate

@@ -1,7 +1,7 @@
 """Merge mode on real Sail and real Delta tables, checked with deltalake.
 
 Every test runs twice: with the MERGE statement and with the copy-on-write rewrite
-(:mod:`sharesync.pipelines.jobs.rewrite`) that ``apply_merge`` picks for batches large against the target.
+(:mod:`sharesync.pipelines.modes.merge.rewrite`) that ``apply_merge`` picks for batches large against the target.
 Both must give the same tables, guards and counts.
 """
 
@@ -58,7 +58,7 @@ def strategy(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def apply_merge(*args: Any, **kwargs: Any) -> ApplyStats:
-    """The run's merge step (staging nets, then ``sharesync.pipelines.jobs.merge.apply_merge``) with this test's strategy."""
+    """The run's merge step (staging nets, then ``sharesync.pipelines.modes.merge.merge.apply_merge``) with this test's strategy."""
     stats: ApplyStats = netted_then_merged(*args, rewrite_threshold=_threshold, **kwargs)
     return stats
 

@@ -2,7 +2,7 @@
 target, and both equal a plain-Python model of the provider table (with or without a filter).
 
 The one batch is applied with the MERGE statement, the split batches with the copy-on-write
-rewrite (``sharesync.pipelines.jobs.rewrite``), so the property also holds the two strategies to each other."""
+rewrite (``sharesync.pipelines.modes.merge.rewrite``), so the property also holds the two strategies to each other."""
 
 from __future__ import annotations
 

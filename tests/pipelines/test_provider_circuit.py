@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from support.cli_runner import CliResult
+from support.faults import SharingServer
 
 from sharesync.pipelines.run.circuit import ProviderCircuits, provider_down
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.pipelines.run.sync_pass import SyncEngine
+from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.core.errors import NotFound, ServerError, TransportError, Unauthorized
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import create_sample_table, table_path
 
 ATTEMPTS = 3
@@ -68,8 +68,8 @@ def test_a_pass_over_a_provider_that_is_down_asks_it_once_per_table_budget(
     assert dead.profile_path is not None
     config = _config(tmp_path, {"dead": dead.profile_path}, {"dead": names})
 
-    with SyncEngine(config) as engine:
-        results = engine.sync_all()
+    with Syncer(config) as syncer:
+        results = syncer.sync_all()
 
     assert [r.outcome for r in results] == [TableOutcome.FAILED] * len(names)
     first, *rest = [r.error or "" for r in results]
@@ -91,8 +91,8 @@ def test_status_asks_each_provider_first_then_fails_a_dead_ones_tables_at_once(
         {"dead": ["dead.s.a", "dead.s.b", "dead.s.c"], "alive": ["alive.s.x", "alive.s.y"]},
     )
 
-    with SyncEngine(config) as engine:
-        versions = engine.source_versions()
+    with Syncer(config) as syncer:
+        versions = syncer.source_versions()
 
     assert versions["alive/alive.s.x"] == 0 and versions["alive/alive.s.y"] == 0
     failures = [versions[f"dead/dead.s.{n}"] for n in "abc"]
@@ -111,9 +111,9 @@ def test_a_refused_token_names_the_provider_and_its_profile_file(
     profile.write_text(beta.profile_path.read_text().replace(beta.settings.bearer_token or "", "not-the-token-123"))
     config = _config(tmp_path, {"beta": profile}, {"beta": ["beta.s.t"]})
 
-    with SyncEngine(config) as engine:
-        [result] = engine.sync_all()
-        [status] = engine.source_versions().values()
+    with Syncer(config) as syncer:
+        [result] = syncer.sync_all()
+        [status] = syncer.source_versions().values()
 
     assert result.outcome is TableOutcome.FAILED and isinstance(result.exception, Unauthorized)
     assert (result.error or "").startswith(f"provider 'beta' ({profile}): "), result.error

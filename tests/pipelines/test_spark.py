@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
     code = (
         "import sys\n"
-        "from sharesync.pipelines.jobs import append, merge, rewrite, session, snapshot, staged\n"
+        "from sharesync.pipelines.jobs import session, staged\n"
+        "from sharesync.pipelines.modes import registry\n"
+        "from sharesync.pipelines.modes.append import append\n"
+        "from sharesync.pipelines.modes.merge import merge, rewrite\n"
+        "from sharesync.pipelines.modes.snapshot import snapshot\n"
         "from sharesync.pipelines.targets.delta import format, identity, preflight, stats, write\n"
         "heavy = [m for m in ('pyspark', 'pysail', 'deltalake') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

@@ -35,7 +35,7 @@ from support.jobs import (
     write_direct_batch,
 )
 
-from sharesync.pipelines.run.history_batch import apply_history, bootstrap_history
+from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]
@@ -113,9 +113,15 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     for target, threshold in ((merge_t, None), (rewrite_t, 0.0)):  # the MERGE statement, then the rewrite
         apply_merge(spark, stage(rows), target, keys=["id"], row_filter=keep)
         apply_merge(
-            spark, stage(changes, wider), target, keys=["id"], row_filter=keep, soft_delete=True, replay_from=1,
+            spark,
+            stage(changes, wider),
+            target,
+            keys=["id"],
+            row_filter=keep,
+            soft_delete=True,
+            replay_from=1,
             rewrite_threshold=threshold,
-        )  # fmt: skip
+        )
     apply_append(spark, stage(rows), append_t, after_version=0)
     apply_append(spark, stage(changes, wider), append_t, after_version=1)
     apply_snapshot(spark, stage(rows), snap_t)
@@ -129,9 +135,14 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
     for target, threshold in ((str(tmp_path / "h" / "it's"), None), (str(tmp_path / "hr" / "it's"), 0.0)):
         bootstrap_history(spark, stage(rows), target, keys=["id"], version=1)  # creates the target
         apply_history(
-            spark, stage(changes, wider), target, keys=["id"], track_history=["name"], replay_from=1,
+            spark,
+            stage(changes, wider),
+            target,
+            keys=["id"],
+            track_history=["name"],
+            replay_from=1,
             rewrite_threshold=threshold,
-        )  # fmt: skip
+        )
         again = stage([ins(3, id=0, name="c", score=0, extra="y")], wider)
         bootstrap_history(spark, again, target, keys=["id"], version=3, rewrite_threshold=threshold)
     bootstrap_history(spark, stage(rows), merge_t, keys=["id"], version=1, replace=True)
@@ -164,8 +175,9 @@ def test_every_request_is_in_the_shared_spark_connect_delta_surface(
 
     # The recording saw the direct read: a join whose left side is a group's one-row file.
     lefts = [m for j in by_type["spark.connect.Join"] for m in _walk(j.left)]
-    assert any("/_direct/" in p for m in lefts if m.DESCRIPTOR.full_name == "spark.connect.Read.DataSource"
-               for p in m.paths)  # fmt: skip
+    assert any(
+        "/_direct/" in p for m in lefts if m.DESCRIPTOR.full_name == "spark.connect.Read.DataSource" for p in m.paths
+    )
 
     merges = by_type["spark.connect.MergeIntoTableCommand"]
     # The creating batches are writes; in merge and history mode one target merges, one rewrites.

@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support.jobs import StageFn, delete, ins, post, pre
+from support.jobs import StageFn, delete, ins, net_as_staged, post, pre
 
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.sync.core.errors import SyncError
-from sharesync.sync.staging.netting import net_staged_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,7 +63,7 @@ def test_net_change_priority_rules(spark: SparkSession, stage: StageFn) -> None:
         ],
         files=3,
     )
-    net_staged_batch(batch, ["id"])
+    net_as_staged(batch, ["id"])
     net = {
         r["id"]: (r["_change_type"], r["_commit_version"], r["name"])
         for r in read_staged(spark, batch).collect()

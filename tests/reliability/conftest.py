@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 from support.reliability import Site
-
-from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,7 +1,7 @@
 """A provider that lies (issue 31 §4): every answer is well formed, its meaning is wrong.
 
-Each test syncs a merge, an append and a snapshot table through the engine while the local
-sharing server plays a broken or hostile provider (``sharesync.sync.server.hostile``). What
+Each test syncs a merge, an append and a snapshot table through the syncer while the local
+sharing server plays a broken or hostile provider (``tests/support/faults/hostile.py``). What
 cannot be applied as sent fails each table with a message saying what the provider did, and
 writes nothing — no target commit, no checkpoint move, no staged file; once the provider
 behaves, the next pass converges. What the spec allows (lines in any order) is applied
@@ -69,26 +69,26 @@ def _commit_all(site: Site, seed: int) -> None:
 
 def test_a_repeated_file_action_fails_each_table_and_writes_nothing(site: Site) -> None:
     config, expectations = _tables(site)
-    engine = site.engine(config)
-    _converged(site, engine.sync_all(), expectations)
+    syncer = site.syncer(config)
+    _converged(site, syncer.sync_all(), expectations)
     _commit_all(site, seed=100)
     before = _written(site)
 
     site.server.faults.repeat_file_action = True
-    _fails_cleanly(site, engine.sync_all(), before, "would be applied twice; nothing was applied")
+    _fails_cleanly(site, syncer.sync_all(), before, "would be applied twice; nothing was applied")
 
     site.server.faults.repeat_file_action = False
-    _converged(site, engine.sync_all(), expectations)
+    _converged(site, syncer.sync_all(), expectations)
 
 
 def test_versions_out_of_order_are_applied_in_version_order(site: Site) -> None:
     config, expectations = _tables(site, max_versions_per_batch=3)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     site.server.faults.reverse_file_actions = True  # the bootstraps' files, then every change batch
     for round_ in range(3):
         if round_:
             _commit_all(site, seed=200 * round_)
-        _converged(site, engine.sync_all(), expectations)
+        _converged(site, syncer.sync_all(), expectations)
 
 
 @pytest.fixture
@@ -106,12 +106,12 @@ def test_file_urls_aimed_at_another_loopback_port_fail_each_table_and_reach_noth
     site: Site, forbidden_port: socket.socket
 ) -> None:
     config, _ = _tables(site)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     before = _written(site)
     host, port = forbidden_port.getsockname()
     site.server.faults.file_url_origin = f"http://{host}:{port}"
 
-    _fails_cleanly(site, engine.sync_all(), before, f"it points at 127.0.0.1:{port}, a loopback address")
+    _fails_cleanly(site, syncer.sync_all(), before, f"it points at 127.0.0.1:{port}, a loopback address")
     with pytest.raises(BlockingIOError):  # no connection is waiting: nothing ever connected
         forbidden_port.accept()
 
@@ -124,9 +124,9 @@ def test_allow_private_file_urls_lets_a_provider_serve_files_from_another_privat
         site.table(table, rows=30, seed=7)
     specs = [site.spec(t, mode) for t, mode in MODES.items()]
     before = _written(site)
-    _fails_cleanly(site, site.engine(site.config(*specs)).sync_all(), before, "a loopback address")
+    _fails_cleanly(site, site.syncer(site.config(*specs)).sync_all(), before, "a loopback address")
 
-    trusting = site.engine(site.config(*specs, allow_private_file_urls=True))
+    trusting = site.syncer(site.config(*specs, allow_private_file_urls=True))
     _converged(site, trusting.sync_all(), {t: Expectation(t, mode) for t, mode in MODES.items()})
 
 
@@ -136,16 +136,16 @@ def test_a_provider_that_drips_fails_each_table_at_the_deadline_and_writes_nothi
     monkeypatch.setenv("SHARESYNC_HTTP_DEADLINE_SECONDS", "1")
     monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "1")
     config, expectations = _tables(site)
-    engine = site.engine(config)
-    _converged(site, engine.sync_all(), expectations)
+    syncer = site.syncer(config)
+    _converged(site, syncer.sync_all(), expectations)
     _commit_all(site, seed=300)
     before = _written(site)
 
     site.server.faults.drip_seconds = 0.02  # one byte per 20 ms: every answer outlives the 1 s bound
-    _fails_cleanly(site, engine.sync_all(), before, "not complete after 1 s")
+    _fails_cleanly(site, syncer.sync_all(), before, "not complete after 1 s")
 
     site.server.faults.drip_seconds = 0
-    _converged(site, engine.sync_all(), expectations)
+    _converged(site, syncer.sync_all(), expectations)
 
 
 def test_a_provider_under_its_rate_floor_fails_each_table_at_once_and_writes_nothing(site: Site) -> None:
@@ -156,17 +156,17 @@ def test_a_provider_under_its_rate_floor_fails_each_table_at_once_and_writes_not
     raw["providers"] = {"default": {"profile": raw.pop("profile"), "min_rate_seconds": 0.3}}
     site.write_raw(raw)
     config = parse_config(raw, base_dir=site.root, source=str(site.config_file))
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     expectations = {t: Expectation(t, mode) for t, mode in MODES.items()}
-    _converged(site, engine.sync_all(), expectations)
+    _converged(site, syncer.sync_all(), expectations)
     _commit_all(site, seed=500)
     before = _written(site)
 
     site.server.faults.drip_seconds = 0.01  # about 100 B/s
-    _fails_cleanly(site, engine.sync_all(), before, "under the floor of 1 KiB/s for 0.3 s; abandoned, not retried")
+    _fails_cleanly(site, syncer.sync_all(), before, "under the floor of 1 KiB/s for 0.3 s; abandoned, not retried")
 
     site.server.faults.drip_seconds = 0
-    _converged(site, engine.sync_all(), expectations)
+    _converged(site, syncer.sync_all(), expectations)
 
 
 def test_a_table_version_that_goes_backwards_is_rebootstrapped_with_a_warning(site: Site) -> None:
@@ -174,11 +174,11 @@ def test_a_table_version_that_goes_backwards_is_rebootstrapped_with_a_warning(si
     and snapshot targets re-bootstrap; the append log, which the provider cannot rebuild, is kept:
     refused, nothing written, naming the ways on (issue 40)."""
     config, expectations = _tables(site)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     for table in MODES:
         shutil.copytree(site.path(table), site.root / f"old-{table}")
     _commit_all(site, seed=400)
-    _converged(site, engine.sync_all(), expectations)
+    _converged(site, syncer.sync_all(), expectations)
     ahead = {t: site.checkpoint(t) for t in MODES}
     for table in MODES:
         shutil.rmtree(site.path(table))
@@ -186,7 +186,7 @@ def test_a_table_version_that_goes_backwards_is_rebootstrapped_with_a_warning(si
         assert site.version(table) < ahead[table].version  # type: ignore[union-attr]
 
     log_before = _written(site)["a"]
-    results = {r.name: r for r in engine.sync_all()}
+    results = {r.name: r for r in syncer.sync_all()}
     refused = results[site.name("a")]
     assert refused.outcome is TableOutcome.FAILED and refused.error is not None, refused
     assert "rewound" in refused.error and "--discard-target" in refused.error, refused.error
@@ -202,16 +202,16 @@ def test_a_change_feed_that_omits_a_version_is_caught_by_verify_full(site: Site)
     a version whose files were left out from one that changed no data, so the sync applies the
     answer as complete; ``verify --full`` finds the rows it lost."""
     site.table("m", rows=30, seed=1)
-    engine = site.engine(site.config(site.spec("m")))
-    _converged(site, engine.sync_all(), {"m": Expectation("m", "merge")})
+    syncer = site.syncer(site.config(site.spec("m")))
+    _converged(site, syncer.sync_all(), {"m": Expectation("m", "merge")})
     site.append("m", 1, seed=5, rows=4)  # four new keys in one version ...
     site.server.faults.omit_version = site.version("m")  # ... which the provider leaves out
     site.append("m", 1, seed=6, rows=2)
 
-    (result,) = engine.sync_all()
+    (result,) = syncer.sync_all()
     assert result.outcome is TableOutcome.SYNCED and result.checkpoint_version == site.version("m")
 
-    found = verify_table(engine, site.name("m"), full=True)
+    found = verify_table(syncer.resources, syncer.table(site.name("m")), full=True)
     assert not found.ok and found.comparison is not None
     assert found.comparison.missing_keys == 4 and found.comparison.extra_keys == 0, found.lines()
 
@@ -227,13 +227,13 @@ def test_odd_table_names_and_partition_values_stay_data_never_paths(site: Site) 
     rows = pa.table({"id": list(range(len(HOSTILE_REGIONS))), "region": HOSTILE_REGIONS})
     write_deltalake(str(site.path(name)), rows, partition_by=["region"],
                     configuration={"delta.enableChangeDataFeed": "true"})  # fmt: skip
-    engine = site.engine(site.config(site.spec(name, target="warehouse/odd")))
+    syncer = site.syncer(site.config(site.spec(name, target="warehouse/odd")))
     before = set(site.root.rglob("*"))
     more = pa.table({"id": [100, 101], "region": ["../../../escape", "\x00nul"]})
     for round_ in range(2):
         if round_:
             write_deltalake(str(site.path(name)), more, partition_by=["region"], mode="append")
-        results = engine.sync_all()
+        results = syncer.sync_all()
         assert all(r.outcome is TableOutcome.SYNCED for r in results), [r.error for r in results]
 
     ids, regions = rows["id"].to_pylist() + more["id"].to_pylist(), HOSTILE_REGIONS + more["region"].to_pylist()

@@ -65,7 +65,7 @@ def test_ctrl_c_before_a_tables_first_batch_is_on_record_too(site: Site) -> None
         yield  # pragma: no cover
 
     with pytest.raises(KeyboardInterrupt):
-        site.engine(config, watch=ctrl_c).sync_all()
+        site.syncer(config, watch=ctrl_c).sync_all()
 
     runs = site.store().runs_for(site.name("t"))
     assert [r.status.value for r in runs] == ["failed"], runs

@@ -95,12 +95,12 @@ def test_a_pass_over_200_tables_with_nothing_new_only_asks_for_200_versions(site
     transport = CountingTransport()
     http = build_http_client(transport=transport)
     site.on_close(http.close)
-    engine = site.engine(
+    syncer = site.syncer(
         config, client=SharingClient(load_profile(site.server.profile_path), http=http), spark=_never_spark
     )
 
     started = time.monotonic()
-    results = engine.sync_all()
+    results = syncer.sync_all()
     seconds = time.monotonic() - started
 
     assert [r.outcome for r in results] == [TableOutcome.UP_TO_DATE] * TABLES

@@ -47,11 +47,11 @@ def test_a_bootstrap_from_version_1_labelled_with_the_latest_version_writes_noth
     if answered == "async":
         monkeypatch.setenv("SHARESYNC_ASYNC_POLL_SECONDS", "0.01")
         site.server.queries.after_polls = 0  # pending until the first poll, which gets the files
-    engine = site.engine(site.config(site.spec("m", start={"version": 1})))
+    syncer = site.syncer(site.config(site.spec("m", start={"version": 1})))
     site.server.faults.label_version = latest
 
     for _ in range(2):  # the second pass does not call it up to date either
-        (result,) = engine.sync_all()
+        (result,) = syncer.sync_all()
         _refused(site, result, f"answered version {latest} (Delta-Table-Version header) for a request of version 1")
         assert "does not honour time travel" in result.error  # type: ignore[operator]
         assert delta_version(site.target("m")) is None, "the target was written"
@@ -59,7 +59,7 @@ def test_a_bootstrap_from_version_1_labelled_with_the_latest_version_writes_noth
     assert site.server.queries.submissions == (2 if answered == "async" else 0)
 
     site.server.faults.label_version = None
-    (result,) = engine.sync_all()
+    (result,) = syncer.sync_all()
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert [b.start_version for b in result.batches][:1] == [1]  # version 1's snapshot, then the changes after it
     assert_at_checkpoint(site, Expectation("m", "merge"))
@@ -68,44 +68,44 @@ def test_a_bootstrap_from_version_1_labelled_with_the_latest_version_writes_noth
 def test_a_full_refresh_backfill_labelled_with_the_latest_version_writes_nothing(site: Site) -> None:
     """Time travel for a backfill: the snapshot at the backfill's start, labelled as the latest."""
     latest = _provider(site)
-    engine = site.engine(site.config(site.spec("m")))
-    (synced,) = engine.sync_all()
+    syncer = site.syncer(site.config(site.spec("m")))
+    (synced,) = syncer.sync_all()
     assert synced.outcome is TableOutcome.SYNCED and synced.checkpoint_version == latest
     written = delta_version(site.target("m"))
     with SharingClient(load_profile(site.server.profile_path)) as client:  # when version 1 was committed
         stamp = max(f.timestamp or 0 for f in client.query(site.name("m"), version=1).files)  # type: ignore[union-attr]
     site.server.faults.label_version = latest
 
-    result = engine.backfill(site.name("m"), BackfillRequest(from_millis(stamp), full_refresh=True))
+    result = syncer.backfill(site.name("m"), BackfillRequest(from_millis(stamp), full_refresh=True))
 
     _refused(site, result, f"answered version {latest} (Delta-Table-Version header) for a request of version 1")
     assert delta_version(site.target("m")) == written, "the target was written"
     checkpoint = site.checkpoint("m")
     assert checkpoint is not None and checkpoint.version <= latest  # moved back for the refresh at most
     site.server.faults.label_version = None
-    (result,) = engine.sync_all()
+    (result,) = syncer.sync_all()
     assert result.outcome is TableOutcome.SYNCED, result.error
     assert_at_checkpoint(site, Expectation("m", "merge"))
 
 
 def test_a_change_feed_past_the_batch_fails_it_without_advancing(site: Site) -> None:
     site.table("m", rows=30, seed=1)
-    engine = site.engine(site.config(site.spec("m", max_versions_per_batch=1)))
-    (synced,) = engine.sync_all()
+    syncer = site.syncer(site.config(site.spec("m", max_versions_per_batch=1)))
+    (synced,) = syncer.sync_all()
     before = synced.checkpoint_version
     assert before is not None
     site.commit("m", 3, seed=3)
     written = delta_version(site.target("m"))
     site.server.faults.ignore_ending_version = True
 
-    (result,) = engine.sync_all()
+    (result,) = syncer.sync_all()
 
     asked = f"for a request of versions {before + 1}..{before + 1}"
     _refused(site, result, f"of version {before + 2} {asked}")
     assert delta_version(site.target("m")) == written, "the target was written"
     assert site.checkpoint("m").version == before  # type: ignore[union-attr]
     site.server.faults.ignore_ending_version = False
-    (result,) = engine.sync_all()
+    (result,) = syncer.sync_all()
     assert result.outcome is TableOutcome.SYNCED and len(result.batches) == 3, result.error
     assert_at_checkpoint(site, Expectation("m", "merge"))
 
@@ -114,13 +114,13 @@ def test_an_ignored_metadata_version_repeats_the_ignored_column_warning_and_says
     """``on_new_column: ignore`` asks for the columns at the checkpoint to tell whether its warning
     is news; a provider answering its latest metadata instead (with the new column) made it silent."""
     site.table("m", rows=12, seed=1)
-    engine = site.engine(site.config(site.spec("m", on_new_column="ignore")))
-    (synced,) = engine.sync_all()
+    syncer = site.syncer(site.config(site.spec("m", on_new_column="ignore")))
+    (synced,) = syncer.sync_all()
     assert synced.outcome is TableOutcome.SYNCED, synced.error
     add_column(str(site.path("m")), 1)
     site.server.faults.ignore_metadata_version = True
 
-    (result,) = engine.sync_all()
+    (result,) = syncer.sync_all()
 
     assert result.outcome is TableOutcome.SYNCED, result.error
     [warning] = [w for w in result.warnings if "on_new_column is 'ignore'" in w]

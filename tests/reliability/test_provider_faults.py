@@ -99,7 +99,7 @@ def test_a_fifth_of_api_calls_failing_with_5xx_or_429_heals_within_each_pass(
     site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     config, expectations = _three_tables(site, max_versions_per_batch=2)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     faults = site.server.faults
     faults.error_rate, faults.seed = 0.2, 6
     plan = [(503, None), (429, 1.0), (500, None), (429, 0.0)]  # status, Retry-After seconds
@@ -111,7 +111,7 @@ def test_a_fifth_of_api_calls_failing_with_5xx_or_429_heals_within_each_pass(
         before = faults.faulted
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="sharesync.sync.protocol.retry"):
-            results = engine.sync_all()
+            results = syncer.sync_all()
         assert faults.faulted > before, f"round {round_}: no call was faulted, the test proves nothing"
         _check_round(site, results, expectations)
         waits = [float(m) for m in re.findall(r"attempt \d+ of \d+ in ([0-9.]+)s", caplog.text)]
@@ -124,7 +124,7 @@ def test_a_fifth_of_api_calls_failing_with_5xx_or_429_heals_within_each_pass(
 def test_broken_streams_are_fetched_again_and_nothing_is_applied_twice(site: Site) -> None:
     config, expectations = _three_tables(site, max_versions_per_batch=2)
     # The backoff schedule is not under test here (tests/sync/client): keep the waits short.
-    engine = site.engine(config, client=_client(site, retry=RetryPolicy(initial_backoff=0.01, max_backoff=0.05))[0])
+    syncer = site.syncer(config, client=_client(site, retry=RetryPolicy(initial_backoff=0.01, max_backoff=0.05))[0])
     faults = site.server.faults
     # A connection dropped after the first line; a stream without its endStreamAction; a last line cut.
     plan = ["drop_connection", "drop_end_stream_action", "truncate_stream", "drop_connection"]
@@ -135,7 +135,7 @@ def test_broken_streams_are_fetched_again_and_nothing_is_applied_twice(site: Sit
         faults.reset()
         setattr(faults, fault, True)
         faults.budget = 6  # the first six NDJSON answers of the round break; their retries do not
-        _check_round(site, engine.sync_all(), expectations)
+        _check_round(site, syncer.sync_all(), expectations)
         assert faults.budget == 0, f"round {round_}: only {6 - faults.budget} streams were broken by {fault}"
 
 
@@ -143,7 +143,7 @@ def test_an_error_message_in_end_stream_action_fails_the_tables_cleanly_then_the
     site: Site,
 ) -> None:
     config, expectations = _three_tables(site)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     faults = site.server.faults
 
     for round_ in range(3):
@@ -151,7 +151,7 @@ def test_an_error_message_in_end_stream_action_fails_the_tables_cleanly_then_the
             _commit_all(site, round_)
         targets, checkpoints = _targets(site), _checkpoints(site)
         faults.end_stream_error = "java.lang.OutOfMemoryError: provider-side failure"
-        failed = engine.sync_all()
+        failed = syncer.sync_all()
         for result in failed:
             assert result.outcome is TableOutcome.FAILED
             assert result.error is not None
@@ -160,7 +160,7 @@ def test_an_error_message_in_end_stream_action_fails_the_tables_cleanly_then_the
             )
         assert _targets(site) == targets and _checkpoints(site) == checkpoints, "a failed pass wrote something"
         faults.end_stream_error = None
-        _check_round(site, engine.sync_all(), expectations)
+        _check_round(site, syncer.sync_all(), expectations)
 
 
 # ---------------------------------------------------------------- presigned URLs that expire during the downloads
@@ -171,7 +171,7 @@ def test_urls_living_one_second_are_renewed_for_bootstraps_and_change_batches(si
     # table bootstraps, then applies change batches; the snapshot table bootstraps every round.
     config, expectations = _three_tables(site, "ms", download_concurrency=1)
     client, transport = _client(site)
-    engine = site.engine(config, client=client)
+    syncer = site.syncer(config, client=client)
     faults = site.server.faults
     faults.url_ttl_seconds, faults.download_delay_seconds = 1.0, 0.3
 
@@ -180,7 +180,7 @@ def test_urls_living_one_second_are_renewed_for_bootstraps_and_change_batches(si
             site.commit("m", 4, seed=round_)  # 4 versions, each with at least one file
             site.append("s", 2, seed=round_, rows=1)  # appends only: the snapshot keeps its 4+ files
         transport.requests.clear()
-        results = {r.name: r for r in engine.sync_all()}
+        results = {r.name: r for r in syncer.sync_all()}
         _check_round(site, list(results.values()), expectations)
         for table in ("m", "s"):
             batches = results[site.name(table)].batches
@@ -205,7 +205,7 @@ def test_urls_living_one_second_are_renewed_for_bootstraps_and_change_batches(si
 
 def test_files_of_the_wrong_length_are_downloaded_again(site: Site) -> None:
     config, expectations = _three_tables(site)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     faults = site.server.faults
 
     for round_, delta in enumerate((+7, -7, +1)):
@@ -213,7 +213,7 @@ def test_files_of_the_wrong_length_are_downloaded_again(site: Site) -> None:
             _commit_all(site, round_)
         faults.file_size_delta = delta
         faults.budget = 3  # three downloads of the round arrive too long / too short, then they are right
-        _check_round(site, engine.sync_all(), expectations)
+        _check_round(site, syncer.sync_all(), expectations)
         assert faults.budget == 0
 
 
@@ -222,7 +222,7 @@ def test_a_file_that_keeps_its_wrong_length_fails_the_table_and_writes_nothing(
 ) -> None:
     monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "2")
     config, expectations = _three_tables(site)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     faults = site.server.faults
 
     for round_, delta in enumerate((-5, +5_000_000)):
@@ -230,7 +230,7 @@ def test_a_file_that_keeps_its_wrong_length_fails_the_table_and_writes_nothing(
             _commit_all(site, round_)
         targets, checkpoints = _targets(site), _checkpoints(site)
         faults.file_size_delta = delta
-        for result in engine.sync_all():
+        for result in syncer.sync_all():
             assert result.outcome is TableOutcome.FAILED
             assert result.error is not None
             wording = "the server declared" if delta < 0 else "longer than the declared size; stopped"
@@ -238,7 +238,7 @@ def test_a_file_that_keeps_its_wrong_length_fails_the_table_and_writes_nothing(
         assert _targets(site) == targets and _checkpoints(site) == checkpoints, "a failed pass wrote something"
         assert site.staged_files() == 0, "a failed download left files in the staging directory"
         faults.file_size_delta = 0
-        _check_round(site, engine.sync_all(), expectations)
+        _check_round(site, syncer.sync_all(), expectations)
 
 
 # ---------------------------------------------------------------- the server restarts in the middle of a sync
@@ -246,7 +246,7 @@ def test_a_file_that_keeps_its_wrong_length_fails_the_table_and_writes_nothing(
 
 def test_a_server_restart_in_the_middle_of_a_sync_is_survived(site: Site) -> None:
     config, expectations = _three_tables(site, download_concurrency=2)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     server = site.server
     server.faults.download_delay_seconds = 0.2  # keeps downloads in flight long enough to restart under them
 
@@ -254,7 +254,7 @@ def test_a_server_restart_in_the_middle_of_a_sync_is_survived(site: Site) -> Non
         if round_:
             _commit_all(site, round_, n=4)
         outcome: list[list[TableSyncResult]] = []
-        worker = threading.Thread(target=lambda out=outcome: out.append(engine.sync_all()), name=f"sync-{round_}")
+        worker = threading.Thread(target=lambda out=outcome: out.append(syncer.sync_all()), name=f"sync-{round_}")
         worker.start()
         try:
             poll(lambda: site.staged_files() > 0, timeout=60, what="the sync to start downloading")
@@ -284,11 +284,11 @@ def _lose_history(site: Site, table: str, seed: int) -> None:
 
 def test_a_recreated_table_and_vacuumed_history_are_rebootstrapped_and_syncing_goes_on(site: Site) -> None:
     config, expectations = _three_tables(site, max_versions_per_batch=2)
-    engine = site.engine(config)
+    syncer = site.syncer(config)
     append = expectations["a"]
     plan = ["commits", "recreate", "commits", "lose-history", "commits"]
 
-    _check_round(site, engine.sync_all(), expectations)
+    _check_round(site, syncer.sync_all(), expectations)
     for round_, event in enumerate(plan, start=1):
         before = {t: site.checkpoint(t) for t in MODES}
         if event == "recreate":
@@ -304,7 +304,7 @@ def test_a_recreated_table_and_vacuumed_history_are_rebootstrapped_and_syncing_g
                 _lose_history(site, table, seed=80 + offset)
         else:
             _commit_all(site, round_)
-        results = {r.name: r for r in engine.sync_all()}
+        results = {r.name: r for r in syncer.sync_all()}
 
         if event in ("recreate", "lose-history"):
             for table in MODES:

@@ -22,15 +22,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli_runner import CliResult
+from support.faults import SharingServer
 from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version
 from support.tls import make_tls_files
 
 from sharesync.sync.core.errors import DownloadError
 from sharesync.sync.protocol.addresses import FileUrlPolicy
-from sharesync.sync.protocol.download import Downloader, staged_name
+from sharesync.sync.protocol.download import Downloader, DownloadOptions, staged_name
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, File, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 
 
 @pytest.mark.slow
@@ -93,9 +93,7 @@ def test_a_body_longer_than_declared_is_cut_off_after_one_chunk(tmp_path: Path) 
     body = EndlessBody(chunk=1024)
     transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=body))
     declared = 10_000
-    downloader = Downloader(
-        tmp_path / "staging", policy=STORAGE, transport=transport, chunk_size=1024, retry=RetryPolicy(max_attempts=1)
-    )
+    downloader = Downloader(tmp_path / "staging", policy=STORAGE, options=DownloadOptions(transport=transport, chunk_size=1024, retry=RetryPolicy(max_attempts=1)))
     with pytest.raises(DownloadError, match=f"file a \\({declared} bytes\\): the body is longer than the declared"):
         downloader.download([File(url="https://storage.example/a?sig=x", id="a", size=declared, partition_values={})])
     assert body.sent <= declared + 2 * 1024, f"read {body.sent} bytes of a {declared}-byte file"
@@ -114,7 +112,7 @@ def test_hostile_file_ids_are_downloaded_inside_the_staging_directory(tmp_path: 
         File(url=f"https://storage.example/{i}?sig=x", id=fid, size=4, partition_values={})
         for i, fid in enumerate(HOSTILE_IDS)
     ]
-    result = Downloader(staging, policy=STORAGE, transport=httpx.MockTransport(serve)).download(files)
+    result = Downloader(staging, policy=STORAGE, options=DownloadOptions(transport=httpx.MockTransport(serve))).download(files)
 
     assert len({d.path for d in result.files}) == len(HOSTILE_IDS)
     assert all(d.path.parent == staging.resolve() for d in result.files)

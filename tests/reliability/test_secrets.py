@@ -4,7 +4,7 @@ Secrets: the profile's bearer token (and a wrong one a user configured), the OAu
 secret and the access tokens the token endpoint hands out, and presigned URL signatures
 (``sig=<hmac>`` on the local server, like ``X-Amz-Signature`` on S3). With logging at DEBUG
 (httpx logs every URL it fetches), full syncs and failing syncs run three ways — the real
-command in subprocesses (``-vv``), the engine in-process, and Dagster materializations — and
+command in subprocesses (``-vv``), the syncer in-process, and Dagster materializations — and
 every text they leave is scanned: stdout, stderr, log records with their tracebacks,
 exception texts (with their chained causes), every row of the state store and every stored
 Dagster event. Controls prove the scan would see a secret if one were there. The same holds for
@@ -133,15 +133,15 @@ def test_no_secret_in_outputs_logs_exceptions_state_or_dagster_events(
     assert "HTTP 401" in "".join(texts) and "declared size" in "".join(texts), "the failures did not happen"
     assert "HTTP Request: GET" in "".join(texts), "DEBUG logging of requests was not on"
 
-    # 2. The engine in-process with every logger at DEBUG: records, results and exceptions.
+    # 2. The syncer in-process with every logger at DEBUG: records, results and exceptions.
     monkeypatch.setenv("SHARESYNC_RETRY_MAX_ATTEMPTS", "1")
     with debug_logs() as logs:
         for profile in (oauth, wrong):
             site.write_raw(site.raw_config(*specs, profile=profile))
             faults.drop_file_connection = profile == oauth  # downloads break half way: a failing sync
             site.commit("m", 1, seed=7)
-            engine = site.engine(load_config(site.config_file))
-            texts += _exception_texts(engine.sync_all())
+            syncer = site.syncer(load_config(site.config_file))
+            texts += _exception_texts(syncer.sync_all())
         faults.drop_file_connection = False
     texts += logs.texts
 
@@ -215,9 +215,9 @@ def test_no_storage_secret_in_outputs_logs_exceptions_state_or_dagster_events(
     # 2. In-process with every logger at DEBUG: records, results and exceptions.
     with debug_logs() as logs:
         for raw in (good, wrong):
-            engine = site.engine(load_config(site.write_raw(raw)))
-            texts += _exception_texts(engine.sync_all())
-            texts.append(repr(engine.config))
+            syncer = site.syncer(load_config(site.write_raw(raw)))
+            texts += _exception_texts(syncer.sync_all())
+            texts.append(repr(syncer.config))
     texts += logs.texts
 
     # 3. Dagster: a materialization that succeeds and one the store refuses.
@@ -274,13 +274,13 @@ def test_no_temporary_credential_in_logs_exceptions_state_staged_files_or_dagste
     texts: list[str] = []
     try:
         with debug_logs() as logs:
-            texts += _exception_texts(workspace.engine(config).sync_all())  # succeeds
+            texts += _exception_texts(workspace.syncer(config).sync_all())  # succeeds
             write_deltalake(
                 f"{base}/d", pa.table({"id": [4], "v": ["d"]}), mode="append", storage_options=store.options()
             )
             newest = [k for k in store.keys(f"{base}/d") if k.endswith(".parquet")]
             store.client("s3").delete_objects(Bucket=store.bucket, Delete={"Objects": [{"Key": k} for k in newest]})
-            failed = workspace.engine(config).sync_all()  # the files are gone: 404 from the store
+            failed = workspace.syncer(config).sync_all()  # the files are gone: 404 from the store
             assert failed[0].error is not None
             texts += _exception_texts(failed)
         texts += logs.texts

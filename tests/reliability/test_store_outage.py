@@ -10,7 +10,7 @@ guessed delay:
 * between the target commit and the checkpoint's compare-and-swap (``advance_checkpoint``);
 * as the succeeded run is closed (``finish_run``).
 
-The same engine then runs the next pass once the server is back (what ``sync --every`` does:
+The same syncer then runs the next pass once the server is back (what ``sync --every`` does:
 its pool's pre-ping replaces the cut connections). The real command is checked from outside:
 a store down at the start is exit 2 and one line, a store gone mid-pass exit 1 and no traceback.
 """
@@ -24,13 +24,13 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
+from support.faults import SharingServer
 from support.pg_server import Cluster, own_cluster
 from support.reliability import Expectation, Site, assert_at_checkpoint, assert_not_behind_checkpoint, kill, poll
 
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import RunStatus, StateStore, open_store
-from sharesync.state.database import database_for, dispose_engines, parse_url
-from sharesync.sync.server.runner import SharingServer
+from sharesync.state.database import database_for, dispose_databases, parse_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -64,7 +64,7 @@ def pg_site(
     site.close()
     if not server.running:
         server.start()
-    dispose_engines()
+    dispose_databases()
 
 
 class OutageStore(StateStore):
@@ -106,13 +106,13 @@ def test_store_gone_mid_pass_fails_cleanly_and_the_next_pass_converges(
     def progress(label: str, files: int) -> None:
         store.fire("download")
 
-    engine = site.engine(config, store=store, progress=progress)
-    [first] = engine.sync_all()
+    syncer = site.syncer(config, store=store, progress=progress)
+    [first] = syncer.sync_all()
     assert first.outcome is TableOutcome.SYNCED, first.error
     site.commit("t", 3, seed=7)
     store.moment = moment
 
-    [failed] = engine.sync_all()
+    [failed] = syncer.sync_all()
     assert store.fired, f"the pass never reached {moment}"
     assert failed.outcome is TableOutcome.FAILED
     assert failed.transient, failed.error
@@ -122,12 +122,12 @@ def test_store_gone_mid_pass_fails_cleanly_and_the_next_pass_converges(
     cluster.start()
     expect = Expectation("t", "merge")
     assert_not_behind_checkpoint(site, expect)  # never a checkpoint ahead of its target
-    [again] = engine.sync_all()  # the same engine and pool: no manual step
+    [again] = syncer.sync_all()  # the same syncer and pool: no manual step
     assert again.outcome in (TableOutcome.SYNCED, TableOutcome.UP_TO_DATE), again.error
     assert assert_at_checkpoint(site, expect) == site.version("t")
     # A run the outage kept from being closed stays 'running' until the table's next run closes it.
     site.commit("t", 1, seed=8)
-    [later] = engine.sync_all()
+    [later] = syncer.sync_all()
     assert later.outcome is TableOutcome.SYNCED, later.error
     assert assert_at_checkpoint(site, expect) == site.version("t")
     runs = site.store().runs_for(site.name("t"), limit=10)

@@ -17,9 +17,8 @@ from typing import Literal, cast
 import pytest
 from deltalake import DeltaTable
 from support.cli_runner import CliResult
+from support.faults import HISTORY_ERRORS, HistoryError
 from support.reliability import Expectation, Site, assert_at_checkpoint
-
-from sharesync.sync.server.faults import HISTORY_ERRORS, HistoryError
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from support.pg_server import Unavailable, drop_state_tables, postgres_database
 from support.state import FakeClock
 
 from sharesync.state import StateStore, open_store
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
@@ -37,7 +37,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/state/state.db"
     url: str = request.getfixturevalue("postgres_url")
-    dispose_engines()  # no pooled connection may keep seeing the dropped tables
+    dispose_databases()  # no pooled connection may keep seeing the dropped tables
     drop_state_tables(url)
     return url
 

@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 from support.state import read_only
 
 from sharesync.state import open_store
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 from sharesync.state.revisions import VERSION_TABLE
 from sharesync.sync.cli.main import main
 
@@ -102,7 +102,7 @@ def test_unknown_scheme_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_read_only_file_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     open_store(f"sqlite:///{path}")
-    dispose_engines()
+    dispose_databases()
     with read_only(path):
         code, _, err = sharesync(capsys, "db", "upgrade", "--url", f"sqlite:///{path}")
     assert code == 2 and "read-only" in one_error_line(err)

@@ -25,7 +25,7 @@ from support.pg_server import drop_state_tables
 from support.reliability import poll
 
 from sharesync.state import StateStore, open_store, this_process
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 
@@ -36,7 +36,7 @@ TESTS = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def pg_url(postgres_url: str) -> Iterator[str]:
-    dispose_engines()
+    dispose_databases()
     drop_state_tables(postgres_url)
     yield postgres_url
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from support.state import start_run
 
 from sharesync.state import current_revision, head_revision, open_store, upgrade
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 from sharesync.state.models import Base
 from sharesync.state.revisions import VERSION_TABLE
 from sharesync.sync.core.errors import LeaseHeld, StateSchemaTooNew
@@ -141,7 +141,7 @@ def test_schema_from_a_newer_sharesync_is_refused_without_writes(store_url: str,
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0042_from_the_future'"))
     engine.dispose()
-    dispose_engines()
+    dispose_databases()
     before = _dump(store_url)
     sqlite_file = Path(make_url(store_url).database or "") if store_url.startswith("sqlite") else None
     digest = hashlib.sha256(sqlite_file.read_bytes()).hexdigest() if sqlite_file else None
@@ -150,7 +150,7 @@ def test_schema_from_a_newer_sharesync_is_refused_without_writes(store_url: str,
         with pytest.raises(StateSchemaTooNew, match="'0042_from_the_future'.*newer sharesync.*nothing was written"):
             attempt()
 
-    dispose_engines()
+    dispose_databases()
     assert _dump(store_url) == before
     if sqlite_file is not None:
         assert hashlib.sha256(sqlite_file.read_bytes()).hexdigest() == digest

@@ -93,9 +93,9 @@ def test_read_only_sqlite_file_is_refused_with_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     url = f"sqlite:///{path}"
     open_store(url)
-    from sharesync.state.database import dispose_engines
+    from sharesync.state.database import dispose_databases
 
-    dispose_engines()
+    dispose_databases()
     with read_only(path), pytest.raises(StateStoreUnavailable, match="is read-only.*make it writable"):
         open_store(url)
 

@@ -67,9 +67,7 @@ def test_without_retention_nothing_is_deleted(store_url: str, clock: FakeClock) 
         store.prune_runs()
 
 
-def test_prune_runs_covers_every_table_and_status_still_has_each_last_outcome(
-    store_url: str, clock: FakeClock
-) -> None:
+def test_prune_runs_covers_every_table_and_status_still_has_each_last_outcome(store_url: str, clock: FakeClock) -> None:
     store = open_store(store_url, clock=clock)
     for name in ("s.b.a", "s.b.b"):
         for _ in range(3):
@@ -114,13 +112,13 @@ def test_db_prune_command(
 
 
 def test_a_pass_prunes_with_the_configs_retention(tmp_path: Path, clock: FakeClock) -> None:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.sync.core.config import parse_config
 
     url = f"sqlite:///{tmp_path}/state.db"
     ancient = open_store(url, clock=clock).record_failed_run("s.b.t", "long ago")
     config = parse_config({"profile": "p.share", "state_store": url, "run_history_days": 1}, base_dir=tmp_path)
-    with SyncEngine(config) as engine:
-        latest = engine.store.record_failed_run("s.b.t", "now")  # what a pass writes for a failed table
-        assert [r.id for r in engine.store.runs_for("s.b.t")] == [latest.id]
+    with Syncer(config) as syncer:
+        latest = syncer.resources.store.record_failed_run("s.b.t", "now")  # what a pass writes for a failed table
+        assert [r.id for r in syncer.resources.store.runs_for("s.b.t")] == [latest.id]
     assert ancient.id != latest.id

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from support.state import make_checkpoint, read_only
 
 from sharesync.state import head_revision, open_store, upgrade
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 from sharesync.state.revisions import VERSION_TABLE
 from sharesync.state.sqlite import read_checkpoints, sqlite_file
 
@@ -35,7 +35,7 @@ def _path(url: str) -> Path:
 
 
 def _set_revision(url: str, revision: str) -> None:
-    dispose_engines()
+    dispose_databases()
     with sqlite3.connect(_path(url)) as conn:
         conn.execute(f"UPDATE {VERSION_TABLE} SET version_num = ?", (revision,))
     conn.close()
@@ -85,7 +85,7 @@ def test_a_current_store_without_checkpoints_reads_as_empty(url: str) -> None:
 def test_reading_writes_nothing_and_does_not_wait_for_a_writer(url: str) -> None:
     store = open_store(url)
     store.advance_checkpoint(make_checkpoint("s.b.t", 3), expected_version=None)
-    dispose_engines()
+    dispose_databases()
     path = _path(url)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -130,7 +130,7 @@ def test_a_newer_schema_is_left_to_the_store_which_refuses_it(url: str) -> None:
 
 def test_a_store_without_a_version_row_is_left_to_the_store(url: str) -> None:
     open_store(url)
-    dispose_engines()
+    dispose_databases()
     with sqlite3.connect(_path(url)) as conn:
         conn.execute(f"DELETE FROM {VERSION_TABLE}")
     conn.close()
@@ -139,7 +139,7 @@ def test_a_store_without_a_version_row_is_left_to_the_store(url: str) -> None:
 
 def test_a_read_only_file_is_left_to_the_store_which_names_the_fix(url: str) -> None:
     open_store(url)
-    dispose_engines()
+    dispose_databases()
     with read_only(_path(url)):
         assert read_checkpoints(url) is None
 

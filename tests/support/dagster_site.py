@@ -19,8 +19,8 @@ from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.code_location import build_definitions
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.sync.core.config import SharesyncConfig, load_config
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, table_path
+from support.faults import SharingServer
 
 SHARE, SCHEMA = "dg", "sales"
 MERGE_TABLE = "orders"  # partitioned, keyed on id

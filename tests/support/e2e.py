@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import yaml
 
-from sharesync.pipelines.run.sync_pass import SyncEngine
+from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.state import StateStore
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.core.errors import StateStoreUnavailable
-from sharesync.sync.server.runner import SharingServer
+from support.faults import SharingServer
 from support.provider_tables import ProviderTables
 
 SHARE, SCHEMA = "e2e", "s"
@@ -54,7 +54,7 @@ class Workspace(ProviderTables):
         self.provider = server.root
         self.server = server
         self.config_file = root / "sharesync.yaml"
-        self._engines: list[SyncEngine] = []
+        self._syncers: list[Syncer] = []
         self._closers: list[Callable[[], None]] = []
 
     # -- recipient side (the provider side: ProviderTables)
@@ -86,10 +86,10 @@ class Workspace(ProviderTables):
         self.config_file.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
         return parse_config(raw, base_dir=self.root, source=str(self.config_file))
 
-    def engine(self, config: SharesyncConfig, **options: Any) -> SyncEngine:
-        engine = SyncEngine(config, **options)
-        self._engines.append(engine)
-        return engine
+    def syncer(self, config: SharesyncConfig, **options: Any) -> Syncer:
+        syncer = Syncer(config, **options)
+        self._syncers.append(syncer)
+        return syncer
 
     def counting_client(self, config: SharesyncConfig) -> tuple[Any, CountingTransport]:
         from sharesync.sync.protocol.client import SharingClient
@@ -103,8 +103,8 @@ class Workspace(ProviderTables):
         return client, transport
 
     def close(self) -> None:
-        for engine in self._engines:
-            engine.close()
+        for syncer in self._syncers:
+            syncer.close()
         for close in self._closers:
             close()
 

@@ -99,34 +99,50 @@ def write_direct_batch(
     return directory
 
 
+def net_as_staged(directory: Any, keys: Sequence[str]) -> Any:
+    """A batch written file by file (``write_batch``) as the stager leaves a merge batch: one netted
+    file, by the stager's own ``write_netted`` (it nets in memory as files arrive). A batch netted
+    already is left alone. Returns what the netted batch says of itself."""
+    from sharesync.sync.core.location import locate
+    from sharesync.sync.staging.netted import find_netted, spelled_keys
+    from sharesync.sync.staging.netting import write_netted
+
+    files, done = find_netted(directory, keys)
+    if done is not None:
+        return done
+    table = pa.concat_tables([pq.read_table(f.path, filesystem=f.filesystem) for f in files], promote_options="none")
+    for f in files:
+        f.delete()
+    return write_netted(table, spelled_keys(table.column_names, keys), locate(directory))
+
+
 def apply_merge(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    """What the run does for a merge batch (pipelines/run/apply.py): staging nets the batch,
-    then the merge job applies it and the target format counts what it committed. A batch
-    without keys goes straight to the job, which refuses it."""
-    from sharesync.pipelines.jobs.merge import apply_merge as merge_job
-    from sharesync.sync.staging.netting import net_staged_batch
+    """What the run does for a merge batch (pipelines/modes/merge/merge_mode.py): staging nets the batch
+    (here: :func:`net_as_staged`), then the merge job applies it and the target format counts what it
+    committed. A batch without keys goes straight to the job, which refuses it."""
+    from sharesync.pipelines.modes.merge.merge import apply_merge as merge_job
 
     keys = kwargs.get("keys")
     if keys and not isinstance(keys, str):
-        net_staged_batch(staged, keys)
+        net_as_staged(staged, keys)
     return _counted(merge_job(spark, staged, target, **kwargs))
 
 
 def apply_append(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    """The append job, its commits counted by the target format as the run counts them."""
-    from sharesync.pipelines.jobs.append import apply_append as append_job
+    """The append job, its commits counted by the target format as the strategy counts them."""
+    from sharesync.pipelines.modes.append.append import apply_append as append_job
 
     return _counted(append_job(spark, staged, target, **kwargs))
 
 
 def apply_snapshot(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    from sharesync.pipelines.jobs.snapshot import apply_snapshot as snapshot_job
+    from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot as snapshot_job
 
     return _counted(snapshot_job(spark, staged, target, **kwargs))
 
 
 def replace_target(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    from sharesync.pipelines.jobs.snapshot import replace_target as replace_job
+    from sharesync.pipelines.modes.snapshot.snapshot import replace_target as replace_job
 
     return _counted(replace_job(spark, staged, target, **kwargs))
 

@@ -211,9 +211,9 @@ def postgres_database() -> Iterator[str]:
         try:
             yield server.set(database=name).render_as_string(hide_password=False)
         finally:
-            from sharesync.state.database import dispose_engines
+            from sharesync.state.database import dispose_databases
 
-            dispose_engines()
+            dispose_databases()
             with psycopg.connect(_conninfo(server), autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -5,7 +5,7 @@
 
 * :class:`Site` — provider tables under ``tmp_path/provider`` served by a running local
   sharing server; ``config()`` writes ``sharesync.yaml`` (state store, staging and targets all
-  under ``tmp_path``); ``engine()`` builds an in-process engine; ``start_cli()`` /
+  under ``tmp_path``); ``syncer()`` builds an in-process syncer; ``start_cli()`` /
   ``run_cli()`` run ``sharesync`` as a real subprocess (what a scheduler or a user runs).
 * :class:`Expectation` — what an append target must hold (its bootstrap and restarts), so one
   check covers merge, append and snapshot tables: :func:`assert_at_checkpoint` (the target is
@@ -32,12 +32,12 @@ from typing import Any
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from sharesync.pipelines.run.sync_pass import SyncEngine
+from sharesync.pipelines.run.sync_pass import Syncer
 from sharesync.state import Checkpoint, StateStore, open_store
 from sharesync.sync.core.config import SharesyncConfig, parse_config
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import sample_rows
 from sharesync.sync.staging.batch import batch_dir
+from support.faults import SharingServer
 from support.provider_tables import ProviderTables
 from support.verify import (
     assert_append_target_matches,
@@ -96,7 +96,7 @@ class Site(ProviderTables):
         self.state_db = self.root / "state" / "state.db"
         self.state_url = self.state_url or f"sqlite:///{self.state_db}"
         self.staging = self.root / "staging"
-        self._engines: list[SyncEngine] = []
+        self._syncers: list[Syncer] = []
         self._closers: list[Callable[[], None]] = []
 
     # -- provider side (names, paths, tables and commits: ProviderTables)
@@ -145,10 +145,10 @@ class Site(ProviderTables):
         self.write_raw(raw)
         return parse_config(raw, base_dir=self.root, source=str(self.config_file))
 
-    def engine(self, config: SharesyncConfig, **options: Any) -> SyncEngine:
-        engine = SyncEngine(config, **options)
-        self._engines.append(engine)
-        return engine
+    def syncer(self, config: SharesyncConfig, **options: Any) -> Syncer:
+        syncer = Syncer(config, **options)
+        self._syncers.append(syncer)
+        return syncer
 
     def store(self) -> StateStore:
         return open_store(self.state_url)
@@ -162,8 +162,8 @@ class Site(ProviderTables):
         self._closers.append(closer)
 
     def close(self) -> None:
-        for engine in self._engines:
-            engine.close()
+        for syncer in self._syncers:
+            syncer.close()
         for closer in self._closers:
             closer()
 

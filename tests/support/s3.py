@@ -30,8 +30,8 @@ from typing import Any
 
 import httpx
 
-from sharesync.sync.server.runner import SharingServer
 from support.e2e import Workspace
+from support.faults import SharingServer
 
 BUCKET = "lake"
 REGION = "us-east-1"

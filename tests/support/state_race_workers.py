@@ -162,7 +162,7 @@ def open_close_rounds(url: str, process: int, rounds: int, barrier: Barrier, res
     close every connection, as a process that ends does (the last one out cleans up the WAL)."""
 
     def body() -> None:
-        from sharesync.state.database import dispose_engines
+        from sharesync.state.database import dispose_databases
         from sharesync.state.sqlite import read_checkpoints
 
         name = f"s.b.p{process}"
@@ -179,7 +179,7 @@ def open_close_rounds(url: str, process: int, rounds: int, barrier: Barrier, res
                 )
                 store.finish_run(run_id, RunStatus.SUCCEEDED)
             store.latest_runs()
-            dispose_engines()
+            dispose_databases()
         results.put(("done", process, rounds))
 
     _guarded(results, barrier, process, body)

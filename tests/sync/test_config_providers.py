@@ -83,7 +83,6 @@ def test_token_expiry_warnings_name_each_provider(tmp_path: Path) -> None:
     is unreadable); the one-provider wording is unchanged."""
     import json
     from datetime import UTC, datetime, timedelta
-    from types import SimpleNamespace
 
     from sharesync.pipelines.run.status import token_warnings
 
@@ -97,12 +96,12 @@ def test_token_expiry_warnings_name_each_provider(tmp_path: Path) -> None:
         "profile": profile("v.share", 3),
         "providers": {"p": {"profile": profile("p.share", 30)}, "gone": {"profile": "missing.share"}},
     }
-    warnings = token_warnings(SimpleNamespace(config=parse_config(raw, base_dir=tmp_path)))  # type: ignore[arg-type]
+    warnings = token_warnings(parse_config(raw, base_dir=tmp_path))
     assert len(warnings) == 2
     assert warnings[0].startswith("provider 'default': the profile's token expires at ")
     assert warnings[1].startswith("provider 'gone': profile file ")
     alone = parse_config({"profile": profile("v.share", 3)}, base_dir=tmp_path)
-    [only] = token_warnings(SimpleNamespace(config=alone))  # type: ignore[arg-type]
+    [only] = token_warnings(alone)
     assert only.startswith("the profile's token expires at ") and "t0k3n" not in only
 
 

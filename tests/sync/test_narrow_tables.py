@@ -19,14 +19,16 @@ from sharesync.sync.cli.fit import Col, Kind, fitted_table
 LONG = "a_rather_long_share_name.with_a_long_schema_name.and_the_longest_table_name_of_all"
 
 RESULTS = f"""
-from sharesync.pipelines.run.results import BatchKind, BatchResult, TableOutcome, TableSyncResult, TargetChanges
+from sharesync.pipelines.modes.merge.merge_mode import MergeChanges
+from sharesync.pipelines.run.results import BatchKind, BatchResult, TableOutcome, TableSyncResult
 from sharesync.sync.cli.rendering import print_results
 from sharesync.state import RunStats
 from sharesync.sync.core.table_config import Mode
 
-changes = TargetChanges(Mode.MERGE, inserted=12345678, updated=2345678, deleted=345678)
-batch = BatchResult(BatchKind.CHANGES, 1234567890, 1234567899, RunStats(files_downloaded=987654,
-                    bytes_downloaded=123456789012), changes, 4321.5)
+changes = MergeChanges(inserted=12345678, updated=2345678, deleted=345678)
+batch = BatchResult(kind=BatchKind.CHANGES, start_version=1234567890, end_version=1234567899,
+                    stats=RunStats(files_downloaded=987654, bytes_downloaded=123456789012), changes=changes,
+                    seconds=4321.5)
 print_results([
     TableSyncResult("{LONG}", Mode.MERGE, TableOutcome.SYNCED, 1234567899, 1234567899, (batch,), seconds=4321.5),
     TableSyncResult("s.s.gone", Mode.APPEND, TableOutcome.REMOVED, 7, None),

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
 from sharesync.sync.staging.netted import NETTED_FILE, read_netted
-from sharesync.sync.staging.netting import net_staged_batch, net_table, write_netted
+from sharesync.sync.staging.netting import net_table, write_netted
 
 RANK = {"insert": 0, "update_postimage": 0, "delete": 1, "update_preimage": 2}
 
@@ -87,7 +87,7 @@ def test_netting_matches_the_reference_rule(rows: list[tuple[int | None, int, st
     }
 
 
-def test_composite_keys_and_the_staged_directory(tmp_path: Path) -> None:
+def test_composite_keys_and_the_netted_file(tmp_path: Path) -> None:
     table = pa.table(
         {
             "a": pa.array([1, 1, 1, None, None], pa.int64()),
@@ -96,41 +96,26 @@ def test_composite_keys_and_the_staged_directory(tmp_path: Path) -> None:
             "_commit_version": pa.array([1, 2, 1, 1, 3], pa.int64()),
         }
     )
-    pq.write_table(table.slice(0, 2), tmp_path / "part-1.parquet")
-    pq.write_table(table.slice(2), tmp_path / "part-2.parquet")
-    result = net_staged_batch(tmp_path, ["a", "b"])
+    result = write_netted(table, ["a", "b"], tmp_path)
     assert (result.rows_before, result.rows_after, result.null_keys) == (5, 3, True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [NETTED_FILE]
     rows = pq.read_table(tmp_path / NETTED_FILE).to_pylist()
     assert {(r["a"], r["b"], r["_commit_version"]) for r in rows} == {(1, "x", 2), (1, "y", 1), (None, None, 3)}
-
-
-def test_a_batch_netted_by_the_stager_is_not_netted_again(tmp_path: Path) -> None:
-    rows = [(1, 1, "insert", "a"), (1, 2, "update_postimage", "b"), (2, 1, "insert", "c"), (None, 1, "insert", "d")]
-    written = write_netted(batch(rows), ["id"], tmp_path)
-    assert (written.rows_before, written.rows_after, written.null_keys) == (4, 3, True)
-    stamp = (tmp_path / NETTED_FILE).stat().st_mtime_ns
-
-    again = net_staged_batch(tmp_path, ["id"])
-    assert again == written  # read from the file's own record: the row count before netting survives
-    assert (tmp_path / NETTED_FILE).stat().st_mtime_ns == stamp
-
-
-def test_a_file_named_like_a_netted_batch_but_without_its_record_is_netted(tmp_path: Path) -> None:
-    pq.write_table(batch([(1, 1, "insert", "a"), (1, 2, "delete", "a")]), tmp_path / NETTED_FILE)
-    result = net_staged_batch(tmp_path, ["id"])
-    assert (result.rows_before, result.rows_after) == (2, 1)
-    assert pq.read_table(tmp_path / NETTED_FILE).column("_change_type").to_pylist() == ["delete"]
+    assert read_netted(tmp_path, ["a", "b"]) == result  # read from the file's own record: the rows before netting
 
 
 def test_the_job_side_only_reads_a_netted_batch_and_refuses_one_not_netted(tmp_path: Path) -> None:
     pq.write_table(batch([(1, 1, "insert", "a"), (1, 2, "delete", "a")]), tmp_path / "part-0.parquet")
-    with pytest.raises(SyncError, match="not netted per key; net it"):
+    with pytest.raises(SyncError, match="not netted per key; stage it with net_keys"):
         read_netted(tmp_path, ["id"])
     assert [p.name for p in tmp_path.iterdir()] == ["part-0.parquet"]  # nothing written by reading
+    pq.write_table(batch([(1, 1, "insert", "a")]), tmp_path / "part-0.parquet")
+    (tmp_path / "part-0.parquet").rename(tmp_path / NETTED_FILE)  # named like one, without its record
+    with pytest.raises(SyncError, match="not netted per key"):
+        read_netted(tmp_path, ["id"])
 
-    netted = net_staged_batch(tmp_path, ["ID"])  # configured keys match the batch's columns case-insensitively
-    assert read_netted(tmp_path, ["ID"]) == netted
+    netted = write_netted(batch([(1, 1, "insert", "a"), (1, 2, "delete", "a")]), ["id"], tmp_path)
+    assert read_netted(tmp_path, ["ID"]) == netted  # configured keys match the batch's columns case-insensitively
     assert (netted.rows_before, netted.rows_after) == (2, 1)
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pyarrow as pa
 import yaml
 from deltalake import DeltaTable, write_deltalake
+from support.faults import SharingServer
 
 from sharesync.state import Checkpoint, open_store
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 from sharesync.sync.core.config import ENV_OVERRIDES, load_config
-from sharesync.sync.server.runner import SharingServer
 
 # Imported by a pass that has something to do, never by one that has not.
 HEAVY = ("sqlalchemy", "alembic", "pydantic_settings", "pyarrow", "deltalake", "pyspark", "pysail", "dagster")
@@ -72,7 +72,7 @@ def test_a_pass_with_nothing_new_imports_nothing_heavy(sharing_server: SharingSe
             target_mode=table.mode.value,
         )
         store.advance_checkpoint(checkpoint, expected_version=None)
-    dispose_engines()
+    dispose_databases()
     env = {key: value for key, value in os.environ.items() if key not in ENV_OVERRIDES.values()}
 
     done = subprocess.run(

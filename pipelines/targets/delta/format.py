@@ -6,7 +6,7 @@ the :attr:`writer` the jobs use); this class only gathers them behind the port.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -86,8 +86,8 @@ class DeltaFormat:
     def current_rows(self, target: Location) -> int:
         return history_rows.current_rows(target)
 
-    def discard(self, target: Location) -> Discarded | None:
-        return discard.discard_target(target)
+    def discard(self, target: Location, *, held: Callable[[Sequence[str]], str]) -> Discarded | None:
+        return discard.discard_target(target, held=held)
 
 
 DELTA: TargetFormat = DeltaFormat()

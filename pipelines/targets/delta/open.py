@@ -2,7 +2,7 @@
 
 Every reader of a target — identity, statistics, history, commit metrics, checks, ``verify`` —
 opens it here, from a :class:`~sharesync.sync.core.location.Location` located with the config's
-``storage:`` settings (:class:`sharesync.pipelines.jobs.runtime.Runtime`), so no reader can reach
+``storage:`` settings (:meth:`sharesync.pipelines.run.pass_resources.PassResources.locate`), so no reader can reach
 an object store with other settings than the engine writes with.
 """
 

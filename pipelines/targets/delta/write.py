@@ -1,6 +1,7 @@
 """The Delta target as the Spark jobs write it: the format's :class:`~sharesync.pipelines.targets.port.TargetWriter`.
 
-The one place a job's write spells ``format("delta")`` and Delta's table properties. The checks
+The one place a job's write spells ``format("delta")`` and Delta's table properties, and so the one
+place a DataFrame write takes its stale-writer fencing number (:func:`~sharesync.pipelines.targets.delta.fencing.fenced`). The checks
 before any write read with ``deltalake`` alone (:mod:`sharesync.pipelines.targets.delta.preflight`);
 a breaking schema change is refused here with :class:`SchemaIncompatible` before anything is written.
 
@@ -17,6 +18,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.targets.delta.fencing import fenced
 from sharesync.pipelines.targets.delta.open import open_target
 from sharesync.pipelines.targets.delta.preflight import DELETION_VECTORS_PROPERTY, inspect_target
 from sharesync.pipelines.targets.delta.stats import row_count
@@ -66,7 +68,7 @@ class DeltaWriter:
         writer = recorded(df.write.format("delta").mode(mode), record)
         if schema != "keep":
             writer = writer.option("overwriteSchema" if schema == "replace" else "mergeSchema", "true")
-        writer.save(target.uri)
+        fenced(writer).save(target.uri)
 
     def create(self, df: DataFrame, target: Location, *, rows: int, record: str | None = None) -> Written[ApplyStats]:
         """The first write creates the table; the default save mode fails if one appeared meanwhile.
@@ -75,7 +77,7 @@ class DeltaWriter:
         tables (Databricks does) would otherwise create a target the next MERGE cannot update.
         """
         writer = recorded(df.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false"), record)
-        writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(df.schema))).save(target.uri)
+        fenced(writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(df.schema)))).save(target.uri)
         return Written(ApplyStats(rows), target, None, Tally.WRITTEN)
 
     def register(self, spark: SparkSession, target: Location) -> str:

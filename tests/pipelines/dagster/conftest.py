@@ -21,8 +21,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from support.dagster_site import APPEND_TABLE, MERGE_TABLE, SCHEMA, SHARE, Site
+from support.faults import SharingServer
 
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, create_sample_table, table_path
 
 

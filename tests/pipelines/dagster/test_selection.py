@@ -16,10 +16,10 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 from support.dagster_site import SCHEMA, SHARE, Site, materialize
+from support.faults import SharingServer
 
 from sharesync.pipelines.dagster.code_location import load_definitions
 from sharesync.pipelines.dagster.sensors import SENSOR_NAME
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import create_sample_table, table_path
 
 pytestmark = pytest.mark.slow  # materializes through the engine

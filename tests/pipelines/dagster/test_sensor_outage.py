@@ -17,7 +17,7 @@ from support.dagster_site import Site
 from support.pg_server import Cluster, own_cluster
 
 from sharesync.pipelines.dagster.sensors import SENSOR_NAME
-from sharesync.state.database import dispose_engines
+from sharesync.state.database import dispose_databases
 
 pytestmark = pytest.mark.postgres
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.postgres
 def cluster() -> Iterator[tuple[Cluster, str]]:
     with own_cluster() as made:  # never a skip: a cluster that cannot start fails the tests
         yield made
-    dispose_engines()
+    dispose_databases()
 
 
 def _tick(defs: dg.Definitions, cursor: str | None) -> dg.SensorResult:

@@ -13,7 +13,7 @@ import pytest
 
 from sharesync.sync.core.errors import UnsafeUrl
 from sharesync.sync.protocol.addresses import FileUrlPolicy, non_public_kind
-from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.download import Downloader, DownloadOptions
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import File
 
@@ -114,7 +114,7 @@ def test_a_refused_url_is_never_requested_nor_retried(tmp_path: Path) -> None:
         sent.append(request.url)
         return httpx.Response(200, content=b"PAR1")
 
-    downloader = Downloader(tmp_path, policy=POLICY, transport=httpx.MockTransport(storage), retry=RetryPolicy())
+    downloader = Downloader(tmp_path, policy=POLICY, options=DownloadOptions(transport=httpx.MockTransport(storage), retry=RetryPolicy()))
     with pytest.raises(UnsafeUrl, match="download file f1 .*169.254.169.254:80, a link-local address"):
         downloader.download([_file("http://169.254.169.254/latest/meta-data/")])
     assert sent == [] and list(tmp_path.iterdir()) == []
@@ -127,7 +127,7 @@ def test_a_redirect_to_a_refused_address_is_not_followed(tmp_path: Path) -> None
         sent.append(request.url)
         return httpx.Response(302, headers={"Location": "http://127.0.0.1:9999/admin"})
 
-    downloader = Downloader(tmp_path, policy=POLICY, transport=httpx.MockTransport(storage), retry=RetryPolicy())
+    downloader = Downloader(tmp_path, policy=POLICY, options=DownloadOptions(transport=httpx.MockTransport(storage), retry=RetryPolicy()))
     with pytest.raises(UnsafeUrl, match="a redirect of one.*127.0.0.1:9999, a loopback address"):
         downloader.download([_file("https://bucket.s3.amazonaws.com/a.parquet?X-Amz-Signature=s")])
     assert [str(u) for u in sent] == ["https://bucket.s3.amazonaws.com/a.parquet?X-Amz-Signature=s"]
@@ -138,7 +138,7 @@ def test_with_the_setting_a_private_storage_address_is_fetched(tmp_path: Path) -
         return httpx.Response(200, content=b"PAR1")
 
     trusting = FileUrlPolicy(PROVIDER, allow_private=True)
-    downloader = Downloader(tmp_path, policy=trusting, transport=httpx.MockTransport(storage))
+    downloader = Downloader(tmp_path, policy=trusting, options=DownloadOptions(transport=httpx.MockTransport(storage)))
     result = downloader.download([_file("http://10.1.2.3:9000/bucket/a.parquet")])
     assert result.files[0].path.read_bytes() == b"PAR1"
 

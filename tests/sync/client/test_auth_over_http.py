@@ -13,12 +13,12 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import TransportError, Unauthorized
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile, parse_profile
 from sharesync.sync.protocol.retry import RetryPolicy
-from sharesync.sync.server.runner import SharingServer
 
 from .loopback import Loopback, Reply, Seen
 

@@ -139,10 +139,10 @@ def test_a_pass_syncs_one_table_per_cpu_at_most_eight_unless_told(
 
 def test_a_pass_shares_the_budget_its_config_sets(tmp_path: Path) -> None:
     """``defaults.max_concurrent_downloads`` and ``max_staged_megabytes`` bound every table of a pass."""
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.sync.core.config import parse_config
 
     limits = {"max_concurrent_downloads": 3, "max_staged_megabytes": 5}
-    engine = SyncEngine(parse_config({"profile": "p.share", "defaults": limits}, base_dir=tmp_path))
-    assert (engine.budget.max_downloads, engine.budget.max_bytes) == (3, 5 * 2**20)
-    assert engine.budget is engine.budget  # one for the whole pass, not one per table
+    syncer = Syncer(parse_config({"profile": "p.share", "defaults": limits}, base_dir=tmp_path))
+    assert (syncer.resources.budget.max_downloads, syncer.resources.budget.max_bytes) == (3, 5 * 2**20)
+    assert syncer.resources.budget is syncer.resources.budget  # one for the whole pass, not one per table

@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 from support.tls import make_tls_files
 
 from sharesync.sync.core.errors import ConfigError, UnsafeUrl
 from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.download import Downloader, DownloadOptions
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.retry import RetryPolicy
-from sharesync.sync.server.runner import SharingServer
 
 TABLE = "samples.all_types.partitioned"
 ONCE = RetryPolicy(max_attempts=1)
@@ -72,7 +72,7 @@ def test_a_name_resolving_to_a_non_public_address_is_refused_before_connecting(
     resolver = FakeResolver({"files.example.com": addresses})
     with SharingClient(load_profile(sharing_server.profile_path), retry=ONCE) as client:  # type: ignore[arg-type]
         files = list(client.query(TABLE).files)[:2]
-        downloader = Downloader(tmp_path, policy=client.file_url_policy, retry=ONCE, resolver=resolver)
+        downloader = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=ONCE, resolver=resolver))
     assert client.file_url_policy.refusal(files[0].url) is None, "the URL as written must pass: the test proves nothing"
 
     with pytest.raises(UnsafeUrl) as caught:
@@ -95,7 +95,7 @@ def test_allow_private_file_urls_connects_to_the_resolved_address(
     profile = load_profile(sharing_server.profile_path)  # type: ignore[arg-type]
     with SharingClient(profile, retry=ONCE, allow_private_file_urls=True) as client:
         files = list(client.query(TABLE).files)[:1]
-        result = Downloader(tmp_path, policy=client.file_url_policy, retry=ONCE, resolver=resolver).download(files)
+        result = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=ONCE, resolver=resolver)).download(files)
     assert [d.path.stat().st_size for d in result.files] == [files[0].size]
     assert resolver.asked == [("files.sharesync.test", sharing_server.port)]
 
@@ -118,7 +118,7 @@ def _download_from(host: str, server: SharingServer, ca: Path, tmp_path: Path) -
     with SharingClient(load_profile(server.profile_path), retry=ONCE, ca_bundle=ca) as client:  # type: ignore[arg-type]
         files = list(client.query(TABLE).files)[:1]
     policy = FileUrlPolicy(f"{origin}/delta-sharing")  # a provider at a host name, serving its own files
-    Downloader(tmp_path, policy=policy, retry=ONCE, ca_bundle=ca, resolver=resolver).download(files)
+    Downloader(tmp_path, policy=policy, options=DownloadOptions(retry=ONCE, ca_bundle=ca, resolver=resolver)).download(files)
     return resolver
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from deltalake import DeltaTable
+from support.faults import SharingServer
 
 from sharesync.sync.cli.main import cli
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import build_feature_provider, create_sample_table, table_path
 
 

@@ -14,7 +14,14 @@ import pytest
 from sharesync.sync.core.errors import DownloadError, NotFound, TransportError, UrlExpired
 from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import DownloadedFile, Downloader, ProgressUpdate, staged_name
+from sharesync.sync.protocol.download import (
+    MAX_REFRESHES_PER_FILE,
+    DownloadedFile,
+    Downloader,
+    DownloadOptions,
+    ProgressUpdate,
+    staged_name,
+)
 from sharesync.sync.protocol.refresh import RefreshTokenRefresher, RequeryRefresher, refresher_for
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import AddFile, CdfFile, DataFile, File, RemoveFile
@@ -81,7 +88,8 @@ class Refresher:
 def downloader(tmp_path: Path, retry: RetryPolicy) -> Callable[..., Downloader]:
     def make(storage: Storage, **kwargs: Any) -> Downloader:
         kwargs.setdefault("retry", retry)
-        return Downloader(tmp_path / "staging", policy=STORAGE, transport=httpx.MockTransport(storage), clock=lambda: NOW, **kwargs)
+        options = DownloadOptions(transport=httpx.MockTransport(storage), clock=lambda: NOW, **kwargs)
+        return Downloader(tmp_path / "staging", policy=STORAGE, options=options)
 
     return make
 
@@ -168,7 +176,7 @@ def test_urls_about_to_expire_are_refreshed_before_use(tmp_path: Path, retry: Re
     refresher = Refresher(storage, files)
     # received at NOW with 30 s to live; 25 s later less than a quarter of that lifetime is left
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times))
+    d = Downloader(tmp_path, policy=STORAGE, options=DownloadOptions(transport=httpx.MockTransport(storage), retry=retry, concurrency=1, clock=lambda: next(times)))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1
     assert "a@0" not in storage.requests  # never tried the URL that was about to expire
@@ -184,7 +192,7 @@ def test_the_answers_min_url_expiration_bounds_every_url(
     files = [make_file("a", 10, expires=own_expiry)]
     refresher = Refresher(storage, files, min_url_expiration_ms=int((NOW + 30) * 1000))
     times = iter([NOW] + [NOW + 25] * 100)
-    d = Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times))
+    d = Downloader(tmp_path, policy=STORAGE, options=DownloadOptions(transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)))
     d.download(files, refresher=refresher)
     assert refresher.calls == 1 and storage.requests == ["a@1"]  # renewed before the bound, not after a 403
 
@@ -194,7 +202,7 @@ def test_without_a_bound_a_long_lived_url_is_used_as_is(tmp_path: Path, retry: R
     files = [make_file("a", 10, expires=NOW + 3600)]
     refresher = Refresher(storage, files)
     times = iter([NOW] + [NOW + 25] * 100)
-    Downloader(tmp_path, policy=STORAGE, transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times)).download(
+    Downloader(tmp_path, policy=STORAGE, options=DownloadOptions(transport=httpx.MockTransport(storage), retry=retry, clock=lambda: next(times))).download(
         files, refresher=refresher
     )
     assert refresher.calls == 0 and storage.requests == ["a@0"]
@@ -212,8 +220,8 @@ def test_refreshing_does_not_loop_forever(downloader: Callable[..., Downloader])
 
     refresher.refresh = stubborn  # type: ignore[method-assign]
     with pytest.raises(UrlExpired):
-        downloader(storage, max_refreshes_per_file=2).download(files, refresher=refresher)
-    assert refresher.calls == 2 and storage.valid_gen == storage_gen
+        downloader(storage).download(files, refresher=refresher)
+    assert refresher.calls == MAX_REFRESHES_PER_FILE and storage.valid_gen == storage_gen
 
 
 def test_hook_runs_in_a_worker_thread_as_files_complete(downloader: Callable[..., Downloader]) -> None:

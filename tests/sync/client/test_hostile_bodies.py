@@ -17,7 +17,7 @@ import pytest
 from sharesync.sync.core.errors import DownloadError, ProtocolViolation
 from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.download import Downloader, DownloadOptions
 from sharesync.sync.protocol.ndjson import MAX_LINE_BYTES
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.wire import File
@@ -72,8 +72,7 @@ def test_a_compressed_bomb_is_stopped_at_the_declared_size(tmp_path: Path) -> No
         return httpx.Response(200, headers={"Content-Encoding": "gzip"}, stream=bomb)  # compressed anyway
 
     declared = 100_000
-    downloader = Downloader(tmp_path, policy=FileUrlPolicy("https://sharing.example/ds"), chunk_size=64 * 1024,
-                            transport=httpx.MockTransport(storage), retry=RetryPolicy(max_attempts=1))  # fmt: skip
+    downloader = Downloader(tmp_path, policy=FileUrlPolicy("https://sharing.example/ds"), options=DownloadOptions(chunk_size=64 * 1024, transport=httpx.MockTransport(storage), retry=RetryPolicy(max_attempts=1)))  # fmt: skip
     with pytest.raises(DownloadError, match="longer than the declared size; stopped"):
         downloader.download([File(url="https://bucket.example/bomb", id="bomb", size=declared)])
     assert asked == ["identity"]  # sharesync never asks for a compressed body

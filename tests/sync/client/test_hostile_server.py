@@ -1,4 +1,4 @@
-"""The local server playing a hostile provider (``sharesync.sync.server.hostile``), met by the real client.
+"""The local server playing a hostile provider (``tests/support/faults/hostile.py``), met by the real client.
 
 Every byte travels over loopback HTTP: the knobs rewrite what the server sends, and the client
 must refuse what cannot be applied (a repeated file action, file URLs aimed at another port),
@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.faults import SharingServer
 from support.monotonic import FakeClock
 
 from sharesync.sync.core.errors import ProtocolViolation, SlowTransfer, TransportError, UnsafeUrl
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.download import Downloader, DownloadOptions
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.transport import Timeouts
-from sharesync.sync.server.runner import SharingServer
 
 from .loopback import Loopback, Reply
 
@@ -80,7 +80,7 @@ def test_file_urls_aimed_at_another_loopback_port_are_never_requested(
         sharing_server.faults.file_url_origin = metadata.url  # stands for http://169.254.169.254
         result = client.query(TABLE)
         assert all(f.url.startswith(metadata.url + "/") for f in result.files)
-        downloader = Downloader(tmp_path, policy=client.file_url_policy, retry=ONCE)
+        downloader = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=ONCE))
         with pytest.raises(UnsafeUrl, match=r"refused the file URL the provider gave: it points at 127\.0\.0\.1:\d+"):
             downloader.download(list(result.files))
         assert metadata.seen == []
@@ -100,7 +100,7 @@ def test_a_file_that_drips_is_cut_off_at_its_deadline(
 ) -> None:
     files = list(client.query(TABLE).files)[:1]
     sharing_server.faults.drip_seconds = 0.01
-    downloader = Downloader(tmp_path, policy=client.file_url_policy, retry=ONCE, timeouts=IMPATIENT)
+    downloader = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=ONCE, timeouts=IMPATIENT))
     deadline = IMPATIENT.download_deadline(files[0].size)
     with pytest.raises(TransportError, match=f"not complete after {deadline:.3g} s; the storage is stalled"):
         downloader.download(files)
@@ -127,9 +127,7 @@ def test_a_file_under_the_rate_floor_is_abandoned_and_not_retried(
     clock = FakeClock()
     with SharingClient(load_profile(sharing_server.profile_path), retry=ONCE) as client:
         files = list(client.query(TABLE).files)[:1]
-        downloader = Downloader(
-            tmp_path, policy=client.file_url_policy, retry=patient(clock), timeouts=FLOORED, provider="partner"
-        )
+        downloader = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=patient(clock), timeouts=FLOORED, provider="partner"))
     sharing_server.faults.drip_seconds = DRIP
     with pytest.raises(SlowTransfer, match=r"^download file .*: the file storage of provider partner sent the answer"):
         downloader.download(files)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import (
     HistoryUnavailable,
@@ -20,13 +21,12 @@ from sharesync.sync.core.errors import (
     Unauthorized,
 )
 from sharesync.sync.protocol.client import ChangesResult, SharingClient
-from sharesync.sync.protocol.download import Downloader, ProgressUpdate
+from sharesync.sync.protocol.download import Downloader, DownloadOptions, ProgressUpdate
 from sharesync.sync.protocol.profile import load_profile, parse_profile
 from sharesync.sync.protocol.refresh import RefreshTokenRefresher, refresher_for
 from sharesync.sync.protocol.retry import RetryPolicy
 from sharesync.sync.protocol.transport import Timeouts
 from sharesync.sync.protocol.wire import AddFile, CdfFile, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, create_sample_table, sample_rows
 
 pytestmark = pytest.mark.timeout(60)
@@ -160,7 +160,7 @@ def _expected_changes(path: Path, end: int) -> Counter[tuple[int, str]]:
 
 
 def _downloaded_changes(client: SharingClient, result: ChangesResult, staging: Path) -> Counter[tuple[int, str]]:
-    downloaded = Downloader(staging, policy=client.file_url_policy, concurrency=4, retry=FAST).download(list(result.files))
+    downloaded = Downloader(staging, policy=client.file_url_policy, options=DownloadOptions(concurrency=4, retry=FAST)).download(list(result.files))
     counts: Counter[tuple[int, str]] = Counter()
     for item in downloaded.files:
         f = item.file
@@ -246,7 +246,7 @@ def test_an_expired_url_is_refreshed_mid_download(client: SharingClient, sharing
         if update.files_done == 1 and update.advance == 0:
             sharing_server.clock.advance(30)  # every URL handed out so far is now stale
 
-    downloaded = Downloader(tmp_path, policy=client.file_url_policy, concurrency=1, retry=FAST).download(
+    downloaded = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(concurrency=1, retry=FAST)).download(
         list(result.files), refresher=refresher_for(client, result), progress=after_first_file
     )
     assert downloaded.stats.url_refreshes == 1 and downloaded.stats.files == len(result.files)
@@ -260,7 +260,7 @@ def test_urls_expiring_in_real_time_with_a_slow_store(client: SharingClient, sha
     result = client.changes(PARTITIONED, starting_version=1, ending_version=2)
     files = list(result.files)[:3]
     assert len(files) >= 2  # served one after another, 0.8 s each: the second URL is stale by then
-    downloaded = Downloader(tmp_path, policy=client.file_url_policy, concurrency=1, retry=FAST).download(files, refresher=refresher_for(client, result))
+    downloaded = Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(concurrency=1, retry=FAST)).download(files, refresher=refresher_for(client, result))
     assert downloaded.stats.url_refreshes >= 1 and downloaded.stats.files == len(files)
 
 
@@ -270,9 +270,9 @@ def test_wrong_sizes_from_the_store_are_caught(client: SharingClient, sharing_se
     result = client.query(PARTITIONED)
     sharing_server.faults.file_size_delta = 7
     with pytest.raises(DownloadError, match="longer than the declared size"):
-        Downloader(tmp_path, policy=client.file_url_policy, retry=FAST).download(list(result.files)[:1])
+        Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=FAST)).download(list(result.files)[:1])
     sharing_server.faults.file_size_delta = -7
     with pytest.raises(DownloadError, match="the server declared"):
-        Downloader(tmp_path, policy=client.file_url_policy, retry=FAST).download(list(result.files)[:1])
+        Downloader(tmp_path, policy=client.file_url_policy, options=DownloadOptions(retry=FAST)).download(list(result.files)[:1])
     assert not [p for p in tmp_path.iterdir() if p.suffix in (".parquet", ".part")]
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from support.faults import SharingServer
 
 from sharesync.sync.cli.main import cli
 from sharesync.sync.core.provider_text import TEXT_CHARS, bounded_properties, one_line
 from sharesync.sync.core.redact import register_secret
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import create_sample_table, table_path
 
 HOSTILE = "Orders\nerror: forged line \x1b[31mred\x1b[0m [bold]markup[/bold] \u202eevil\u202c " + "x" * 900

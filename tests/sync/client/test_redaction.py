@@ -8,14 +8,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import SharesyncError, UrlExpired
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.download import Downloader, DownloadOptions
 from sharesync.sync.protocol.profile import load_profile, parse_profile
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.retry import RetryPolicy
-from sharesync.sync.server.runner import SharingServer
 
 FAST = RetryPolicy(max_attempts=3, total_seconds=5.0, initial_backoff=0.01, max_backoff=0.02)
 TABLE = "samples.all_types.partitioned"
@@ -53,7 +53,7 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
         fresh = client.query(TABLE)
         urls += [f.url for f in fresh.files]
         sharing_server.clock.advance(60)
-        done = Downloader(tmp_path / "a", policy=client.file_url_policy, retry=FAST).download(
+        done = Downloader(tmp_path / "a", policy=client.file_url_policy, options=DownloadOptions(retry=FAST)).download(
             list(fresh.files), refresher=refresher_for(client, fresh)
         )
         assert done.stats.url_refreshes == 1
@@ -61,7 +61,7 @@ def test_tokens_and_signatures_never_reach_logs_or_messages(
         urls += [f.url for f in stale.files]
         sharing_server.clock.advance(60)
         with pytest.raises(UrlExpired) as expired:
-            Downloader(tmp_path / "b", policy=client.file_url_policy, retry=FAST).download(list(stale.files))
+            Downloader(tmp_path / "b", policy=client.file_url_policy, options=DownloadOptions(retry=FAST)).download(list(stale.files))
         messages += [str(expired.value), "".join(traceback.format_exception(expired.value))]
 
         # failures: unknown table, retried 503s, truncated then broken streams

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import VersionMismatch
 from sharesync.sync.core.timestamps import from_millis
@@ -19,7 +20,6 @@ from sharesync.sync.protocol.asyncquery import Submission
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.retry import PollPolicy, RetryPolicy
-from sharesync.sync.server.runner import SharingServer
 
 TABLE = "samples.all_types.partitioned"
 

@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support.faults import SharingServer
 from support.feature_tables import read_source
 
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import enable_change_data_feed
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.files import StageLayout

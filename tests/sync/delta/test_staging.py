@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support.faults import SharingServer
 from support.feature_tables import commit, create_source, latest_version, read_source, z85_encode
 
 from sharesync.sync.core.changefeed import ChangeType
@@ -34,11 +35,10 @@ from sharesync.sync.predicates import parse_where
 from sharesync.sync.protocol.addresses import FileUrlPolicy
 from sharesync.sync.protocol.changes import select_change_files, snapshot_files
 from sharesync.sync.protocol.client import SharingClient
-from sharesync.sync.protocol.download import Downloader
+from sharesync.sync.protocol.download import Downloader, DownloadOptions
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.refresh import refresher_for
 from sharesync.sync.protocol.wire import AddFile, File, Metadata, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.deletions import load_deletion_vectors
 from sharesync.sync.staging.files import StageLayout
@@ -123,7 +123,7 @@ def test_each_version_stages_exactly_the_rows_it_changed(
     result = client.changes(f"{SHARE}.{SCHEMA}.{name}", starting_version=1, ending_version=end)
     recording = Recording()
     files = batches.change_files(result, end)
-    staged = _stage(client, result, files, tmp_path, downloader_factory=lambda raw: Downloader(raw, policy=client.file_url_policy, transport=recording))
+    staged = _stage(client, result, files, tmp_path, downloader_factory=lambda raw: Downloader(raw, policy=client.file_url_policy, options=DownloadOptions(transport=recording)))
     # A data file that several versions name (its DV changed each time) is downloaded once.
     fetched = Counter(p for p in recording.paths if p.endswith(".parquet"))
     assert set(fetched.values()) == {1} and len(fetched) < len({(c.file.id, c.commit_version) for c in files})
@@ -149,7 +149,7 @@ def test_a_dv_file_is_fetched_once_and_renewed_when_its_url_expires(
     assert len([f for f in result.files if f.deletion_vector is not None]) > len(listed) > 1  # DVs used twice
     server.clock.advance(2 * 3600)  # every URL handed out is expired now: data and DV URLs alike
     recording = Recording()
-    downloader = Downloader(tmp_path / "raw", policy=client.file_url_policy, transport=recording)
+    downloader = Downloader(tmp_path / "raw", policy=client.file_url_policy, options=DownloadOptions(transport=recording))
     refresher = refresher_for(client, result)
     vectors, stats = load_deletion_vectors(files, downloader, refresher)
     assert stats is not None and stats.files == len(listed) and stats.url_refreshes >= 1
@@ -171,7 +171,7 @@ def test_a_corrupt_dv_fails_before_any_data_file_is_downloaded(provider: Path, t
         recording = Recording()
         with pytest.raises(ProtocolViolation, match="fails its CRC-32 check"):
             _stage(client, result, batches.snapshot_change_files(result), tmp_path / "stage", snapshot=True,
-                   downloader_factory=lambda raw: Downloader(raw, policy=client.file_url_policy, transport=recording))  # fmt: skip
+                   downloader_factory=lambda raw: Downloader(raw, policy=client.file_url_policy, options=DownloadOptions(transport=recording)))  # fmt: skip
         client.close()
     assert recording.paths and all(p.endswith(".bin") for p in recording.paths)
 

@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support.faults import SharingServer
 from support.feature_tables import commit, create_source, read_source, widen_columns
 
 from sharesync.sync.core.errors import UnsupportedTableFeature
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.staging import batch as batches
 from sharesync.sync.staging.files import StageLayout
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits, create_sample_table
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.core.errors import AsyncQueryFailed
 from sharesync.sync.protocol.asyncquery import Submission, request_key
@@ -15,7 +16,6 @@ from sharesync.sync.protocol.options import build_query
 from sharesync.sync.protocol.profile import parse_profile
 from sharesync.sync.protocol.retry import PollPolicy
 from sharesync.sync.protocol.wire import EndStreamAction, File
-from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, actions, error
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from support.faults import SharingServer
 
 from sharesync.sync.core.timestamps import from_millis, to_wire
 from sharesync.sync.protocol.wire import AddFile, CdfFile, EndStreamAction, Metadata, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import sample_rows
 
 from .conftest import Scratch

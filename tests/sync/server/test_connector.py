@@ -16,8 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-
-from sharesync.sync.server.runner import SharingServer
+from support.faults import SharingServer
 
 TABLES = ["samples.all_types.partitioned", "samples.all_types.plain"]
 CDF_COLUMNS = ["_change_type", "_commit_version", "_commit_timestamp"]

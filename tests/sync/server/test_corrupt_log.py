@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import create_sample_table, table_path
 
 from .support import error

@@ -7,11 +7,10 @@ import time
 import httpx
 import pytest
 from pydantic import ValidationError
+from support.faults import Faults, SharingServer
 
 from sharesync.sync.core.errors import ProtocolViolation
 from sharesync.sync.protocol.wire import EndStreamAction, File, parse_action
-from sharesync.sync.server.faults import Faults
-from sharesync.sync.server.runner import SharingServer
 
 from .support import END_STREAM, ORDERS, actions, error
 

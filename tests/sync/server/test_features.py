@@ -23,10 +23,10 @@ import httpx
 import pandas as pd
 import pytest
 from deltalake import DeltaTable, TableFeatures
+from support.faults import SharingServer
 from support.feature_tables import z85_encode
 
 from sharesync.sync.delta.z85 import z85_decode
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import PARTITION_COLUMN, build_feature_provider, embedded_spark
 
 from .conftest import Scratch

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.core.config import parse_config
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.protocol.wire import AddFile, File
-from sharesync.sync.server.runner import SharingServer
 
 from .support import actions, error
 
@@ -70,14 +70,14 @@ def test_sharesyncs_client_asks_and_verifies(sharing_server: SharingServer, tmp_
 
 
 def test_the_config_setting_reaches_the_engines_client(sharing_server: SharingServer, tmp_path: Path) -> None:
-    from sharesync.pipelines.run.sync_pass import SyncEngine
+    from sharesync.pipelines.run.sync_pass import Syncer
 
     raw = {"profile": str(sharing_server.write_profile(tmp_path / "p.share")), "file_id_hash": "delta"}
-    engine = SyncEngine(parse_config(raw, base_dir=tmp_path))
+    syncer = Syncer(parse_config(raw, base_dir=tmp_path))
     try:
-        assert engine.client.file_id_hash == "delta"
-        assert engine.client.query("samples.all_types.partitioned").files
+        assert syncer.resources.client_for("default").file_id_hash == "delta"
+        assert syncer.resources.client_for("default").query("samples.all_types.partitioned").files
     finally:
-        engine.close()
+        syncer.close()
     with pytest.raises(ConfigError, match="file_id_hash"):
         parse_config({**raw, "file_id_hash": "sha256"}, base_dir=tmp_path)

@@ -7,9 +7,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.protocol.wire import File
-from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, actions, error
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.protocol.wire import GetShareResponse, ListSchemasPage, ListSharesPage, ListTablesPage, Table
-from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, error
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 from deltalake import DeltaTable
+from support.faults import SharingServer
 
 from sharesync.sync.core.timestamps import from_millis, to_wire
 from sharesync.sync.protocol.wire import AddFile, EndStreamAction, File, Metadata, Protocol, RemoveFile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits
 
 from .conftest import Scratch

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from deltalake import write_deltalake
+from support.faults import SharingServer
 from support.s3 import S3Store
 
 from sharesync.sync.core.errors import Forbidden
@@ -22,7 +23,6 @@ from sharesync.sync.core.redact import redact
 from sharesync.sync.core.storage import StoreSettings
 from sharesync.sync.protocol.client import SharingClient
 from sharesync.sync.protocol.profile import load_profile
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.settings import RemoteTableSpec
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import SharingServer
 
 from sharesync.sync.protocol.wire import File
-from sharesync.sync.server.runner import SharingServer
 
 from .support import ORDERS, actions
 
@@ -57,6 +57,18 @@ def _sharesync(*args: str) -> list[str]:
     return [sys.executable, "-c", "from sharesync.sync.cli.main import main; main()", *args]
 
 
+TESTS = Path(__file__).resolve().parents[2]
+
+
+def _faulty(*args: str) -> list[str]:
+    """``sharesync`` whose ``serve`` takes the fault flags (test-only: ``support.faults.serve``)."""
+    return [sys.executable, "-c", "from support.faults.serve import main; main()", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+
+
 def test_cli_serve_writes_a_profile_and_serves(provider_root: Path, tmp_path: Path) -> None:
     profile = tmp_path / "local.share"
     profile.write_text("{}")
@@ -85,15 +97,16 @@ def test_cli_serve_writes_a_profile_and_serves(provider_root: Path, tmp_path: Pa
 
 
 def test_cli_serve_vacuumed_history_flags(provider_root: Path, tmp_path: Path) -> None:
-    """The flags a user reproduces a provider's VACUUM with: storage 404/410 and history errors."""
+    """The flags a provider's VACUUM is reproduced with by hand: storage 404/410 and history errors."""
     profile = tmp_path / "local.share"
     flags = ["--unchecked-presign", "--gone-file", "/no-such-fragment/", "--gone-file", ".parquet"]
     flags += ["--gone-status", "410", "--history-error", "log_truncated"]
     process = subprocess.Popen(
-        _sharesync("serve", str(provider_root), "--port", "0", "--profile-out", str(profile), *flags),
+        _faulty("serve", str(provider_root), "--port", "0", "--profile-out", str(profile), *flags),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=_env(),
     )
     try:
         assert process.stdout is not None
@@ -114,9 +127,9 @@ def test_cli_serve_vacuumed_history_flags(provider_root: Path, tmp_path: Path) -
 
 
 def test_cli_serve_help_names_every_history_error() -> None:
-    from sharesync.sync.server.faults import HISTORY_ERRORS
+    from support.faults import HISTORY_ERRORS
 
-    done = subprocess.run(_sharesync("serve", "--help"), capture_output=True, text=True, timeout=30)
+    done = subprocess.run(_faulty("serve", "--help"), capture_output=True, text=True, timeout=30, env=_env())
     help_text = " ".join(done.stdout.split())
     named = help_text.split("history error:", 1)[1].split(".", 1)[0]
     assert sorted(named.replace(" or ", ", ").replace(",", " ").split()) == sorted(HISTORY_ERRORS)
@@ -155,19 +168,34 @@ def test_cli_serve_answers_queries_asynchronously(provider_root: Path, tmp_path:
     ("args", "message"),
     [
         (["serve", "/does/not/exist"], "error: serve: ROOT '/does/not/exist' is not a directory"),
+        (["serve", ".", "--url-ttl", "0"], "error: serve: url_ttl_seconds: Input should be greater than 0"),
+        (["serve", ".", "--async-outcome", "maybe"], "Invalid value for '--async-outcome'"),
+        (["serve", ".", "--async-after-polls", "-1"], "Invalid value for '--async-after-polls'"),
+        (["serve", ".", "--error-rate", "0.5"], "No such option '--error-rate'"),  # a test double's, not here
+    ],
+)
+def test_cli_serve_usage_errors_exit_2(args: list[str], message: str) -> None:
+    done = subprocess.run(_sharesync(*args), capture_output=True, text=True, timeout=30, env={**os.environ})
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "/does/not/exist"], "error: serve: ROOT '/does/not/exist' is not a directory"),
         (["serve", ".", "--error-rate", "2"], "Invalid value for '--error-rate'"),
         (["serve", ".", "--url-ttl", "0"], "error: serve: url_ttl_seconds: Input should be greater than 0"),
         (["serve", ".", "--gone-status", "403"], "error: serve: gone_status: Input should be 404 or 410"),
-        (["serve", ".", "--async-outcome", "maybe"], "Invalid value for '--async-outcome'"),
-        (["serve", ".", "--async-after-polls", "-1"], "Invalid value for '--async-after-polls'"),
         (
             ["serve", ".", "--history-error", "oops"],
             "error: serve: history_error: Input should be 'table_files_missing'",
         ),
     ],
 )
-def test_cli_serve_usage_errors_exit_2(args: list[str], message: str) -> None:
-    done = subprocess.run(_sharesync(*args), capture_output=True, text=True, timeout=30, env={**os.environ})
+def test_faulty_serve_usage_errors_exit_2(args: list[str], message: str) -> None:
+    done = subprocess.run(_faulty(*args), capture_output=True, text=True, timeout=30, env=_env())
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr

@@ -15,10 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 from deltalake import DeltaTable
+from support.faults import HISTORY_ERRORS, SharingServer
 
 from sharesync.sync.protocol.wire import AddFile, CdfFile, EndStreamAction, File, Metadata, RemoveFile
-from sharesync.sync.server.faults import HISTORY_ERRORS
-from sharesync.sync.server.runner import SharingServer
 from sharesync.sync.server.samples import apply_random_commits
 
 from .conftest import Scratch

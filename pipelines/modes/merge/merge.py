@@ -11,8 +11,8 @@ and holds them to that). Every job checks the target and the schema before it wr
 
 Jobs take ``spark`` as a session or a zero-argument factory (``lambda: get_spark(config)``):
 an empty batch returns before the factory is called, so it never starts an engine. The other
-modes are jobs of their own: :mod:`sharesync.pipelines.jobs.snapshot` (bootstrap, snapshot mode)
-and :mod:`sharesync.pipelines.jobs.append`.
+modes are jobs of their own: :mod:`sharesync.pipelines.modes.snapshot.snapshot` (bootstrap,
+snapshot mode) and :mod:`sharesync.pipelines.modes.append.append`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.jobs.column_add import add_empty_columns
 from sharesync.pipelines.jobs.columns import (
     DELETED_COLUMN,
     GUARD_COLUMNS,
@@ -33,16 +34,17 @@ from sharesync.pipelines.jobs.columns import (
     projection,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.rewrite import can_rewrite, rewrite_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.modes.merge.rewrite import can_rewrite, rewrite_target
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
 from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
 from sharesync.pipelines.targets.state import TargetState, require_columns
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
-from sharesync.sync.core.errors import SchemaIncompatible, SyncError
+from sharesync.sync.core.errors import SyncError
 from sharesync.sync.core.location import Place, locate
 from sharesync.sync.staging.netted import read_netted
 
@@ -86,7 +88,7 @@ def apply_merge(
     NULL-keyed target row cannot be matched by such a batch anyway).
 
     ``rewrite_threshold``: when the net changes number at least this share of the target's rows,
-    the target is rewritten instead (:mod:`sharesync.pipelines.jobs.rewrite`: same result and
+    the target is rewritten instead (:mod:`sharesync.pipelines.modes.merge.rewrite`: same result and
     guards, one ``overwrite`` commit, several times cheaper when most files would be rewritten
     anyway); ``None`` always MERGEs.
 
@@ -130,7 +132,8 @@ def apply_merge(
     name = WRITER.register(session, target)
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
     flagged = DELETED_COLUMN in state.column_names  # soft deletes on, or on once (a live row is unflagged)
-    _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
+    with fenced_dml(session):
+        _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
     known = ApplyStats(rows, added_columns=added)
     return Written(known, target, state.version, Tally.MERGED, soft_deleted=soft_deleted)
 
@@ -152,32 +155,14 @@ def _merge_source(net: DataFrame, data_columns: Sequence[str], row_filter: Colum
 
 
 def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, add_deleted: bool) -> tuple[str, ...]:
-    """Add new nullable columns with an empty ``mergeSchema`` append: a metadata-only commit.
-
-    Why not ``mergeInto(...).withSchemaEvolution()``: Sail rejects explicit ``UPDATE SET`` /
-    ``INSERT`` assignments to a column the target lacks ("attribute … is missing from the
-    schema"), and ``updateAll``/``insertAll`` would add the change-feed columns as well.
-    Adding the columns first is idempotent: after a crash the retry finds them and goes on.
-    """
+    """Add the batch's new columns (and the soft-delete flag) before the MERGE (:func:`add_empty_columns`)."""
     from pyspark.sql import functions as F
 
     added = WRITER.added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
     if not added and not add_deleted:
         return added
     new = [col(c) for c in added] + ([F.lit(None).cast("boolean").alias(DELETED_COLUMN)] if add_deleted else [])
-    wanted = sorted({*added, *([DELETED_COLUMN] if add_deleted else [])})
-    cannot = (
-        f"could not add the new column(s) {wanted} to target '{state.path}' (targets with NOT NULL columns "
-        "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
-    )
-    try:
-        WRITER.save(df.select(*new).limit(0), state.location, mode="append", schema="merge")
-    except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
-        raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
-    present = {c.lower() for c in WRITER.state(state.location).column_names}
-    if any(c.lower() not in present for c in wanted):
-        # Sail's mergeSchema may also add nothing, silently, to a table with NOT NULL columns.
-        raise SchemaIncompatible(cannot)
+    add_empty_columns(df, state, new, sorted({*added, *([DELETED_COLUMN] if add_deleted else [])}))
     return added
 
 

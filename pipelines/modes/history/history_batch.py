@@ -5,7 +5,7 @@ History mode keeps every version of a key, so its batch is planned in Arrow
 key's watermark) against the target's rows, read with deltalake
 (:mod:`sharesync.pipelines.targets.delta.history_rows`). The plan is staged as one parquet file next to
 the batch — staging's last write — and only then is the Spark job
-(:func:`~sharesync.pipelines.jobs.history.write_history`) handed the finished batch. The engine
+(:func:`~sharesync.pipelines.modes.history.history.write_history`) handed the finished batch. The engine
 starts in a thread while the batch is planned.
 
 The batch is staged per file, never netted (a netted batch lost the versions between its
@@ -21,9 +21,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
-from sharesync.pipelines.jobs.history import HistoryStats, PlannedHistory, tracked_columns, write_history
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import staged_files
+from sharesync.pipelines.modes.history.history import HistoryStats, PlannedHistory, tracked_columns, write_history
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.state import TargetState, require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
@@ -45,7 +45,7 @@ __all__ = ["apply_history", "bootstrap_history"]
 _PLAN_DIR = "_history_plan"  # inside the staged batch: staged_files() skips it, the run removes it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Job:
     staged: Location
     target: Location
@@ -82,9 +82,17 @@ def apply_history(
     the earlier ones of the replay wrote. A missing target is created from the batch.
     """
     job = _Job(
-        locate(staged), locate(target), keys, columns, row_filter, track_history, track_history_except, replay_from,
-        rewrite_threshold, record=record,
-    )  # fmt: skip
+        staged=locate(staged),
+        target=locate(target),
+        keys=keys,
+        columns=columns,
+        row_filter=row_filter,
+        track_history=track_history,
+        track_history_except=track_history_except,
+        replay_from=replay_from,
+        rewrite_threshold=rewrite_threshold,
+        record=record,
+    )
     return _apply(spark, job, None, replace=False)
 
 
@@ -118,9 +126,18 @@ def bootstrap_history(
     (:mod:`~sharesync.pipelines.jobs.conform`).
     """
     job = _Job(
-        locate(staged), locate(target), keys, columns, row_filter, None, None, replay_from, rewrite_threshold, conform,
-        record,
-    )  # fmt: skip
+        staged=locate(staged),
+        target=locate(target),
+        keys=keys,
+        columns=columns,
+        row_filter=row_filter,
+        track_history=None,
+        track_history_except=None,
+        replay_from=replay_from,
+        rewrite_threshold=rewrite_threshold,
+        conform=conform,
+        record=record,
+    )
     return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
 
 
@@ -154,13 +171,19 @@ def _apply(
     history = DELTA.read_history(job.target, keys, compared, replay_from=job.replay_from) if existing else None
     if snapshot is not None:
         snapshot = _snapshot_at(changes, snapshot)
+    kept = _kept(changes, job.row_filter)
     plan = plan_history(
-        changes, history, keys, data_columns, tracked=tracked, kept=_kept(changes, job.row_filter),
-        replay_from=job.replay_from, snapshot=snapshot,
-    )  # fmt: skip
+        changes, history, keys, data_columns, tracked=tracked, kept=kept, replay_from=job.replay_from, snapshot=snapshot
+    )
     rewrite = history is not None and _rewrites(plan, history.num_rows, job.rewrite_threshold)
     stats = HistoryStats(
-        changes.num_rows, plan.opened, plan.updated, plan.removed, state.version, (), plan.opened, plan.closed
+        rows_in_batch=changes.num_rows,
+        inserted=plan.opened,
+        updated=plan.updated,
+        deleted=plan.removed,
+        target_version=state.version,
+        opened=plan.opened,
+        closed=plan.closed,
     )
     null_keys = plan.null_keys
     staged_plan = None if plan.is_empty and existing else _stage_plan(plan, job.staged)
@@ -169,9 +192,20 @@ def _apply(
     del changes, history, plan
     _release_arrow_memory()
     planned = PlannedHistory(
-        job.staged, job.target, files, state, keys, data_columns, stats, staged_plan, null_keys, rewrite, replace,
-        job.conform, job.record,
-    )  # fmt: skip
+        staged=job.staged,
+        target=job.target,
+        files=files,
+        state=state,
+        keys=keys,
+        data_columns=data_columns,
+        stats=stats,
+        plan_file=staged_plan,
+        null_keys=null_keys,
+        rewrite=rewrite,
+        replace=replace,
+        conform=job.conform,
+        record=job.record,
+    )
     return DELTA.applied(write_history(engine, planned))
 
 

@@ -23,6 +23,7 @@ from sharesync.pipelines.jobs.columns import (
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
 from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
 from sharesync.pipelines.targets.port import SchemaMode
@@ -92,7 +93,9 @@ def _replace(
     session = session_of(spark)
     if not files:
         # An empty snapshot: the provider's table is empty at this version, so ours must be.
-        session.sql(f"DELETE FROM {WRITER.register(session, target)}")
+        name = WRITER.register(session, target)
+        with fenced_dml(session):
+            session.sql(f"DELETE FROM {name}")
         return Written(ApplyStats(), target, state.version, Tally.DELETED)
     previous = WRITER.rows(target) if state.exists else 0
     df = read_staged(session, staged, files)

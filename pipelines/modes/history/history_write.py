@@ -6,7 +6,7 @@ one MERGE on that pair applies it — the classic SCD2 merge: rows to open carry
 version, match nothing and are inserted; rows to close or update in place match their row;
 rows a backfill rewrites are deleted. When the plan touches a large share of the target, the
 rewrite writes the same table in one ``overwrite`` commit (see
-:mod:`sharesync.pipelines.jobs.rewrite` for why that is cheaper on Sail). Both use only the
+:mod:`sharesync.pipelines.modes.merge.rewrite` for why that is cheaper on Sail). Both use only the
 Spark Connect surface the other jobs use, and the target's reading side stays with the plan:
 nothing here decides what is already applied.
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.jobs.column_add import add_empty_columns
 from sharesync.pipelines.jobs.columns import (
     HISTORY_COLUMNS,
     IS_CURRENT,
@@ -26,9 +27,9 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
 from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.pipelines.targets.state import TargetState
-from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
 
@@ -71,7 +72,8 @@ def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Se
     if values:
         writer = writer.whenMatched((action == F.lit(Action.UPDATE)) & s(SET_VALUES)).update({**values, **validity})
     writer = writer.whenMatched(action == F.lit(Action.UPDATE)).update(validity)
-    writer.whenNotMatched(action == F.lit(Action.INSERT)).insert(row).merge()
+    with fenced_dml(plan.sparkSession):
+        writer.whenNotMatched(action == F.lit(Action.INSERT)).insert(row).merge()
 
 
 def rewrite_plan(
@@ -112,22 +114,10 @@ def rewrite_plan(
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
-    """Add the batch's new columns with an empty ``mergeSchema`` append, as merge mode does
-    (``sharesync.pipelines.jobs.merge._evolve`` says why not the MERGE's schema evolution)."""
+    """Add the batch's new columns before the write, as merge mode does (:func:`add_empty_columns`)."""
     added = WRITER.added_columns(df, state, data_columns, exclude=HISTORY_COLUMNS)
-    if not added:
-        return added
-    cannot = (
-        f"could not add the new column(s) {sorted(added)} to target '{state.path}' (targets with NOT NULL columns "
-        "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
-    )
-    try:
-        WRITER.save(df.select(*[col(c) for c in added]).limit(0), state.location, mode="append", schema="merge")
-    except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
-        raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
-    present = {c.lower() for c in WRITER.state(state.location).column_names}
-    if any(c.lower() not in present for c in added):
-        raise SchemaIncompatible(cannot)
+    if added:
+        add_empty_columns(df, state, [col(c) for c in added], added)
     return added
 
 

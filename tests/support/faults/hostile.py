@@ -1,9 +1,9 @@
 """A provider that lies on purpose: answers whose every byte is well formed and whose meaning is wrong.
 
-:mod:`sharesync.sync.server.faults` breaks answers the way networks and busy servers do; this
+:mod:`support.faults.middleware` breaks answers the way networks and busy servers do; this
 module makes the server behave as a broken or hostile provider would, so tests can prove
 sharesync treats every byte it gets as untrusted. The knobs live on the same
-:class:`~sharesync.sync.server.faults.Faults` object and are not limited by its ``budget``:
+:class:`~support.faults.knobs.Faults` object and are not limited by its ``budget``:
 
 * ``repeat_file_action``: each NDJSON answer sends its first file action twice;
 * ``reverse_file_actions``: file actions in reverse order (versions out of order — the spec
@@ -39,7 +39,7 @@ _FILE_KEYS = ("file", "add", "cdf", "remove")
 
 
 class Knobs(Protocol):
-    """The knobs of :class:`~sharesync.sync.server.faults.Faults` this module reads (no import cycle)."""
+    """The knobs of :class:`~support.faults.knobs.Faults` this module reads (no import cycle)."""
 
     repeat_file_action: bool
     reverse_file_actions: bool
@@ -103,8 +103,12 @@ def _file_version(line: bytes) -> tuple[bool, int | None]:
 def rewrite_lines(lines: list[bytes], faults: Knobs, files_prefix: str) -> list[bytes]:
     """The lines of one NDJSON answer as the hostile knobs make them."""
     kinds = [_file_version(line) for line in lines]
-    files = [line for line, (is_file, version) in zip(lines, kinds, strict=True)
-             if is_file and (faults.omit_version is None or version != faults.omit_version)]  # fmt: skip
+    omitted = faults.omit_version
+    files = [
+        line
+        for line, (is_file, version) in zip(lines, kinds, strict=True)
+        if is_file and (omitted is None or version != omitted)
+    ]
     others = [line for line, (is_file, _) in zip(lines, kinds, strict=True) if not is_file]
     if faults.reverse_file_actions:
         files.reverse()

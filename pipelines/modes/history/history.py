@@ -1,11 +1,11 @@
 """History mode's write: a planned batch in one Delta commit (SCD type 2 targets).
 
-The batch is planned before this job starts (:mod:`sharesync.pipelines.run.history_batch`: the
+The batch is planned before this job starts (:mod:`sharesync.pipelines.modes.history.history_batch`: the
 staged changes against the target's rows, :mod:`sharesync.sync.planning.history_plan`), and its
 plan staged as one parquet file next to the batch. This job only writes it: the target's columns
 conformed or widened first when the batch asks for it, then a MERGE, or a copy-on-write rewrite
 when the plan touches ``rewrite_threshold`` of the target's rows
-(:mod:`sharesync.pipelines.jobs.history_write`). A re-applied batch planned nothing and writes
+(:mod:`sharesync.pipelines.modes.history.history_write`). A re-applied batch planned nothing and writes
 nothing. The run's lease keeps other writers out between the plan's read and the commit.
 """
 
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS
 from sharesync.pipelines.jobs.conform import conform_target
-from sharesync.pipelines.jobs.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.modes.history.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
 from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.pipelines.targets.facts import ApplyStats, Written
 from sharesync.pipelines.targets.state import TargetState
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["HistoryStats", "PlannedHistory", "tracked_columns", "write_history"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HistoryStats(ApplyStats):
     """What a history job did. ``inserted``: rows opened; ``updated``: existing rows changed (closed,
     reopened or updated in place); ``deleted``: rows removed (history a backfill rewrites, or the
@@ -44,7 +44,7 @@ class HistoryStats(ApplyStats):
     closed: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlannedHistory:
     """A history batch whose plan is staged: what the write needs, decided before the job starts."""
 

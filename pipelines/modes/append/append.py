@@ -17,6 +17,7 @@ from sharesync.pipelines.jobs.conform import conform_target
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
 from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
 from sharesync.pipelines.targets.state import require_columns, require_replaceable
@@ -79,6 +80,7 @@ def apply_append(
     state, _ = widen_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     added = WRITER.added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     name = WRITER.register(session, target)
-    session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
+    with fenced_dml(session):
+        session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
     WRITER.save(out, target, mode="append", schema="merge" if added else "keep", record=record)
     return Written(ApplyStats(rows, added_columns=added), target, state.version, Tally.WRITTEN)

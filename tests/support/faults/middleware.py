@@ -1,48 +1,25 @@
-"""Fault knobs and the ASGI middleware that applies them, so clients can be tested against a bad day.
+"""The ASGI middleware that applies :class:`~support.faults.knobs.Faults` to a running sharing server.
 
-Real providers expire URLs, rate-limit, fail with 5xx, cut streams and serve files that do
-not match their declared size; sharesync must survive all of it. The knobs live in one
-:class:`Faults` object that tests change at runtime on a running server (plain attribute
-assignment, validated) and ``sharesync serve`` sets from flags. The middleware wraps the
-routes, which know nothing of faults: it answers errors before a route runs, and rewrites
-response bodies line by line (NDJSON routes send one line per body message) or byte by byte
-(file downloads). Randomness comes from a seeded RNG, so a seed replays the same faults.
-
-Knobs, by what they imitate:
-
-* outages: ``error_rate`` / ``error_status`` / ``retry_after`` (429, 5xx, revoked access);
-* broken streams: ``truncate_stream``, ``drop_connection``, ``drop_end_stream_action``,
-  ``end_stream_error`` (a failure after the 200; real ones, such as a file gone while the
-  answer streams, produce the same ``errorMessage`` without any knob);
-* broken downloads: ``url_ttl_seconds`` (expiry), ``file_size_delta``, ``drop_file_connection``,
-  ``download_delay_seconds``;
-* vacuumed history, as a real provider shows it:
-  ``unchecked_presign`` presigns without checking that files still exist, as the reference
-  server does, so time travel and change queries hand out URLs of vacuumed files, which the
-  file endpoint answers with 404; ``gone_files`` makes chosen files answer ``gone_status``
-  (404 or 410, with a storage-style XML body) although they exist, e.g. ``("_change_data/",)``
-  for every change-data file; ``history_error`` answers ``/changes`` with one of the reference
-  servers' history errors (:data:`HISTORY_ERRORS`).
-
-``budget`` caps how many responses any knob may fault (then the server behaves again). A
-provider that lies rather than fails (repeated or missing file actions, file URLs aimed
-elsewhere, a drip of bytes) has its knobs here too; :mod:`sharesync.sync.server.hostile` applies them.
+It wraps the routes, which know nothing of faults: it answers errors before a route runs (an
+outage, or a reference server's history error on ``/changes``), and rewrites response bodies
+line by line (NDJSON routes send one line per body message) or byte by byte (file downloads).
+Lying answers are :mod:`support.faults.hostile`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
-from collections.abc import Mapping
-from typing import Any, Literal
+import logging
+import re
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import parse_qsl
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sharesync.sync.server.catalog import SharedTable
+from sharesync.sync.server.catalog import Catalog, SharedTable
 from sharesync.sync.server.deltalog import DeltaLog
-from sharesync.sync.server.hostile import Drip, FeedRewriter, alters_feed, ignore_asked
 from sharesync.sync.server.problems import (
     INVALID_PARAMETER_VALUE,
     MALFORMED_REQUEST,
@@ -53,8 +30,16 @@ from sharesync.sync.server.problems import (
     UNAUTHENTICATED,
     ApiError,
 )
+from sharesync.sync.server.settings import ServerSettings
+from support.faults.hostile import Drip, FeedRewriter, alters_feed, ignore_asked
+
+if TYPE_CHECKING:
+    from support.faults.knobs import Faults
+
+log = logging.getLogger(__name__)
 
 NDJSON = b"application/x-ndjson"
+
 
 HistoryError = Literal["table_files_missing", "log_truncated", "version_not_found", "change_data_file_not_found"]
 
@@ -90,86 +75,6 @@ class InjectedDisconnect(Exception):
     """Raised inside the ASGI app to make the server drop the connection mid-body."""
 
 
-class Faults(BaseModel):
-    """What goes wrong, and how often. Every field can be changed while the server runs."""
-
-    model_config = ConfigDict(validate_assignment=True)
-
-    url_ttl_seconds: float = Field(default=3600.0, gt=0, description="lifetime of presigned file URLs")
-    error_rate: float = Field(default=0.0, ge=0, le=1, description="share of API calls answered with error_status")
-    error_status: int = Field(default=503, ge=400, le=599, description="status of injected errors (429, 500, 503, …)")
-    retry_after: float | None = Field(default=None, ge=0, description="Retry-After seconds sent with injected errors")
-    drop_end_stream_action: bool = Field(default=False, description="omit the endStreamAction line")
-    truncate_stream: bool = Field(default=False, description="end NDJSON bodies in the middle of their last line")
-    drop_connection: bool = Field(default=False, description="abort NDJSON responses after their first line")
-    end_stream_error: str | None = Field(default=None, description="errorMessage put into endStreamAction")
-    download_delay_seconds: float = Field(default=0.0, ge=0, description="pause before each file download")
-    file_size_delta: int = Field(default=0, description="serve files this many bytes longer (>0) or shorter (<0)")
-    drop_file_connection: bool = Field(default=False, description="abort file downloads half way")
-    unchecked_presign: bool = Field(default=False, description="presign files without checking they exist")
-    gone_files: tuple[str, ...] = Field(default=(), description="file paths containing one of these answer gone_status")
-    gone_status: Literal[404, 410] = Field(default=404, description="status of gone_files downloads")
-    history_error: HistoryError | None = Field(default=None, description="answer /changes with this history error")
-    repeat_file_action: bool = Field(default=False, description="send each answer's first file action twice")
-    reverse_file_actions: bool = Field(default=False, description="send file actions in reverse order")
-    omit_version: int | None = Field(default=None, description="leave out every file action of this version")
-    file_url_origin: str | None = Field(default=None, description="presign file URLs at this origin instead")
-    label_version: int | None = Field(default=None, ge=0, description="label every answer with this version")
-    ignore_ending_version: bool = Field(default=False, description="answer /changes up to the latest version")
-    ignore_metadata_version: bool = Field(default=False, description="answer /metadata of the latest version")
-    drip_seconds: float = Field(default=0.0, ge=0, description="send every body one byte per this many seconds")
-    omit_configuration: bool = Field(default=False, description="leave metaData.configuration out (optional)")
-    budget: int | None = Field(
-        default=None, ge=0, description="how many more responses may be faulted (None: no limit)"
-    )
-    seed: int = Field(default=0, description="seed of the RNG behind error_rate")
-
-    _rng: random.Random = PrivateAttr(default_factory=lambda: random.Random(0))
-    faulted: int = Field(default=0, description="responses faulted so far (read it in tests)")
-    files_in_flight: int = Field(default=0, description="file downloads being served now (read it in tests)")
-    peak_files_in_flight: int = Field(default=0, description="the most file downloads served at once")
-
-    def model_post_init(self, context: Any) -> None:
-        self._rng = random.Random(self.seed)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
-        if name == "seed":
-            self._rng = random.Random(value)
-
-    def reset(self) -> None:
-        """Back to a well-behaved server (keeps the URL lifetime)."""
-        ttl = self.url_ttl_seconds
-        for name, info in type(self).model_fields.items():
-            setattr(self, name, info.default)
-        self.url_ttl_seconds = ttl
-
-    def take(self) -> bool:
-        """Spend one unit of budget; False when the budget is used up."""
-        if self.budget is not None:
-            if self.budget <= 0:
-                return False
-            self.budget -= 1
-        self.faulted += 1
-        return True
-
-    def roll_error(self) -> bool:
-        return self.error_rate > 0 and self._rng.random() < self.error_rate and self.take()
-
-    @property
-    def alters_streams(self) -> bool:
-        return (
-            self.drop_end_stream_action or self.truncate_stream or self.drop_connection or bool(self.end_stream_error)
-        )
-
-    @property
-    def alters_files(self) -> bool:
-        return self.file_size_delta != 0 or self.drop_file_connection
-
-    def gone(self, path: str) -> bool:
-        return any(fragment in path for fragment in self.gone_files) and self.take()
-
-
 # What a provider says with each status (the reference server's codes); others read as an outage.
 _INJECTED: dict[int, tuple[str, str]] = {
     401: (UNAUTHENTICATED, "injected fault: the credential was revoked"),
@@ -187,9 +92,7 @@ def injected_error(faults: Faults) -> ApiError:
     return ApiError(faults.error_status, code, message, headers)
 
 
-def injected_history_error(
-    faults: Faults, log: DeltaLog, table: SharedTable, query: Mapping[str, str]
-) -> ApiError | None:
+def injected_history_error(faults: Faults, log: DeltaLog, table: SharedTable, query: bytes) -> ApiError | None:
     """The ``history_error`` answer for a ``/changes`` request (None once the budget is spent).
 
     The versions named are made up but consistent: the range asked for starts before the
@@ -199,15 +102,23 @@ def injected_history_error(
         return None
     status, code, template = HISTORY_ERRORS[faults.history_error]
     latest = log.latest_version()
-    start_text = query.get("startingVersion", "0")
+    start_text = dict(parse_qsl(query.decode("latin-1"))).get("startingVersion", "0")
     start = int(start_text) if start_text.isdigit() else 0
-    earliest = min(start + 1, latest)
-    message = template.format(path=f"file:/{table.share}/{table.schema}/{table.name}", start=start,
-                              earliest=earliest, latest=latest)  # fmt: skip
+    path = f"file:/{table.share}/{table.schema}/{table.name}"
+    message = template.format(path=path, start=start, earliest=min(start + 1, latest), latest=latest)
     return ApiError(status, code, message)
 
 
 _GONE_BODY = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>'
+
+
+async def _send_error(send: Send, error: ApiError) -> None:
+    """The JSON error answer the server's own exception handler would send."""
+    body = json.dumps(error.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _end_stream_with_error(line: bytes, message: str) -> bytes:
@@ -216,11 +127,33 @@ def _end_stream_with_error(line: bytes, message: str) -> bytes:
     return json.dumps(action, separators=(",", ":")).encode() + b"\n"
 
 
-class FaultMiddleware:
-    """Applies :class:`Faults` to API calls (under ``prefix``) and file downloads (under ``files_prefix``)."""
+def fault_layers(app: ASGIApp, faults: Faults, catalog: Catalog, settings: ServerSettings) -> ASGIApp:
+    """``app`` with the faults applied, an injected disconnect ending it quietly (the outermost layer)."""
+    return _SwallowInjectedDisconnect(FaultMiddleware(app, faults, catalog, settings))
 
-    def __init__(self, app: ASGIApp, faults: Faults, prefix: str, files_prefix: str) -> None:
-        self.app, self.faults, self.prefix, self.files_prefix = app, faults, prefix, files_prefix
+
+class _SwallowInjectedDisconnect:
+    """An injected disconnect ends the app quietly, so the server closes the socket."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except InjectedDisconnect:
+            log.info("injected disconnect on %s", scope.get("path"))
+
+
+class FaultMiddleware:
+    """Applies :class:`Faults` to API calls (under the prefix) and file downloads (under the files prefix)."""
+
+    def __init__(self, app: ASGIApp, faults: Faults, catalog: Catalog, settings: ServerSettings) -> None:
+        self.app, self.faults, self.catalog = app, faults, catalog
+        self.prefix, self.files_prefix = settings.prefix, settings.files_prefix
+        self._changes = re.compile(
+            re.escape(settings.prefix) + r"/shares/([^/]+)/schemas/([^/]+)/tables/([^/]+)/changes"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -237,12 +170,10 @@ class FaultMiddleware:
     async def _api(self, scope: Scope, receive: Receive, send: Send) -> None:
         faults = self.faults
         if faults.roll_error():
-            error = injected_error(faults)
-            body = json.dumps(error.body()).encode()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-            headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
-            await send({"type": "http.response.start", "status": error.status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await _send_error(send, injected_error(faults))
+            return
+        if faults.history_error is not None and (error := await self._history_error(scope)) is not None:
+            await _send_error(send, error)
             return
         scope = {**scope, "query_string": ignore_asked(scope["path"], scope.get("query_string", b""), faults)}
         if faults.drip_seconds > 0:
@@ -253,6 +184,21 @@ class FaultMiddleware:
             await self.app(scope, receive, send)
             return
         await self.app(scope, receive, _StreamRewriter(faults, send))
+
+    async def _history_error(self, scope: Scope) -> ApiError | None:
+        """``/changes`` of a table this server shares with URLs answered with the history error."""
+        match = self._changes.fullmatch(scope["path"])
+        if match is None:
+            return None
+        try:
+            table = self.catalog.table(*match.groups())
+        except ApiError:
+            return None  # the route answers the table's absence
+        if "url" not in (table.access_modes or ("url",)):
+            return None  # nor a dir-only table's refusal
+        query: bytes = scope.get("query_string", b"")
+        log = self.catalog.log(table)
+        return await run_in_threadpool(injected_history_error, self.faults, log, table, query)
 
     async def _file(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Counted from the request's arrival until just before its last bytes go out (not after:

@@ -1,0 +1,1 @@
+"""History mode (docs/modes.md): its strategy, staging choices, Spark write and accounting."""

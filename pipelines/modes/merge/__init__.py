@@ -1,0 +1,1 @@
+"""Merge mode (docs/modes.md): its strategy, staging choices, Spark write and accounting."""
