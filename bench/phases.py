@@ -81,9 +81,10 @@ def wrap(owner: object, attribute: str, name: str, *, cpu: bool = False) -> None
 def instrument() -> None:
     import sharesync.pipelines.jobs.session as spark
     import sharesync.pipelines.modes.merge.merge as merge
-    import sharesync.pipelines.modes.merge.merge_mode as merge_mode
     import sharesync.pipelines.modes.merge.rewrite as rewrite
     import sharesync.pipelines.modes.snapshot.snapshot as snapshot
+    import sharesync.pipelines.targets.delta.commit_metrics as metrics
+    import sharesync.pipelines.targets.delta.write as write
     import sharesync.state.store as store
     import sharesync.sync.protocol.client as client
     import sharesync.sync.protocol.download as download
@@ -108,30 +109,16 @@ def instrument() -> None:
     wrap(batch, "write_netted", "write_netted (net in memory + write)", cpu=True)
     wrap(download.Downloader, "download", "download (wall, incl. staging hooks)")
     wrap(spark.SparkEngine, "session", "SparkEngine.session (engine start on 1st call)")
-    wrap(merge_mode, "apply_merge", "apply_merge (wall)")  # the name the merge strategy calls
+    wrap(merge, "apply_merge", "apply_merge (wall)")  # the merge strategy imports it when it applies a batch
     wrap(snapshot, "replace_target", "replace_target (wall)")
-    for name in (
-        "inspect_target",
-        "read_staged",
-        "register_target",
-        "commit_metrics",
-        "version_after",
-        "_evolve",
-        "projection",
-        "row_count",
-    ):
+    for name in ("read_staged", "_evolve", "projection"):
         wrap(merge, name, f"apply_merge.{name}")
+    for name in ("state", "register", "rows", "create"):  # the target format's writer, for every job
+        wrap(write.DeltaWriter, name, f"writer.{name}")
+    wrap(metrics, "commit_metrics", "commit_metrics (the strategies count a job's commits)")
     wrap(merge, "rewrite_target", "apply_merge.rewrite_target (Spark: count + overwrite)")
     wrap(rewrite, "_count", "apply_merge.rewrite_target: count what applies (Spark action)")
-    for name in (
-        "inspect_target",
-        "read_staged",
-        "count_rows",
-        "commit_metrics",
-        "version_after",
-        "row_count",
-        "create_target",
-    ):
+    for name in ("read_staged", "count_rows"):
         wrap(snapshot, name, f"replace.{name}")
     if hasattr(merge, "_merge_writer"):
         original_writer = merge._merge_writer

@@ -24,7 +24,8 @@ from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.commit_time import version_commit_time
-from sharesync.pipelines.target.stats import TargetStats, read_target_stats
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import TargetStats
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
@@ -207,7 +208,7 @@ def _commit_range(
 
 def _target_stats(context: dg.AssetExecutionContext, access: "TableAccess", table: TableConfig) -> TargetStats | None:
     try:
-        return read_target_stats(access.locate(table.target), soft_delete=table.soft_delete)
+        return DELTA.stats(access.locate(table.target), soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
         context.log.warning(f"{table.key}: cannot read the target's row count and schema: {describe(exc)}")
         return None

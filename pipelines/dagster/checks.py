@@ -42,8 +42,7 @@ from sharesync.pipelines.dagster.target_checks import (
 from sharesync.pipelines.modes.base import ModeStrategy
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
-from sharesync.pipelines.target.history_rows import current_rows
-from sharesync.pipelines.target.stats import read_target_stats
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
 from sharesync.sync.core.location import Location
@@ -176,10 +175,10 @@ def _copy_rows(target: Location, table: TableConfig, strategy: ModeStrategy) -> 
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            return current_rows(target)
+            return DELTA.current_rows(target)
         except TableNotFoundError:
             return None
-    stats = read_target_stats(target, soft_delete=table.soft_delete)
+    stats = DELTA.stats(target, soft_delete=table.soft_delete)
     return None if stats is None else stats.rows
 
 

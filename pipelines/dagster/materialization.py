@@ -20,7 +20,7 @@ from sharesync.sync.core.redact import redact
 if TYPE_CHECKING:
     from sharesync.pipelines.dagster.provider_facts import ProviderWords
     from sharesync.pipelines.run.results import TableSyncResult
-    from sharesync.pipelines.target.stats import TargetStats
+    from sharesync.pipelines.targets.facts import TargetStats
 
 # The keys, in one place for tests and dashboards.
 OUTCOME = "outcome"

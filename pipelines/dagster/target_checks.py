@@ -28,8 +28,7 @@ import dagster as dg
 
 from sharesync.pipelines.jobs.columns import spelled
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
-from sharesync.pipelines.target.open import open_target
-from sharesync.pipelines.target.stats import read_target_stats
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
@@ -60,11 +59,9 @@ def duplicate_keys(target: Location, keys: Sequence[str], *, current_only: bool)
     """How many keys appear more than once (and a few of them); None when there is no target."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
-    from deltalake.exceptions import TableNotFoundError
 
-    try:
-        dataset = open_target(target).to_pyarrow_dataset()
-    except TableNotFoundError:
+    dataset = DELTA.dataset(target)
+    if dataset is None:
         return None
     keys = spelled(dataset.schema.names, keys)
     rows = dataset.to_table(columns=keys, filter=ds.field(IS_CURRENT) if current_only else None)
@@ -105,7 +102,7 @@ def keys_unique_verdict(keys: Sequence[str], found: tuple[int, list[str]] | None
 def schema_check(access: TableAccess, table: TableConfig) -> dg.AssetCheckResult:
     answer = access.client_for(table.provider).metadata(table.name)
     provider = [(f.name, f.type_name) for f in answer.metadata.table_schema.fields]
-    stats = read_target_stats(access.locate(table.target))
+    stats = DELTA.stats(access.locate(table.target))
     target = None if stats is None else [(name, type_name) for name, type_name, _ in stats.columns]
     wanted = None if table.columns is None else [*table.keys, *table.columns]
     return schema_verdict(

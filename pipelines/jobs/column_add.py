@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.jobs.fencing import fenced
-from sharesync.pipelines.target.preflight import TargetState, inspect_target
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.state import TargetState
 from sharesync.sync.core.errors import SchemaIncompatible
 
 if TYPE_CHECKING:
@@ -29,11 +29,10 @@ def add_empty_columns(df: DataFrame, state: TargetState, new: Sequence[Column], 
         "cannot evolve on this engine); run 'sharesync reset' for this table to re-bootstrap it with the new schema"
     )
     try:
-        writer = df.select(*new).limit(0).write.format("delta").mode("append").option("mergeSchema", "true")
-        fenced(writer).save(state.path)
+        WRITER.save(df.select(*new).limit(0), state.location, mode="append", schema="merge")
     except Exception as exc:  # noqa: BLE001 - the engine's own error, translated with the fix
         raise SchemaIncompatible(f"{cannot}. Engine said: {exc}") from None
-    present = {c.lower() for c in inspect_target(state.location).column_names}
+    present = {c.lower() for c in WRITER.state(state.location).column_names}
     if any(c.lower() not in present for c in wanted):
         # Sail's mergeSchema may also add nothing, silently, to a table with NOT NULL columns.
         raise SchemaIncompatible(cannot)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.target.guard_columns import (
+from sharesync.pipelines.targets.guard_columns import (
     DELETED_COLUMN,
     GUARD_COLUMNS,
     TIMESTAMP_COLUMN,

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import col
-from sharesync.pipelines.jobs.fencing import fenced
-from sharesync.pipelines.jobs.schema_evolution import compare_schema, fields_of
-from sharesync.pipelines.target.preflight import TargetState, inspect_target
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.schema_evolution import compare_schema, fields_of
+from sharesync.pipelines.targets.state import TargetState
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,7 +44,7 @@ def conform_target(
     # As DDL type names: a Spark Connect cast to pyspark's StringType() makes Apache Spark 4.2 write
     # the type as 'string collate UTF8_BINARY', which deltalake (and so every check here) cannot read.
     types = {field.name.lower(): field.dataType.simpleString() for field in batch.fields}
-    table = session.read.format("delta").load(state.path)
+    table = WRITER.read(session, state.location)
     out = table.select(
         *[
             F.lit(None).cast(types[name.lower()]).alias(name) if name.lower() in retyped else col(name)
@@ -52,5 +52,5 @@ def conform_target(
             if name.lower() not in dropped
         ]
     )
-    fenced(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true")).save(state.path)
-    return inspect_target(state.location)
+    WRITER.save(out, state.location, mode="overwrite", schema="replace")
+    return WRITER.state(state.location)

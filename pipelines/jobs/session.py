@@ -45,7 +45,7 @@ __all__ = ["SparkEngine", "import_spark_modules", "session_of", "start_early", "
 
 # Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
 # the session creates get no deletion vectors, whatever the platform's default (Databricks turns
-# them on): targets must stay MERGE-updatable (pipelines/target/preflight.py refuses targets with them).
+# them on): targets must stay MERGE-updatable (pipelines/targets/delta/preflight.py refuses targets with them).
 _FIXED_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, Self
 
-from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.facts import ApplyStats
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
@@ -75,7 +75,7 @@ class BatchJob:
     staged: Location
     expr: Expr | None  # the user's filter, as a predicate tree
     rewrite_threshold: float | None
-    record: str | None = None  # the batch's commit record (pipelines/target/commit_record.py)
+    record: str | None = None  # the batch's commit record (pipelines/targets/delta/commit_record.py)
 
     @property
     def row_filter(self) -> Column | None:

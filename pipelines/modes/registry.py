@@ -1,6 +1,6 @@
 """Which strategy syncs a table: the one place that maps a mode to its package.
 
-A :class:`ModeRegistry` is a value, handed to the pass that uses it (``SyncEngine(modes=...)``);
+A :class:`ModeRegistry` is a value, handed to the pass that uses it (``Syncer(modes=...)``);
 :data:`BUILTIN_MODES` holds the four modes of docs/modes.md. A mode of one's own is registered
 under a name with the built-in mode whose planning and config rules it follows (``follows``:
 the planner in :mod:`sharesync.sync.planning` knows the four), and a table is given it by key

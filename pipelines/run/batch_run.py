@@ -3,7 +3,7 @@
 start a run record → ask the provider for the batch's files → check the config against the
 batch's schema → download and stage → check the lease is still ours → apply with Spark →
 advance the checkpoint by compare-and-swap, with the identity of the target state it now
-describes (:mod:`sharesync.pipelines.target.identity`) → finish the run record. A failure anywhere
+describes (:mod:`sharesync.pipelines.targets.delta.identity`) → finish the run record. A failure anywhere
 marks the run failed (redacted) and leaves the checkpoint where it was; the staged files go
 either way.
 
@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sharesync.pipelines.jobs.fencing import Fence, fencing
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.modes.base import Applied
 from sharesync.pipelines.run.commit_time import commit_time, filed_commit_times, version_commit_time
@@ -31,9 +30,10 @@ from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.submissions import submissions_for
 from sharesync.pipelines.run.table_context import TableContext, check_columns
-from sharesync.pipelines.target.commit_metrics import ApplyStats
-from sharesync.pipelines.target.commit_record import CommitRecord
-from sharesync.pipelines.target.identity import read_identity
+from sharesync.pipelines.targets.delta.fencing import Fence, fencing
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import ApplyStats
+from sharesync.pipelines.targets.record import CommitRecord
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.errors import (
@@ -71,7 +71,7 @@ class Fetched:
     end_commit: datetime | None
 
     def record(self, table: TableConfig) -> str:
-        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.target.commit_record`)."""
+        """The record the batch's target commit carries (:mod:`~sharesync.pipelines.targets.record`)."""
         committed = self.end_commit
         return CommitRecord.model_validate(
             {
@@ -191,7 +191,7 @@ class BatchRunner:
         self.context = context
         self.keeper = keeper
         self.attempt = attempt or Attempt()
-        self.fence = fence  # the holding's stale-writer fence (pipelines/jobs/fencing.py); one per holding
+        self.fence = fence  # the holding's stale-writer fence (pipelines/targets/delta/fencing.py); one per holding
 
     def run(self, step: BatchStep, checkpoint: Checkpoint | None) -> tuple[Checkpoint, BatchResult]:
         table, store = self.context.table, self.services.store
@@ -297,7 +297,7 @@ class BatchRunner:
 
     def _advance(self, checkpoint: Checkpoint | None, fetched: Fetched, *, rewind: bool) -> Checkpoint:
         table = self.context.table
-        target = read_identity(self.services.locate(table.target))  # the state this checkpoint now describes
+        target = DELTA.identity(self.services.locate(table.target))  # the state this checkpoint now describes
         new = Checkpoint(
             name=table.key,
             version=fetched.end,

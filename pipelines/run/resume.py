@@ -1,6 +1,6 @@
 """A checkpoint missing or behind its target: resume from what the target itself records.
 
-The target's Delta log records each batch it applied (:mod:`sharesync.pipelines.target.commit_record`).
+The target's Delta log records each batch it applied (:mod:`sharesync.pipelines.targets.delta.commit_record`).
 When the state store lost a table's checkpoint (a deleted SQLite file) or holds an older one (a
 PostgreSQL restored from an old backup), the checkpoint is rebuilt from that record before
 anything is planned: no snapshot downloaded again, no batch applied twice, an append target's
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.run.target_check import written_for
-from sharesync.pipelines.target.commit_record import read_record
-from sharesync.pipelines.target.identity import Glance, glance, high_water_mark
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import Glance
 from sharesync.state import Checkpoint, Lease, StateStore
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
@@ -48,25 +48,28 @@ def resume_from_target(
     A missing checkpoint counts as lost only when the store knows nothing of the table (no run
     either): ``sharesync reset`` removes the checkpoint alone, to have the table bootstrapped.
     Cheap when nothing is amiss: a checkpoint whose recorded target commit is still the newest
-    (:func:`~sharesync.pipelines.target.identity.glance`) is trusted without reading the log.
+    (:meth:`~sharesync.pipelines.targets.port.TargetFormat.glance`) is trusted without reading the log.
     ``staging``: the staging root, where a moved checkpoint's table keeps no batch.
     """
     if checkpoint is not None:
         if not written_for(checkpoint, table):
             return None  # another target or mode: the planner rebuilds it
         recorded_at = checkpoint.target_version
-        if recorded_at is not None and glance(table.target, recorded_at, checkpoint.updated_at, storage) is Glance.SAME:
+        if (
+            recorded_at is not None
+            and DELTA.glance(table.target, recorded_at, checkpoint.updated_at, storage) is Glance.SAME
+        ):
             return None
     elif store.runs_for(table.key, limit=1):
         return None  # forgotten on purpose: 'sharesync reset' keeps the run history, and bootstraps
-    found = read_record(target, table.key)
+    found = DELTA.read_record(target, table.key)
     if found is None or found.record.mode != table.mode.value:
         return None
     record = found.record
     if checkpoint is not None and checkpoint.table_id != record.table_id:
         return None  # the provider re-created the table since: the record is of the old one
     high_water = (
-        high_water_mark(target, *BUILTIN_MODES.of_mode(table.mode).high_water_columns)
+        DELTA.high_water_mark(target, *BUILTIN_MODES.of_mode(table.mode).high_water_columns)
         if table.mode in ROWS_RECORD
         else None
     )

@@ -76,10 +76,10 @@ def new_columns(
     it; the provider's columns at the ``checkpoint`` version are asked for only to word the warning."""
     if table.columns is not None or table.on_new_column is NewColumnPolicy.ADD:
         return NewColumns(table)
-    from sharesync.pipelines.target.preflight import inspect_target
+    from sharesync.pipelines.targets.delta.format import DELTA
 
     source = metadata.metadata.table_schema.names
-    state = inspect_target(target)
+    state = DELTA.inspect(target)
     decided = judge_new_columns(table, source, state.column_names if state.exists else None)
     if decided.warning is None or checkpoint is None:
         return decided

@@ -2,7 +2,7 @@
 
 Per table: read the checkpoint and the provider's version (one cheap ``/version`` call; when
 nothing is new — and a glance at the target's ``_delta_log`` finds the commit the checkpoint
-recorded, :func:`~sharesync.pipelines.target.identity.glance` — the pass ends there, without a
+recorded, :meth:`~sharesync.pipelines.targets.port.TargetFormat.glance` — the pass ends there, without a
 lease, metadata or Spark). Otherwise take the
 table's lease, decide and plan (:mod:`sharesync.sync.planning.run_plan`), and execute the plan batch by batch:
 fetch → prune → download and stage → apply with Spark → advance the checkpoint by
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from sharesync.pipelines.jobs.session import SparkEngine
     from sharesync.pipelines.run.table_run import TableRun
-    from sharesync.pipelines.target.discard import Discarded
+    from sharesync.pipelines.targets.facts import Discarded
     from sharesync.state import StateStore
     from sharesync.sync.core.include_patterns import Selection
     from sharesync.sync.protocol.client import SharingClient
@@ -304,14 +304,14 @@ class Syncer:
     def reset(self, name: str, *, discard_target: bool = False) -> tuple[Checkpoint | None, Discarded | None]:
         """Forget the checkpoint (the next sync keeps an append or history target's rows and
         continues them); ``discard_target``: first remove the target too, under the table's lease."""
-        from sharesync.pipelines.target.discard import discard_target as discard
+        from sharesync.pipelines.targets.delta.format import DELTA
 
         table = self.table(name)
         if not discard_target:
             return self.resources.store.reset_checkpoint(table.key), None
         store = self.resources.store
         with store.hold_lease(table.key, ttl=self.lease_ttl):  # never under a running sync
-            discarded = discard(self.resources.locate(table.target), held=self.resources.modes.what_kept)
+            discarded = DELTA.discard(self.resources.locate(table.target), held=self.resources.modes.what_kept)
             return store.reset_checkpoint(table.key), discarded
 
     # ------------------------------------------------------------ helpers

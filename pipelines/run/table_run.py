@@ -19,7 +19,6 @@ import logging
 import time
 from functools import partial
 
-from sharesync.pipelines.jobs.fencing import Fence
 from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, ModeStrategy
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, Fetched, fetch_changes, fetch_snapshot
 from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
@@ -31,8 +30,9 @@ from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import TargetCheck, judge, switch_refusal, switches_layout, written_for
-from sharesync.pipelines.target.identity import Glance, glance, high_water_mark, read_identity
-from sharesync.pipelines.target.preflight import check_storage_access
+from sharesync.pipelines.targets.delta.fencing import Fence
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import Glance
 from sharesync.state import Checkpoint, LeaseKeeper, RunStats, RunStatus
 from sharesync.sync.core.config import StartAtTimestamp, StartAtVersion, TableConfig
 from sharesync.sync.core.errors import (
@@ -107,7 +107,7 @@ class TableRun:
         checkpoint = store.get_checkpoint(table.key)  # re-read under the lease
         staging = self.services.locate(self.services.config.staging_dir)
         context = table_context(table, metadata)  # before any other call: a config error stops here
-        check_storage_access(self.target, staging)  # before the first read of the target: one clear line
+        DELTA.check_storage_access(self.target, staging)  # before the first read of the target: one clear line
         if resumed := resume_from_target(
             store, table, self.target, checkpoint, self.services.config.storage, staging, self.keeper.lease
         ):
@@ -119,7 +119,7 @@ class TableRun:
             context = table_context(table, metadata)
         if policy.warning is not None:
             self._notice(policy.warning)
-        if checkpoint is not None and switches_layout(checkpoint, table) and read_identity(self.target) is not None:
+        if checkpoint is not None and switches_layout(checkpoint, table) and DELTA.identity(self.target) is not None:
             raise switch_refusal(checkpoint, table)
         check = self._check_target(checkpoint)
         decided = prepare_run(self._facts(checkpoint, check, metadata, backfill))
@@ -151,9 +151,9 @@ class TableRun:
         if checkpoint is None or checkpoint.target_version is None or not written_for(checkpoint, table):
             return None  # nothing recorded for this target: the planner decides as before
         written = checkpoint.updated_at
-        if glance(table.target, checkpoint.target_version, written, self.services.config.storage) is Glance.SAME:
+        if DELTA.glance(table.target, checkpoint.target_version, written, self.services.config.storage) is Glance.SAME:
             return None
-        check = judge(checkpoint, read_identity(self.target, since=checkpoint.target_version))
+        check = judge(checkpoint, DELTA.identity(self.target, since=checkpoint.target_version))
         log.info("%s: %s", table.name, check.describe())
         return check
 
@@ -170,7 +170,7 @@ class TableRun:
         target = None
         if check is not None:
             wanted = wants_high_water(check.finding, mode)
-            target = check.fact(high_water_mark(self.target, *self.strategy.high_water_columns) if wanted else None)
+            target = check.fact(DELTA.high_water_mark(self.target, *self.strategy.high_water_columns) if wanted else None)
         request = until = start = None
         if backfill is not None:
             replay_from = version_at(client, table.name, backfill.starting_timestamp)
@@ -194,9 +194,9 @@ class TableRun:
 
     def _left_target(self) -> LeftTarget | None:
         """The change log or row history at the target's path, when it holds rows (only it has them)."""
-        found, modes = read_identity(self.target), self.services.modes
+        found, modes = DELTA.identity(self.target), self.services.modes
         layout = modes.kept_layout(found.columns) if found is not None else None
-        newest = high_water_mark(self.target, *modes.of_mode(layout).high_water_columns) if layout is not None else None
+        newest = DELTA.high_water_mark(self.target, *modes.of_mode(layout).high_water_columns) if layout is not None else None
         return None if layout is None or newest is None else LeftTarget(layout, self.table.target, newest)
 
     def _start_version(self, state: PlanState) -> int | None:

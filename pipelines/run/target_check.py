@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
-from sharesync.pipelines.target.identity import Glance, TargetIdentity, glance
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import Glance, TargetIdentity
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import SharesyncError, TargetError
@@ -152,4 +153,4 @@ def nothing_new(table: TableConfig, checkpoint: Checkpoint, source_version: int,
         return False
     if checkpoint.target_version is None:
         return True
-    return glance(table.target, checkpoint.target_version, checkpoint.updated_at, storage) is Glance.SAME
+    return DELTA.glance(table.target, checkpoint.target_version, checkpoint.updated_at, storage) is Glance.SAME

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
-from sharesync.pipelines.target.identity import read_identity
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
+from sharesync.sync.core.errors import TargetError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -112,7 +113,7 @@ def verify_table(access: TableAccess, table: TableConfig, *, full: bool = False)
             f"the checkpoint was written for target {checkpoint.target} in mode {checkpoint.mode}; the config names "
             f"{table.target} in mode {table.mode.value} ({then})",
         )
-    current = read_identity(access.locate(table.target), since=checkpoint.target_version)
+    current = DELTA.identity(access.locate(table.target), since=checkpoint.target_version)
     check = judge(checkpoint, current)
     if current is None:
         return found(False, f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
@@ -208,14 +209,14 @@ def _target_keys(access: TableAccess, table: TableConfig, keys: list[str]) -> pa
     in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
 
-    from sharesync.pipelines.target.open import open_target
-
-    target = open_target(access.locate(table.target))
-    names = [f.name for f in target.schema().fields]
+    target = DELTA.dataset(access.locate(table.target))
+    if target is None:
+        raise TargetError(f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
+    names = list(target.schema.names)
     wanted = spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else access.modes.strategy(table).current_flag
     flag = flag if flag in names else None
-    rows = target.to_pyarrow_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
+    rows = target.to_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
     if flag == DELETED_COLUMN:
         rows = rows.filter(pc.invert(pc.fill_null(rows.column(flag), False)))
     elif flag is not None:

@@ -9,7 +9,7 @@ structs inside arrays and maps.
 
 A rename at the provider keeps the physical name and changes the logical one, so files written
 before it read under the new name. For a sharesync target that is a schema change like any
-other (``pipelines/jobs/schema_evolution.py``): the old name disappears, which is breaking — the
+other (``pipelines/targets/schema_evolution.py``): the old name disappears, which is breaking — the
 batch is refused with ``SchemaIncompatible`` and nothing is written; ``sharesync reset`` rebuilds
 the target under the new names — while a column that only appears is additive. A drop is breaking.
 """

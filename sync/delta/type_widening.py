@@ -6,7 +6,7 @@ written before the change keep the narrower physical type, and a reader "must co
 values to the current, wider type" — staging's cast to the table's schema does exactly that,
 since every change listed here is a lossless Arrow cast. A reader must also fail on any change in
 ``delta.typeChanges`` it does not support (:func:`check_type_changes`). The same rule decides
-whether a target column may follow a provider's change (``pipelines/jobs/schema_evolution``):
+whether a target column may follow a provider's change (``pipelines/targets/schema_evolution``):
 one piece of code says what "wider" means.
 """
 

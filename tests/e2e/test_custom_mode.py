@@ -20,7 +20,7 @@ from support.verify import source_version
 from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, TargetChanges
 from sharesync.pipelines.modes.registry import ModeRegistry, Registered
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.facts import ApplyStats
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION
 from sharesync.sync.core.config import Mode, TableConfig
@@ -82,17 +82,17 @@ class KeysAuditLog:
         from pyspark.sql import functions as F
 
         from sharesync.pipelines.jobs.staged import read_staged, staged_files
-        from sharesync.pipelines.target.identity import high_water_mark
+        from sharesync.pipelines.targets.delta.format import DELTA
 
         files = staged_files(job.staged)
         if not files:
             return Applied(ApplyStats(), KeysLogged())
-        newest = high_water_mark(job.target, COMMIT_VERSION)  # None: no log yet
+        newest = DELTA.high_water_mark(job.target, COMMIT_VERSION)  # None: no log yet
         rows = read_staged(job.spark(), job.staged, files).select(*job.table.keys, CHANGE_TYPE, COMMIT_VERSION)
         rows = rows.where(F.col(COMMIT_VERSION) > (newest if newest is not None else -1))
         logged = rows.count()
         if logged:
-            rows.write.format("delta").mode("append").save(job.target.uri)
+            DELTA.writer.save(rows, job.target, mode="append", record=job.record)  # the format's writer, fenced
         return Applied(ApplyStats(rows_in_batch=logged, inserted=logged), KeysLogged(logged=logged))
 
 

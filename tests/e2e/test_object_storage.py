@@ -32,7 +32,8 @@ from support.verify import (
 
 from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
-from sharesync.pipelines.target.identity import Glance, glance
+from sharesync.pipelines.targets.delta.identity import glance
+from sharesync.pipelines.targets.facts import Glance
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.server.samples import sample_rows
@@ -177,8 +178,7 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
     from support.s3 import s3_store
 
     from sharesync.pipelines.run.pass_resources import PassResources
-    from sharesync.pipelines.target.identity import read_identity
-    from sharesync.pipelines.target.open import open_target
+    from sharesync.pipelines.targets.delta.format import DELTA
     from sharesync.sync.core.config import SharesyncConfig, SparkConfig
 
     uri = f"{s3_server.prefix()}/t"
@@ -192,11 +192,11 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
             for s in (s3_server, other)
         )
 
-        assert open_target(first.locate(uri)).to_pyarrow_table().num_rows == 3
-        assert open_target(second.locate(uri)).to_pyarrow_table().num_rows == 6
-        assert [read_identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
+        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]
+        assert DELTA.dataset(second.locate(uri)).count_rows() == 6  # type: ignore[union-attr]
+        assert [DELTA.identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
         assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
-        assert open_target(first.locate(uri)).to_pyarrow_table().num_rows == 3  # the second changed nothing
+        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]  # the second changed nothing
 
 
 @pytest.fixture(scope="module")

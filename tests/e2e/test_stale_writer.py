@@ -23,8 +23,8 @@ from support.e2e import Workspace
 from support.engines import SPARK
 from support.verify import assert_append_target_matches, assert_merge_target_matches
 
-from sharesync.pipelines.modes.append import append_mode
-from sharesync.pipelines.modes.merge import merge_mode
+from sharesync.pipelines.modes.append import append
+from sharesync.pipelines.modes.merge import merge
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
 
@@ -53,8 +53,9 @@ def test_a_stale_writer_is_skipped_by_delta_on_spark(workspace: Workspace, monke
 
         return held
 
-    monkeypatch.setattr(append_mode, "apply_append", paused(append_mode.apply_append))
-    monkeypatch.setattr(merge_mode, "apply_merge", paused(merge_mode.apply_merge))
+    # The strategies import their jobs when they apply a batch, so the jobs' own modules are patched.
+    monkeypatch.setattr(append, "apply_append", paused(append.apply_append))
+    monkeypatch.setattr(merge, "apply_merge", paused(merge.apply_merge))
     stale = ws.syncer(config)
     outcome: list[Any] = []
     holder_a = threading.Thread(target=lambda: outcome.extend(stale.sync_all(parallel=2)), name="holder-a")

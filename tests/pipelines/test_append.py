@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
-from support.jobs import SCHEMA, StageFn, apply_merge, delete, ins, post, pre, read_target, version_of
+from support.jobs import SCHEMA, StageFn, apply_append, apply_merge, delete, ins, post, pre, read_target, version_of
 
-from sharesync.pipelines.modes.append.append import apply_append
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-from sharesync.pipelines.target.commit_record import CommitRecord, read_record
+from sharesync.pipelines.targets.delta.commit_record import read_record
+from sharesync.pipelines.targets.record import CommitRecord
 from sharesync.sync.core.location import locate
 
 

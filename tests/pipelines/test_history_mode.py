@@ -19,7 +19,7 @@ from support.jobs import SCHEMA, StageFn, apply_merge, commit_time, delete, ins,
 
 from sharesync.pipelines.modes.history import history_batch
 from sharesync.pipelines.modes.history.history import HistoryStats
-from sharesync.pipelines.target.history_rows import current_rows
+from sharesync.pipelines.targets.delta.history_rows import current_rows
 from sharesync.sync.core.errors import SyncError, TargetError
 from sharesync.sync.core.location import locate
 from sharesync.sync.predicates import CmpOp, Comparison, Ref

@@ -22,6 +22,8 @@ from support.jobs import (
     SCHEMA,
     T0,
     StageFn,
+    apply_append,
+    apply_snapshot,
     commit_time,
     data_rows,
     delete,
@@ -29,15 +31,14 @@ from support.jobs import (
     post,
     pre,
     read_target,
+    replace_target,
     version_of,
 )
 from support.jobs import (
     apply_merge as netted_then_merged,
 )
 
-from sharesync.pipelines.modes.append.append import apply_append
-from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot
-from sharesync.pipelines.target.commit_metrics import ApplyStats
+from sharesync.pipelines.targets.facts import ApplyStats
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError, TargetError
 
 if TYPE_CHECKING:
@@ -487,8 +488,6 @@ def test_a_soft_delete_flags_each_row_of_a_key_the_target_holds_twice_once(
 ) -> None:
     """A provider whose snapshot repeats a key (the keys_unique check says so) bootstraps both
     rows; a delete then flags both — the rewrite as the MERGE does, never doubling them."""
-    from sharesync.pipelines.modes.snapshot.snapshot import replace_target
-
     replace_target(
         spark, stage([ins(1, **r(1, "a", 1)), ins(1, **r(1, "b", 2))]), target, keys=["id"], soft_delete=True
     )

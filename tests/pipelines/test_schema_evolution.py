@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sharesync.pipelines.jobs.schema_evolution import check_schema, fields_of
+from sharesync.pipelines.targets.schema_evolution import check_schema, fields_of
 from sharesync.sync.core.errors import SchemaIncompatible
 
 

@@ -10,18 +10,19 @@ from deltalake import DeltaTable, write_deltalake
 from support.jobs import (
     SCHEMA,
     StageFn,
+    apply_append,
     apply_merge,
+    apply_snapshot,
     commit_time,
     data_rows,
     delete,
     ins,
     post,
     read_target,
+    replace_target,
     version_of,
 )
 
-from sharesync.pipelines.modes.append.append import apply_append
-from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target
 from sharesync.sync.core.errors import SchemaIncompatible, TargetError
 
 if TYPE_CHECKING:

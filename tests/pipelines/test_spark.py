@@ -29,7 +29,7 @@ def test_importing_the_engine_modules_does_not_import_pyspark() -> None:
         "from sharesync.pipelines.modes.append import append\n"
         "from sharesync.pipelines.modes.merge import merge, rewrite\n"
         "from sharesync.pipelines.modes.snapshot import snapshot\n"
-        "from sharesync.pipelines.target import identity, preflight, stats\n"
+        "from sharesync.pipelines.targets.delta import format, identity, preflight, stats, write\n"
         "heavy = [m for m in ('pyspark', 'pysail', 'deltalake') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
@@ -123,7 +123,7 @@ def test_sail_reads_a_float_column_with_flat_statistics_as_a_constant(
     spark: SparkSession, engine: str, tmp_path: Path
 ) -> None:
     """Why direct bootstraps stage such files and targets keep no float statistics (sync/staging/
-    direct.py, pipelines/jobs/target.py): Sail reads NaN beside them wrong, Apache Spark right.
+    direct.py, pipelines/targets/delta/write.py): Sail reads NaN beside them wrong, Apache Spark right.
     If the Sail case fails, Sail reads them right too."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -22,11 +22,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support.jobs import StageFn, apply_merge, delete, ins, post, pre, write_direct_batch
+from support.jobs import (
+    StageFn,
+    apply_append,
+    apply_merge,
+    apply_snapshot,
+    delete,
+    ins,
+    post,
+    pre,
+    replace_target,
+    write_direct_batch,
+)
 
-from sharesync.pipelines.modes.append.append import apply_append
 from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
-from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message  # type: ignore[import-untyped]

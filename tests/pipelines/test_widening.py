@@ -16,9 +16,8 @@ from support.jobs import apply_merge
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS
 from sharesync.pipelines.jobs.staged import read_staged
-from sharesync.pipelines.jobs.target import added_columns
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.preflight import inspect_target
+from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.sync.core.location import locate
 
 from .conftest import StageFn
@@ -41,7 +40,7 @@ def test_widening_keeps_every_row_and_is_done_once(spark: Any, stage: StageFn, t
     df = read_staged(spark, batch)
     columns = ["id", "qty", "day", "name"]
 
-    state, widened = widen_target(spark, df, inspect_target(locate(target)), columns, exclude=GUARD_COLUMNS)
+    state, widened = widen_target(spark, df, WRITER.state(locate(target)), columns, exclude=GUARD_COLUMNS)
 
     assert sorted(widened) == ["day", "qty"]
     types = {f.name: f.type.type for f in DeltaTable(target).schema().fields}
@@ -49,4 +48,4 @@ def test_widening_keeps_every_row_and_is_done_once(spark: Any, stage: StageFn, t
     after = _rows(target)
     assert [{**r, "day": dt.datetime.combine(r["day"], dt.time())} for r in before] == after  # same rows, wider
     assert widen_target(spark, df, state, columns, exclude=GUARD_COLUMNS) == (state, ())  # nothing left
-    assert added_columns(df, state, columns, exclude=GUARD_COLUMNS) == ()
+    assert WRITER.added_columns(df, state, columns, exclude=GUARD_COLUMNS) == ()

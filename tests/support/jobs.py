@@ -117,11 +117,37 @@ def net_as_staged(directory: Any, keys: Sequence[str]) -> Any:
 
 
 def apply_merge(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
-    """What the run does for a merge batch (pipelines/modes/merge/merge_mode.py): staging nets the batch (here: :func:`net_as_staged`),
-    then the merge job applies it. A batch without keys goes straight to the job, which refuses it."""
+    """What the run does for a merge batch (pipelines/modes/merge/merge_mode.py): staging nets the batch
+    (here: :func:`net_as_staged`), then the merge job applies it and the target format counts what it
+    committed. A batch without keys goes straight to the job, which refuses it."""
     from sharesync.pipelines.modes.merge.merge import apply_merge as merge_job
 
     keys = kwargs.get("keys")
     if keys and not isinstance(keys, str):
         net_as_staged(staged, keys)
-    return merge_job(spark, staged, target, **kwargs)
+    return _counted(merge_job(spark, staged, target, **kwargs))
+
+
+def apply_append(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    """The append job, its commits counted by the target format as the strategy counts them."""
+    from sharesync.pipelines.modes.append.append import apply_append as append_job
+
+    return _counted(append_job(spark, staged, target, **kwargs))
+
+
+def apply_snapshot(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot as snapshot_job
+
+    return _counted(snapshot_job(spark, staged, target, **kwargs))
+
+
+def replace_target(spark: Any, staged: Any, target: Any, **kwargs: Any) -> Any:
+    from sharesync.pipelines.modes.snapshot.snapshot import replace_target as replace_job
+
+    return _counted(replace_job(spark, staged, target, **kwargs))
+
+
+def _counted(written: Any) -> Any:
+    from sharesync.pipelines.targets.delta.format import DELTA
+
+    return DELTA.applied(written)

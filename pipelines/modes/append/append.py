@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS, col, keeps, projection, quote_identifier
 from sharesync.pipelines.jobs.conform import conform_target
-from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.target.preflight import inspect_target, require_columns, require_replaceable
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
+from sharesync.pipelines.targets.state import require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, COMMIT_VERSION
 from sharesync.sync.core.location import Place, locate
 
@@ -40,7 +40,7 @@ def apply_append(
     row_filter: Column | None = None,
     conform: bool = False,
     record: str | None = None,
-) -> ApplyStats:
+) -> Written[ApplyStats]:
     """Append the batch's change rows above ``after_version`` (the checkpoint) to ``target``.
 
     ``conform`` (a rebuild after a breaking schema change): the rows already there are first moved
@@ -55,8 +55,8 @@ def apply_append(
     target = locate(target)
     files = staged_files(staged)
     if not files:
-        return ApplyStats()
-    state = inspect_target(target)
+        return Written(ApplyStats())
+    state = WRITER.state(target)
     session = session_of(spark)
     df = read_staged(session, staged, files)
     data_columns = projection(df, (), columns)
@@ -65,29 +65,22 @@ def apply_append(
     out = fresh.select(*[col(c) for c in data_columns], *CHANGE_COLUMNS)
     rows = count_rows(files)
     if not state.exists:
-        return create_target(out, target, rows, record)
+        return WRITER.create(out, target, rows=rows, record=record)
     if after_version < 0:
         # The log restarts (bootstrap after 'sharesync reset', a re-created source, a target to
         # rebuild or switched from another mode): no row of the target survives, so replace it in
         # one commit, schema included — the documented way past a breaking schema change.
         # (DELETE + append would refuse the new schema.)
         require_replaceable(state)
-        writer = recorded(out.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), record)
-        fenced(writer).save(target.uri)
-        commits = commit_metrics(target, state.version)
-        return ApplyStats(rows, total(commits, WRITES, "numOutputRows"), 0, 0, version_after(state.version, commits))
+        WRITER.save(out, target, mode="overwrite", schema="replace", record=record)
+        return Written(ApplyStats(rows), target, state.version, Tally.WRITTEN)
     require_columns(state, list(CHANGE_COLUMNS), "append")
     if conform:
         state = conform_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
     state, _ = widen_target(session, df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
-    added = added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
-    name = register_target(session, target)
+    added = WRITER.added_columns(df, state, data_columns, exclude=CHANGE_COLUMNS + GUARD_COLUMNS)
+    name = WRITER.register(session, target)
     with fenced_dml(session):
         session.sql(f"DELETE FROM {name} WHERE {quote_identifier(COMMIT_VERSION)} > {int(after_version)}")
-    writer = recorded(out.write.format("delta").mode("append"), record)
-    if added:
-        writer = writer.option("mergeSchema", "true")
-    fenced(writer).save(target.uri)
-    commits = commit_metrics(target, state.version)
-    inserted = total(commits, WRITES, "numOutputRows")
-    return ApplyStats(rows, inserted, 0, 0, version_after(state.version, commits), added)
+    WRITER.save(out, target, mode="append", schema="merge" if added else "keep", record=record)
+    return Written(ApplyStats(rows, added_columns=added), target, state.version, Tally.WRITTEN)

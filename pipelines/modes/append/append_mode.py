@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from sharesync.pipelines.jobs.staged import staged_files
-from sharesync.pipelines.modes.append.append import apply_append
 from sharesync.pipelines.modes.base import CONFORMS, Applied, BatchJob, BootstrapAt, TargetChanges
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, ChangeType
 from sharesync.sync.core.config import TableConfig
@@ -96,7 +95,9 @@ class AppendMode:
 
 
 def _append(job: BatchJob, after: int, *, conform: bool = False) -> Applied:
-    stats = apply_append(
+    from sharesync.pipelines.modes.append.append import apply_append  # Spark: only when a batch is applied
+
+    written = apply_append(
         job.spark,
         job.staged,
         job.target,
@@ -106,6 +107,7 @@ def _append(job: BatchJob, after: int, *, conform: bool = False) -> Applied:
         conform=conform,
         record=job.record,
     )
+    stats = DELTA.applied(written)
     appended = appended_by_type(job.staged, job.expr, after) if stats.inserted else {}
     return Applied(stats, AppendChanges(appended=MappingProxyType(appended)))
 
@@ -116,6 +118,7 @@ def appended_by_type(staged: Location, expr: Expr | None, after_version: int) ->
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
+    from sharesync.pipelines.jobs.staged import staged_files
     from sharesync.sync.predicates import to_arrow
 
     dataset = ds.dataset([f.path for f in staged_files(staged)], format="parquet", filesystem=staged.filesystem)

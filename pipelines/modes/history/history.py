@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS
 from sharesync.pipelines.jobs.conform import conform_target
-from sharesync.pipelines.jobs.fencing import fenced
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged
-from sharesync.pipelines.jobs.target import create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.pipelines.modes.history.history_write import evolve_history, merge_plan, rewrite_plan, written_columns
-from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, version_after
-from sharesync.pipelines.target.preflight import TargetState
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.facts import ApplyStats, Written
+from sharesync.pipelines.targets.state import TargetState
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
@@ -65,8 +63,9 @@ class PlannedHistory:
     record: str | None = None  # the commit record of the batch, with a write that can carry it
 
 
-def write_history(spark: SparkSession | Callable[[], SparkSession], planned: PlannedHistory) -> HistoryStats:
-    """Write a planned batch in one commit (after conforming or widening the target if needed)."""
+def write_history(spark: SparkSession | Callable[[], SparkSession], planned: PlannedHistory) -> Written[HistoryStats]:
+    """Write a planned batch in one commit (after conforming or widening the target if needed);
+    what it committed, counted by the plan (the format adds the target's version)."""
     session = session_of(spark)
     state, columns = planned.state, planned.data_columns
     if state.exists and not planned.replace and planned.files:
@@ -79,11 +78,10 @@ def write_history(spark: SparkSession | Callable[[], SparkSession], planned: Pla
         added = ()
     stats = dataclasses.replace(planned.stats, added_columns=added)
     if planned.plan_file is None:
-        return stats  # a re-applied batch: already in the target
+        return Written(stats)  # a re-applied batch: already in the target
     actions = session.read.parquet(planned.plan_file.uri)
     deleted = _write(session, planned, state, actions)
-    after = version_after(state.version, commit_metrics(planned.target, state.version))
-    return dataclasses.replace(stats, target_version=after, deleted=stats.deleted + deleted)
+    return Written(dataclasses.replace(stats, deleted=stats.deleted + deleted), planned.target, state.version)
 
 
 def tracked_columns(
@@ -107,15 +105,16 @@ def _write(session: SparkSession, planned: PlannedHistory, state: TargetState, a
     """Write the staged plan in one commit; returns the rows a replacing bootstrap removed."""
     target, keys, columns = planned.target, planned.keys, planned.data_columns
     if not state.exists:
-        create_target(written_columns(actions, columns), target, planned.stats.opened, planned.record)
+        WRITER.create(written_columns(actions, columns), target, rows=planned.stats.opened, record=planned.record)
         return 0
     if planned.replace:
-        previous = row_count(target)
-        writer = recorded(written_columns(actions, columns).write.format("delta").mode("overwrite"), planned.record)
-        fenced(writer.option("overwriteSchema", "true")).save(target.uri)
+        previous = WRITER.rows(target)
+        WRITER.save(
+            written_columns(actions, columns), target, mode="overwrite", schema="replace", record=planned.record
+        )
         return previous
     if planned.rewrite:
         rewrite_plan(session, actions, target, keys, columns, planned.null_keys, planned.record)
     else:
-        merge_plan(actions, register_target(session, target), keys, columns, planned.null_keys)
+        merge_plan(actions, WRITER.register(session, target), keys, columns, planned.null_keys)
     return 0

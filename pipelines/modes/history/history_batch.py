@@ -3,7 +3,7 @@
 History mode keeps every version of a key, so its batch is planned in Arrow
 (:mod:`sharesync.sync.planning.history_plan`: no netting across versions; exactly once by each
 key's watermark) against the target's rows, read with deltalake
-(:mod:`sharesync.pipelines.target.history_rows`). The plan is staged as one parquet file next to
+(:mod:`sharesync.pipelines.targets.delta.history_rows`). The plan is staged as one parquet file next to
 the batch — staging's last write — and only then is the Spark job
 (:func:`~sharesync.pipelines.modes.history.history.write_history`) handed the finished batch. The engine
 starts in a thread while the batch is planned.
@@ -24,8 +24,8 @@ from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS, projected
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.jobs.staged import staged_files
 from sharesync.pipelines.modes.history.history import HistoryStats, PlannedHistory, tracked_columns, write_history
-from sharesync.pipelines.target.history_rows import read_history, table_schema
-from sharesync.pipelines.target.preflight import TargetState, inspect_target, require_columns, require_replaceable
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.state import TargetState, require_columns, require_replaceable
 from sharesync.sync.core.changefeed import CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SchemaIncompatible, SyncError
@@ -57,7 +57,7 @@ class _Job:
     replay_from: int | None
     rewrite_threshold: float | None
     conform: bool = False  # a rebuild: move the target's rows into the batch's schema first
-    record: str | None = None  # the batch's commit record (pipelines/target/commit_record.py)
+    record: str | None = None  # the batch's commit record (pipelines/targets/delta/commit_record.py)
 
 
 def apply_history(
@@ -152,7 +152,7 @@ def _apply(
             f"staged batch '{job.staged}' was netted per key, which drops the versions history mode keeps; "
             "stage history-mode batches without net_keys"
         )
-    state = inspect_target(job.target)
+    state = DELTA.inspect(job.target)
     if not files and (not state.exists or (snapshot is None and job.replay_from is None)):
         return HistoryStats()  # nothing to write, or no schema to create a table with
     if state.exists and replace:
@@ -168,7 +168,7 @@ def _apply(
     values = [c for c in data_columns if c not in keys] if tracked is not None else []
     present = set(state.column_names)  # a column the batch adds is NULL in the target's rows (the plan knows)
     compared = [c for c in values if c in present]
-    history = read_history(job.target, keys, compared, replay_from=job.replay_from) if existing else None
+    history = DELTA.read_history(job.target, keys, compared, replay_from=job.replay_from) if existing else None
     if snapshot is not None:
         snapshot = _snapshot_at(changes, snapshot)
     kept = _kept(changes, job.row_filter)
@@ -206,7 +206,7 @@ def _apply(
         conform=job.conform,
         record=job.record,
     )
-    return write_history(engine, planned)
+    return DELTA.applied(write_history(engine, planned))
 
 
 def _rewrites(plan: HistoryPlan, target_rows: int, threshold: float | None) -> bool:
@@ -243,7 +243,7 @@ def _read_changes(files: Sequence[Location], state: TargetState) -> pa.Table:
             return changes.combine_chunks()
         except pa.ArrowInvalid:  # a column over 2 GiB of values cannot be one array: chunks work, slower
             return changes
-    fields = [f for f in table_schema(state.location) if f.name not in HISTORY_COLUMNS]
+    fields = [f for f in DELTA.table_schema(state.location) if f.name not in HISTORY_COLUMNS]
     types = {CHANGE_TYPE: pa.string(), COMMIT_VERSION: pa.int64(), COMMIT_TIMESTAMP: pa.timestamp("us", tz="UTC")}
     return pa.schema([*fields, *(pa.field(c, types[c]) for c in CHANGE_COLUMNS)]).empty_table()
 

@@ -9,16 +9,18 @@ time. Its account counts history rows opened and closed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sharesync.pipelines.modes.base import CONFORMS, Applied, BatchJob, BootstrapAt, TargetChanges
-from sharesync.pipelines.modes.history.history import HistoryStats
-from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
-from sharesync.pipelines.target.history_rows import history_start
+from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.history_columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.sync_plan import BootstrapReason, VersionRange
+
+if TYPE_CHECKING:
+    from sharesync.pipelines.modes.history.history import HistoryStats
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,11 +79,13 @@ class HistoryMode:
         return HistoryChanges()
 
     def history_start(self, target: Location) -> int | None:
-        return history_start(target)
+        return DELTA.history_start(target)
 
     def bootstrap(
         self, job: BatchJob, *, reason: BootstrapReason, checkpoint: Checkpoint | None, snapshot: BootstrapAt
     ) -> Applied:
+        from sharesync.pipelines.modes.history.history_batch import bootstrap_history  # Arrow and Spark: only here
+
         stats = bootstrap_history(
             job.spark,
             job.staged,
@@ -104,6 +108,8 @@ class HistoryMode:
         return Applied(stats, HistoryChanges.of(stats))
 
     def changes(self, job: BatchJob, *, batch: VersionRange, replay_from: int | None) -> Applied:
+        from sharesync.pipelines.modes.history.history_batch import apply_history  # Arrow and Spark: only here
+
         table = job.table
         stats = apply_history(
             job.spark,

@@ -27,9 +27,9 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
-from sharesync.pipelines.jobs.target import added_columns, recorded
-from sharesync.pipelines.target.preflight import TargetState
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.state import TargetState
 from sharesync.sync.core.location import Location
 from sharesync.sync.planning.history_plan import ACTION, MATCH_VERSION, SET_VALUES, Action
 
@@ -90,7 +90,7 @@ def rewrite_plan(
     (not an anti join plus an inner join) reads the target once: less time and memory on Sail."""
     from pyspark.sql import functions as F
 
-    table = spark.read.format("delta").load(target.uri)
+    table = WRITER.read(spark, target)
     types = {f.name: f.dataType for f in table.schema.fields}
     values = [c for c in data_columns if c not in keys]
     alias = {c: f"__ss_c{i}" for i, c in enumerate([*keys, *values, *_VALIDITY, MATCH_VERSION, ACTION, SET_VALUES])}
@@ -110,12 +110,12 @@ def rewrite_plan(
 
     inserted = written_columns(plan, data_columns).select(*[col(c).cast(types[c]).alias(c) for c in table.columns])
     out = joined.select(*[after(c) for c in table.columns]).unionByName(inserted)
-    fenced(recorded(out.write.format("delta").mode("overwrite"), record)).save(target.uri)
+    WRITER.save(out, target, mode="overwrite", record=record)
 
 
 def evolve_history(df: DataFrame, state: TargetState, data_columns: Sequence[str]) -> tuple[str, ...]:
     """Add the batch's new columns before the write, as merge mode does (:func:`add_empty_columns`)."""
-    added = added_columns(df, state, data_columns, exclude=HISTORY_COLUMNS)
+    added = WRITER.added_columns(df, state, data_columns, exclude=HISTORY_COLUMNS)
     if added:
         add_empty_columns(df, state, [col(c) for c in added], added)
     return added

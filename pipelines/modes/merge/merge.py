@@ -34,15 +34,14 @@ from sharesync.pipelines.jobs.columns import (
     projection,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.fencing import fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, register_target
 from sharesync.pipelines.jobs.widening import widen_target
 from sharesync.pipelines.modes.merge.rewrite import can_rewrite, rewrite_target
-from sharesync.pipelines.target.commit_metrics import ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.target.preflight import TargetState, inspect_target, require_columns
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
+from sharesync.pipelines.targets.state import TargetState, require_columns
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, UPSERT_TYPES
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SyncError
@@ -70,7 +69,7 @@ def apply_merge(
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
     record: str | None = None,
-) -> ApplyStats:
+) -> Written[ApplyStats]:
     """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
 
     A key whose winning image is a delete, a preimage, or fails ``row_filter`` (only TRUE keeps
@@ -95,14 +94,16 @@ def apply_merge(
 
     ``record``: the batch's commit record, written with a created or rewritten target; a MERGE
     cannot carry it on Sail, so the rows' guard versions stand for it (``db recover``).
+
+    Returns what it committed; the target format counts it (``DELTA.applied``).
     """
     target = locate(target)
     if not keys or isinstance(keys, str):
         raise SyncError(f"target '{target}': merge mode needs a list of key columns, got {keys!r}")
     files = staged_files(staged)
     if not files:
-        return ApplyStats()
-    state = inspect_target(target)
+        return Written(ApplyStats())
+    state = WRITER.state(target)
     session = session_of(spark)
     data_columns = projection(read_staged(session, staged, files), keys, columns)
     by_lower = {c.lower(): c for c in data_columns}
@@ -114,40 +115,27 @@ def apply_merge(
         from pyspark.sql import functions as F
 
         out = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
-        return create_target(out, target, rows, record)
+        return WRITER.create(out, target, rows=rows, record=record)
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
     add_deleted = soft_delete and DELETED_COLUMN not in state.column_names
     state, _ = widen_target(session, df, state, data_columns, exclude=GUARD_COLUMNS)
     added = _evolve(df, state, data_columns, add_deleted=add_deleted)
     if added or add_deleted:
-        state = dataclasses.replace(inspect_target(target), version=state.version)  # metrics count from before
+        state = dataclasses.replace(WRITER.state(target), version=state.version)  # metrics count from before
     if _rewrites(state, data_columns, soft_delete, netted.rows_after, rewrite_threshold):
         counts = rewrite_target(
-            session,
-            net,
-            target,
-            keys=keys,
-            data_columns=data_columns,
-            upsert_flag=_UPSERT,
-            soft_delete=soft_delete,
-            replay_from=replay_from,
-            null_keys=null_keys,
-            record=record,
-        )
-        after = version_after(state.version, commit_metrics(target, state.version))
-        return ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, after, added)
-    name = register_target(session, target)
+            session, net, target, keys=keys, data_columns=data_columns, upsert_flag=_UPSERT,
+            soft_delete=soft_delete, replay_from=replay_from, null_keys=null_keys, record=record,
+        )  # fmt: skip
+        known = ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, added_columns=added)
+        return Written(known, target, state.version)
+    name = WRITER.register(session, target)
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
     flagged = DELETED_COLUMN in state.column_names  # soft deletes on, or on once (a live row is unflagged)
     with fenced_dml(session):
         _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
-    commits = commit_metrics(target, state.version)
-    inserted = total(commits, "MERGE", "numTargetRowsInserted")
-    updated = total(commits, "MERGE", "numTargetRowsUpdated")
-    deleted = total(commits, "MERGE", "numTargetRowsDeleted")
-    if soft_delete and updated:  # the metrics count the soft-delete clause as updates
-        updated, deleted = updated - soft_deleted, deleted + soft_deleted
-    return ApplyStats(rows, inserted, updated, deleted, version_after(state.version, commits), added)
+    known = ApplyStats(rows, added_columns=added)
+    return Written(known, target, state.version, Tally.MERGED, soft_deleted=soft_deleted)
 
 
 def _rewrites(
@@ -155,7 +143,7 @@ def _rewrites(
 ) -> bool:
     if threshold is None or not can_rewrite(state, data_columns, soft_delete=soft_delete):
         return False
-    return net_rows >= threshold * row_count(state.location)
+    return net_rows >= threshold * WRITER.rows(state.location)
 
 
 def _merge_source(net: DataFrame, data_columns: Sequence[str], row_filter: Column | None) -> DataFrame:
@@ -170,7 +158,7 @@ def _evolve(df: DataFrame, state: TargetState, data_columns: Sequence[str], *, a
     """Add the batch's new columns (and the soft-delete flag) before the MERGE (:func:`add_empty_columns`)."""
     from pyspark.sql import functions as F
 
-    added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
+    added = WRITER.added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
     if not added and not add_deleted:
         return added
     new = [col(c) for c in added] + ([F.lit(None).cast("boolean").alias(DELETED_COLUMN)] if add_deleted else [])

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, TargetChanges
-from sharesync.pipelines.modes.merge.merge import apply_merge
-from sharesync.pipelines.modes.snapshot.snapshot import replace_target
-from sharesync.pipelines.target.commit_metrics import ApplyStats
-from sharesync.pipelines.target.guard_columns import VERSION_COLUMN
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.facts import ApplyStats
+from sharesync.pipelines.targets.guard_columns import VERSION_COLUMN
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
@@ -70,8 +69,10 @@ class MergeMode:
     def bootstrap(
         self, job: BatchJob, *, reason: BootstrapReason, checkpoint: Checkpoint | None, snapshot: BootstrapAt
     ) -> Applied:
+        from sharesync.pipelines.modes.snapshot.snapshot import replace_target  # Spark: only when a batch is applied
+
         table = job.table
-        stats = replace_target(
+        written = replace_target(
             job.spark,
             job.staged,
             job.target,
@@ -81,11 +82,14 @@ class MergeMode:
             soft_delete=table.soft_delete,
             record=job.record,
         )
+        stats = DELTA.applied(written)
         return Applied(stats, MergeChanges.of(stats))
 
     def changes(self, job: BatchJob, *, batch: VersionRange, replay_from: int | None) -> Applied:
+        from sharesync.pipelines.modes.merge.merge import apply_merge  # Spark: only when a batch is applied
+
         table = job.table
-        stats = apply_merge(
+        written = apply_merge(
             job.spark,
             job.staged,
             job.target,
@@ -97,4 +101,5 @@ class MergeMode:
             rewrite_threshold=job.rewrite_threshold,
             record=job.record,
         )
+        stats = DELTA.applied(written)
         return Applied(stats, MergeChanges.of(stats))

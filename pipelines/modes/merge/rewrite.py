@@ -27,9 +27,8 @@ from sharesync.pipelines.jobs.columns import (
     col,
     quote_identifier,
 )
-from sharesync.pipelines.jobs.fencing import fenced
-from sharesync.pipelines.jobs.target import recorded
-from sharesync.pipelines.target.preflight import TargetState
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.state import TargetState
 from sharesync.sync.core.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION
 from sharesync.sync.core.location import Location
 
@@ -84,7 +83,7 @@ def rewrite_target(
     """
     from pyspark.sql import functions as F
 
-    table = spark.read.format("delta").load(target.uri)
+    table = WRITER.read(spark, target)
     key_aliases = [f"__ss_k{i}" for i in range(len(keys))]
     narrow = table.select(
         *[col(k).alias(a) for k, a in zip(keys, key_aliases, strict=True)],
@@ -116,7 +115,7 @@ def rewrite_target(
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
-    fenced(recorded(out.write.format("delta").mode("overwrite"), record)).save(target.uri)
+    WRITER.save(out, target, mode="overwrite", record=record)
     return counts
 
 

@@ -20,14 +20,14 @@ from sharesync.pipelines.jobs.columns import (
     keeps,
     projection,
 )
-from sharesync.pipelines.jobs.fencing import fenced, fenced_dml
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import count_rows, read_staged, staged_files
-from sharesync.pipelines.jobs.target import added_columns, create_target, recorded, register_target
 from sharesync.pipelines.jobs.widening import widen_target
-from sharesync.pipelines.target.commit_metrics import WRITES, ApplyStats, commit_metrics, total, version_after
-from sharesync.pipelines.target.preflight import inspect_target, require_columns, require_replaceable
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.delta.fencing import fenced_dml
+from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
+from sharesync.pipelines.targets.port import SchemaMode
+from sharesync.pipelines.targets.state import require_columns, require_replaceable
 from sharesync.sync.core.location import Place, locate
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def replace_target(
     row_filter: Column | None = None,
     soft_delete: bool = False,
     record: str | None = None,
-) -> ApplyStats:
+) -> Written[ApplyStats]:
     """Bootstrap: make ``target`` exactly the snapshot batch (guards = snapshot version).
 
     The schema is replaced as well (``overwriteSchema``): this is the ``sharesync reset`` path,
@@ -63,7 +63,7 @@ def apply_snapshot(
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
     record: str | None = None,
-) -> ApplyStats:
+) -> Written[ApplyStats]:
     """Snapshot mode: replace ``target`` with the snapshot rows in one atomic commit.
 
     Additive schema changes evolve the target (``mergeSchema``); breaking ones raise
@@ -84,40 +84,37 @@ def _replace(
     *,
     reset_schema: bool,
     record: str | None,
-) -> ApplyStats:
+) -> Written[ApplyStats]:
     target = locate(target)
     files = staged_files(staged)
-    state = inspect_target(target)
+    state = WRITER.state(target)
     if not files and not state.exists:
-        return ApplyStats()  # nothing to write, and no schema to create a table with
+        return Written(ApplyStats())  # nothing to write, and no schema to create a table with
     session = session_of(spark)
     if not files:
         # An empty snapshot: the provider's table is empty at this version, so ours must be.
-        name = register_target(session, target)
+        name = WRITER.register(session, target)
         with fenced_dml(session):
             session.sql(f"DELETE FROM {name}")
-        commits = commit_metrics(target, state.version)
-        deleted = total(commits, "DELETE", "numDeletedRows")
-        return ApplyStats(0, 0, 0, deleted, version_after(state.version, commits))
-    previous = row_count(target) if state.exists else 0
+        return Written(ApplyStats(), target, state.version, Tally.DELETED)
+    previous = WRITER.rows(target) if state.exists else 0
     df = read_staged(session, staged, files)
     data_columns = projection(df, keys, columns)
     out = df.where(keeps(row_filter)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
     rows = count_rows(files)
     if not state.exists:
-        return create_target(out, target, rows, record)
+        return WRITER.create(out, target, rows=rows, record=record)
     added: tuple[str, ...] = ()
-    writer = recorded(out.write.format("delta").mode("overwrite"), record)
+    schema: SchemaMode = "keep"
     if reset_schema:
         require_replaceable(state)
-        writer = writer.option("overwriteSchema", "true")
+        schema = "replace"
     else:
         require_columns(state, [VERSION_COLUMN], "snapshot")
         state, _ = widen_target(session, df, state, data_columns, exclude=GUARD_COLUMNS)
-        added = added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
+        added = WRITER.added_columns(df, state, data_columns, exclude=GUARD_COLUMNS)
         if added:
-            writer = writer.option("mergeSchema", "true")
-    fenced(writer).save(target.uri)
-    commits = commit_metrics(target, state.version)
-    inserted = total(commits, WRITES, "numOutputRows")
-    return ApplyStats(rows, inserted, 0, previous, version_after(state.version, commits), added)
+            schema = "merge"
+    WRITER.save(out, target, mode="overwrite", schema=schema, record=record)
+    known = ApplyStats(rows, deleted=previous, added_columns=added)
+    return Written(known, target, state.version, Tally.WRITTEN)

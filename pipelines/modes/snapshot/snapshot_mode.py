@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, TargetChanges
-from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target
-from sharesync.pipelines.target.guard_columns import VERSION_COLUMN
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.guard_columns import VERSION_COLUMN
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
@@ -58,17 +58,20 @@ class SnapshotMode:
     def bootstrap(
         self, job: BatchJob, *, reason: BootstrapReason, checkpoint: Checkpoint | None, snapshot: BootstrapAt
     ) -> Applied:
+        from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target  # Spark: only here
+
         columns, row_filter = job.table.columns, job.row_filter
         if checkpoint is None or reason in _REPLACING:
             # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
             # replaced too.
-            stats = replace_target(
+            written = replace_target(
                 job.spark, job.staged, job.target, columns=columns, row_filter=row_filter, record=job.record
             )
         else:
-            stats = apply_snapshot(
+            written = apply_snapshot(
                 job.spark, job.staged, job.target, columns=columns, row_filter=row_filter, record=job.record
             )
+        stats = DELTA.applied(written)
         return Applied(stats, SnapshotChanges(written=stats.inserted))
 
     def changes(self, job: BatchJob, *, batch: VersionRange, replay_from: int | None) -> Applied:

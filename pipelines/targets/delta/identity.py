@@ -21,13 +21,11 @@ settings of the target's prefix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.target.guard_columns import written_by_sharesync
-from sharesync.pipelines.target.open import open_existing
+from sharesync.pipelines.targets.delta.open import open_existing
+from sharesync.pipelines.targets.facts import RESTORE, Glance, TargetIdentity
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection, local_path
 
@@ -35,32 +33,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-__all__ = ["Glance", "TargetIdentity", "glance", "high_water_mark", "read_identity"]
-
-RESTORE = "RESTORE"  # commitInfo.operation of Delta's RESTORE (delta-rs, Delta Lake, Databricks)
-
-
-class Glance(StrEnum):
-    SAME = "same"  # the recorded commit is still the newest
-    MISSING = "missing"  # no Delta log at the target
-    CHANGED = "changed"  # something else: look closer with read_identity
-
-
-@dataclass(frozen=True)
-class TargetIdentity:
-    """The Delta table at a target as its log describes it."""
-
-    table_id: str  # metaData.id
-    version: int
-    columns: tuple[str, ...]
-    # The version the newest RESTORE after the asked-for version went back to (-1: by timestamp,
-    # not known); None when there was no such RESTORE.
-    restored_to: int | None = None
-
-    @property
-    def written_by_sharesync(self) -> bool:
-        """Whether the table has sharesync's columns (the rule the jobs refuse foreign tables by)."""
-        return written_by_sharesync(self.columns)
+__all__ = ["glance", "high_water_mark", "read_identity"]
 
 
 def glance(target: str, version: int, checkpoint_written: datetime | None, storage: StorageSection) -> Glance:

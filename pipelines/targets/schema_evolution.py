@@ -12,7 +12,7 @@ Rules, chosen so a sync never rewrites or loses data silently:
   nullability is not part of the decision);
 * a column whose type the provider *widened* (Delta type widening: ``integer`` → ``long``,
   ``date`` → ``timestamp_ntz``, …, :func:`~sharesync.sync.delta.type_widening.is_widening`) is
-  widened in the target too (:mod:`.widening`): every old value fits the new type, nothing narrows;
+  widened in the target too (:mod:`sharesync.pipelines.jobs.widening`): every old value fits the new type, nothing narrows;
 * a column only in the target (dropped upstream, or removed from ``columns``) or a column whose
   type changed otherwise is *breaking*: nothing is written and :class:`SchemaIncompatible` tells
   the user to re-bootstrap with ``sharesync reset`` or to get the provider to restore the column;

@@ -3,7 +3,7 @@
 Planning needs every row's keys and validity (a key's watermark counts its closed rows too),
 and, with a tracked-column list, the other values of the open rows (and of those a backfill
 reopens) only. These are narrow columnar reads of the table's files; the target must be
-reachable from this process, as for every job (:mod:`sharesync.pipelines.jobs.target`).
+reachable from this process, as for every job (:mod:`sharesync.pipelines.targets.delta.write`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.targets.delta.open import open_target
 from sharesync.sync.core.history_columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
 from sharesync.sync.core.location import Location
 

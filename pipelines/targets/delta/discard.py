@@ -7,25 +7,15 @@ unless told to; this is the one place that does, for a table sharesync wrote onl
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from sharesync.pipelines.target.guard_columns import written_by_sharesync
-from sharesync.pipelines.target.identity import read_identity
-from sharesync.pipelines.target.stats import row_count
+from sharesync.pipelines.targets.delta.identity import read_identity
+from sharesync.pipelines.targets.delta.stats import row_count
+from sharesync.pipelines.targets.facts import Discarded
+from sharesync.pipelines.targets.guard_columns import written_by_sharesync
 from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import Location
 
-__all__ = ["Discarded", "discard_target"]
-
-
-@dataclass(frozen=True)
-class Discarded:
-    target: str
-    rows: int
-    held: str  # what the table was, in its mode's words ("its append-mode change log")
-
-    def describe(self) -> str:
-        return f"target {self.target} removed ({self.rows} rows of {self.held})"
+__all__ = ["discard_target"]
 
 
 def discard_target(target: Location, *, held: Callable[[Sequence[str]], str]) -> Discarded | None:

@@ -4,29 +4,22 @@ Read outside Spark on purpose: the count and the schema come from the Delta log 
 Parquet footers (no data scan, no engine; only a live-row count with soft delete reads the flag
 column), and an independent reader is what a check of the engine's output should use. The
 target must be reachable from this process, which the engine already requires (see
-:mod:`sharesync.pipelines.jobs.target`).
+:mod:`sharesync.pipelines.targets.delta.write`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sharesync.pipelines.target.guard_columns import DELETED_COLUMN
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.facts import TargetStats
+from sharesync.pipelines.targets.guard_columns import DELETED_COLUMN
 from sharesync.sync.core.location import Location
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-__all__ = ["TargetStats", "read_target_stats", "row_count"]
-
-
-@dataclass(frozen=True)
-class TargetStats:
-    version: int
-    rows: int  # live rows: soft-deleted ones are not counted
-    columns: tuple[tuple[str, str, bool], ...]  # (name, type, nullable)
+__all__ = ["read_target_stats", "row_count"]
 
 
 def read_target_stats(target: Location, *, soft_delete: bool = False) -> TargetStats | None:

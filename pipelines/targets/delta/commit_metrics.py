@@ -2,45 +2,24 @@
 
 Both Sail and Delta Lake on Apache Spark record MERGE/WRITE/DELETE row counts in each commit's
 ``commitInfo.operationMetrics``; reading them is free, where counting rows would cost a scan
-of the target. A job that changed nothing makes no commit on Sail.
+of the target. A job that changed nothing makes no commit on Sail. The jobs say what they
+committed (:class:`~sharesync.pipelines.targets.port.Written`); :func:`applied` counts it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sharesync.pipelines.target.open import open_target
+from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.facts import S, Tally, Written
 from sharesync.sync.core.location import Location
 
-__all__ = ["WRITES", "ApplyStats", "Commit", "commit_metrics", "total", "version_after"]
+__all__ = ["WRITES", "Commit", "applied", "commit_metrics", "total", "version_after"]
 
 # A DataFrame save is "WRITE" on Delta Lake/Spark; Sail calls the one that creates a table "CREATE TABLE".
 WRITES = ("WRITE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "REPLACE TABLE")
-
-
-@dataclass(frozen=True)
-class ApplyStats:
-    """What one job did to the target, as shown to users.
-
-    ``rows_in_batch``: change rows staged (before netting and filtering). ``inserted``,
-    ``updated``, ``deleted``: target rows; a soft delete counts as deleted, a replace counts the
-    rows it removed as deleted. ``target_version``: the target's Delta version afterwards, or
-    ``None`` when there is no table (or an empty batch gave no reason to look).
-    ``added_columns``: columns the target gained from an additive schema change.
-    """
-
-    rows_in_batch: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    target_version: int | None = None
-    added_columns: tuple[str, ...] = ()
-
-    @property
-    def changed_rows(self) -> int:
-        return self.inserted + self.updated + self.deleted
 
 
 class Commit(NamedTuple):
@@ -73,3 +52,26 @@ def total(commits: Sequence[Commit], operations: str | Sequence[str], metric: st
 def version_after(before: int | None, commits: Sequence[Commit]) -> int | None:
     """The target's version after a job: its last commit, or unchanged if it made none."""
     return commits[-1].version if commits else before
+
+
+def applied(written: Written[S]) -> S:
+    """What a job's commits did: ``written.known`` completed from the commits after ``written.before``."""
+    known = written.known
+    if written.target is None:
+        return known
+    commits = commit_metrics(written.target, written.before)
+    counted = dataclasses.replace(known, target_version=version_after(written.before, commits))
+    match written.tally:
+        case Tally.WRITTEN:
+            return dataclasses.replace(counted, inserted=total(commits, WRITES, "numOutputRows"))
+        case Tally.DELETED:
+            return dataclasses.replace(counted, deleted=total(commits, "DELETE", "numDeletedRows"))
+        case Tally.MERGED:
+            inserted = total(commits, "MERGE", "numTargetRowsInserted")
+            updated = total(commits, "MERGE", "numTargetRowsUpdated")
+            deleted = total(commits, "MERGE", "numTargetRowsDeleted")
+            soft = written.soft_deleted
+            if soft and updated:  # the metrics count the soft-delete clause as updates
+                updated, deleted = updated - soft, deleted + soft
+            return dataclasses.replace(counted, inserted=inserted, updated=updated, deleted=deleted)
+    return counted

@@ -137,7 +137,7 @@ def fencing(fence: Fence | None) -> Iterator[None]:
 
 
 def _recorded(fence: Fence) -> int | None:
-    from sharesync.pipelines.target.open import open_target
+    from sharesync.pipelines.targets.delta.open import open_target
 
     version = open_target(fence.target).transaction_version(fence.app_id)
     return None if version is None else int(version)
