@@ -251,3 +251,37 @@ def test_the_architecture_page_names_every_module_and_no_module_that_is_gone() -
     }
     assert sorted(modules - named) == [], "modules the architecture page does not describe"
     assert sorted(named - modules - {"test_layers.py"}) == [], "modules the page names that do not exist"
+
+
+# A step of the walk: `module.py:Name()` or `module.py:Class.method()` (or a class, without "()").
+WALK_STEP = re.compile(r"`(\w+\.py):([\w.]+?)(?:\(\))?`")
+
+
+def _defined(path: Path) -> set[str]:
+    """Top-level functions and classes of a module, and ``Class.method`` for each method."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names.update(f"{node.name}.{m.name}" for m in node.body if isinstance(m, ast.FunctionDef))
+    return names
+
+
+def test_the_merge_batch_walk_names_functions_the_code_has() -> None:
+    """Issue 41: the walk names every step the code takes by its function; a step renamed, moved to
+    another module or deleted fails here, so the page cannot drift from the code unnoticed."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    walk = page[page.index("## One merge batch, step by step") : page.index("## Layers")]
+    steps = WALK_STEP.findall(walk)
+    assert len(steps) >= 30, "the walk names fewer steps than it did when this test was written"
+    modules = {
+        path.name: path
+        for folder in ("sync", "pipelines", "state")
+        for path in (REPO / folder).rglob("*.py")
+        if "migrations" not in path.parts
+    }
+    missing = [f"{module}:{name}" for module, name in steps if name not in _defined(modules[module])]
+    assert missing == [], "steps of the walk the code no longer has"
