@@ -124,9 +124,17 @@ def apply_merge(
         state = dataclasses.replace(WRITER.state(target), version=state.version)  # metrics count from before
     if _rewrites(state, data_columns, soft_delete, netted.rows_after, rewrite_threshold):
         counts = rewrite_target(
-            session, net, target, keys=keys, data_columns=data_columns, upsert_flag=_UPSERT,
-            soft_delete=soft_delete, replay_from=replay_from, null_keys=null_keys, record=record,
-        )  # fmt: skip
+            session,
+            net,
+            target,
+            keys=keys,
+            data_columns=data_columns,
+            upsert_flag=_UPSERT,
+            soft_delete=soft_delete,
+            replay_from=replay_from,
+            null_keys=null_keys,
+            record=record,
+        )
         known = ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, added_columns=added)
         return Written(known, target, state.version)
     name = WRITER.register(session, target)
