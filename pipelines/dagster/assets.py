@@ -23,13 +23,13 @@ from sharesync.pipelines.dagster.provider_facts import ProviderWords, provider_w
 from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
-from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import TargetStats
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
 from sharesync.sync.core.timestamps import given_timestamp
+from sharesync.sync.protocol.commit_time import version_commit_time
 
 if TYPE_CHECKING:  # the syncer's imports are paid at run time, not when definitions load
     from sharesync.pipelines.run.pass_resources import TableAccess

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from sharesync.pipelines.commands.status import TOKEN_WARNING_DAYS
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_bound, freshness_check
 from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
@@ -41,7 +42,6 @@ from sharesync.pipelines.dagster.target_checks import (
 )
 from sharesync.pipelines.modes.base import ModeStrategy
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
-from sharesync.pipelines.run.status import TOKEN_WARNING_DAYS
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from sharesync.pipelines.run.commit_time import version_commit_time
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
+from sharesync.sync.protocol.commit_time import version_commit_time
 
 if TYPE_CHECKING:
     from sharesync.pipelines.run.pass_resources import TableAccess

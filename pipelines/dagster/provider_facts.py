@@ -3,7 +3,7 @@
 A sync knows commit timestamps only for the versions whose change files it read; a
 bootstrap from the latest snapshot learns none. Lag and freshness need them, and the
 row-count check needs the source's record count at the checkpoint version; both are one
-extra, file-less request each (commit times: :func:`sharesync.pipelines.run.commit_time.version_commit_time`) (the presigned URLs in the answers are never downloaded).
+extra, file-less request each (commit times: :func:`sharesync.sync.protocol.commit_time.version_commit_time`) (the presigned URLs in the answers are never downloaded).
 Every function answers ``None`` when the provider cannot tell — no change data feed, no
 history, no stats — instead of failing the materialization or check that asked.
 

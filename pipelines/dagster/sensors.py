@@ -44,9 +44,9 @@ from sharesync.pipelines.dagster.retry_policy import describe
 from sharesync.pipelines.dagster.selection import selection_news
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.dagster.sources import observation
-from sharesync.pipelines.run.target_check import written_for
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.planning.target_judgement import written_for
 
 if TYPE_CHECKING:
     from sharesync.pipelines.run.sync_pass import Syncer

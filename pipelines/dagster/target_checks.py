@@ -176,7 +176,7 @@ _BREAKING = {
 
 def full_verify_check(access: TableAccess, table: TableConfig) -> dg.AssetCheckResult:
     """``sharesync verify NAME --full``: identity, then keys and rows against the checkpoint's snapshot."""
-    from sharesync.pipelines.run.verification import verify_table
+    from sharesync.pipelines.commands.verification import verify_table
 
     found = verify_table(access, table, full=True)
     metadata: dict[str, dg.RawMetadataValue] = {"identity": found.identity}

@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 
 from sharesync.pipelines.jobs.session import start_early
 from sharesync.pipelines.modes.base import Applied
-from sharesync.pipelines.run.commit_time import commit_time, filed_commit_times, version_commit_time
 from sharesync.pipelines.run.failures import Attempt, describe, store_failed
 from sharesync.pipelines.run.results import BatchKind, BatchResult
 from sharesync.pipelines.run.services import RunServices
@@ -48,6 +47,7 @@ from sharesync.sync.core.timestamps import from_millis
 from sharesync.sync.planning.sync_plan import VersionRange
 from sharesync.sync.protocol.changes import ChangeFile
 from sharesync.sync.protocol.client import ChangesResult, QueryResult
+from sharesync.sync.protocol.commit_time import commit_time, filed_commit_times, version_commit_time
 from sharesync.sync.protocol.labels import check_not_older
 from sharesync.sync.protocol.wire import Metadata
 from sharesync.sync.staging import batch as batches

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
-from sharesync.pipelines.run.target_check import written_for
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance
 from sharesync.state import Checkpoint, Lease, StateStore
@@ -23,6 +22,7 @@ from sharesync.sync.core.config import TableConfig
 from sharesync.sync.core.location import Location
 from sharesync.sync.core.storage import StorageSection
 from sharesync.sync.planning.run_plan import ROWS_RECORD, resume_notice, resume_version
+from sharesync.sync.planning.target_judgement import written_for
 from sharesync.sync.staging.batch import remove_batch, table_dir
 
 __all__ = ["Resumed", "resume_from_target"]

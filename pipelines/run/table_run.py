@@ -3,7 +3,7 @@
 :class:`~sharesync.pipelines.run.sync_pass.Syncer` decides *whether* a table needs work (one
 ``/version`` call) and takes the lease; :class:`TableRun` does the work: read the metadata, check
 the config against the shared schema (:mod:`~sharesync.pipelines.run.table_context`), compare the target
-with its checkpoint's record (:mod:`~sharesync.pipelines.run.target_check`), resolve a backfill's
+with its checkpoint's record (:mod:`~sharesync.sync.planning.target_judgement`), resolve a backfill's
 timestamps — then hand those facts to :func:`~sharesync.sync.planning.run_plan.prepare_run` and
 :func:`~sharesync.sync.planning.run_plan.plan_run` (pure), make the checkpoint moves they return
 and run each batch through the one skeleton of :mod:`~sharesync.pipelines.run.batch_run`. A
@@ -21,7 +21,6 @@ from functools import partial
 
 from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, ModeStrategy
 from sharesync.pipelines.run.batch_run import BatchRunner, BatchStep, Fetched, fetch_changes, fetch_snapshot
-from sharesync.pipelines.run.commit_time import version_at, version_at_or_before
 from sharesync.pipelines.run.directory import read_access
 from sharesync.pipelines.run.failures import Attempt
 from sharesync.pipelines.run.results import BackfillRequest, BatchKind, BatchResult, TableOutcome, TableSyncResult
@@ -29,7 +28,7 @@ from sharesync.pipelines.run.resume import resume_from_target
 from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.table_context import TableContext, table_context
-from sharesync.pipelines.run.target_check import TargetCheck, judge, switch_refusal, switches_layout, written_for
+from sharesync.pipelines.run.target_check import switch_refusal
 from sharesync.pipelines.targets.delta.fencing import Fence
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance
@@ -68,6 +67,8 @@ from sharesync.sync.planning.sync_plan import (
     UpToDate,
     VersionRange,
 )
+from sharesync.sync.planning.target_judgement import TargetCheck, judge, switches_layout, written_for
+from sharesync.sync.protocol.commit_time import version_at, version_at_or_before
 from sharesync.sync.protocol.responses import TableMetadata
 
 log = logging.getLogger(__name__)

@@ -76,7 +76,7 @@ def demo(directory: str, keep_serving: bool) -> None:
             print_results(syncer.sync_all())
 
             console.rule("[bold]5. Status")
-            from sharesync.pipelines.run.status import table_statuses
+            from sharesync.pipelines.commands.status import table_statuses
 
             rows, _ = table_statuses(syncer)
             for row in rows:

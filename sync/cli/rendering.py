@@ -14,8 +14,8 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from sharesync.pipelines.commands.status import TableStatus
     from sharesync.pipelines.run.results import TableSyncResult
-    from sharesync.pipelines.run.status import TableStatus
 
 
 def print_pass(number: int, results: Sequence[TableSyncResult], seconds: float) -> None:

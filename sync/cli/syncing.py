@@ -291,7 +291,7 @@ def reset_command(ctx: click.Context, name: str, discard_target: bool) -> None:
 @click.pass_context
 def status_command(ctx: click.Context, as_json: bool) -> None:
     """Each table's checkpoint, the provider's version, lag and last run."""
-    from sharesync.pipelines.run.status import table_statuses
+    from sharesync.pipelines.commands.status import table_statuses
     from sharesync.sync.protocol.profile import load_profile
 
     config = _config(ctx)

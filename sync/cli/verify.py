@@ -24,8 +24,8 @@ from sharesync.sync.core.config import load_config
 @click.pass_context
 def verify_command(ctx: click.Context, name: str, full: bool) -> None:
     """Check a table's target against its checkpoint, changing nothing."""
+    from sharesync.pipelines.commands.verification import verify_table
     from sharesync.pipelines.run.sync_pass import Syncer
-    from sharesync.pipelines.run.verification import verify_table
 
     with Syncer(load_config(ctx.obj["config_file"])) as syncer:
         found = verify_table(syncer.resources, syncer.table(name), full=full)

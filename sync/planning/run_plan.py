@@ -53,7 +53,7 @@ from sharesync.sync.planning.sync_plan import (
 
 
 class Finding(StrEnum):
-    """What comparing the target with its checkpoint's record found (see ``target_check``)."""
+    """What comparing the target with its checkpoint's record found (see ``target_judgement``)."""
 
     INTACT = "intact"
     UNRECORDED = "unrecorded"

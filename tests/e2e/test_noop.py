@@ -46,7 +46,7 @@ def test_nothing_new_asks_only_for_versions_and_never_starts_the_engine(workspac
 def test_the_sync_command_imports_neither_spark_nor_dagster() -> None:
     """Importing what ``sharesync sync`` and ``status`` need must not pay for an engine."""
     code = (
-        "import sys, sharesync.sync.cli.main, sharesync.sync.cli.syncing, sharesync.pipelines.run.sync_pass, sharesync.pipelines.run.status; "
+        "import sys, sharesync.sync.cli.main, sharesync.sync.cli.syncing, sharesync.pipelines.run.sync_pass, sharesync.pipelines.commands.status; "
         "print(sorted(m for m in ('pyspark', 'pysail', 'dagster') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 from support.faults import SharingServer
 
-from sharesync.pipelines.run.commit_time import filed_commit_times, version_commit_time
 from sharesync.sync.core.timestamps import from_millis, to_millis
 from sharesync.sync.protocol.client import SharingClient
+from sharesync.sync.protocol.commit_time import filed_commit_times, version_commit_time
 from sharesync.sync.protocol.profile import load_profile
 from sharesync.sync.server.samples import apply_random_commits, create_sample_table
 

@@ -21,8 +21,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.reliability import Expectation, Site, assert_at_checkpoint, delta_version
 
+from sharesync.pipelines.commands.verification import verify_table
 from sharesync.pipelines.run.results import TableOutcome, TableSyncResult
-from sharesync.pipelines.run.verification import verify_table
 from sharesync.sync.core.config import parse_config
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 """A profile token about to expire is announced a week ahead, in ``status`` and as a Dagster check.
 
-Same rule on both surfaces (``sharesync.pipelines.run.status.TOKEN_WARNING_DAYS``): more than 7 days left is
+Same rule on both surfaces (``sharesync.pipelines.commands.status.TOKEN_WARNING_DAYS``): more than 7 days left is
 fine, 7 days or fewer is a warning, an expired token is an error (the CLI refuses to start with
 it; the Dagster check fails with severity ERROR).
 """

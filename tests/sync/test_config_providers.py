@@ -84,7 +84,7 @@ def test_token_expiry_warnings_name_each_provider(tmp_path: Path) -> None:
     import json
     from datetime import UTC, datetime, timedelta
 
-    from sharesync.pipelines.run.status import token_warnings
+    from sharesync.pipelines.commands.status import token_warnings
 
     def profile(name: str, days: float) -> str:
         expires = (datetime.now(UTC) + timedelta(days=days)).isoformat()

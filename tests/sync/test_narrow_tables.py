@@ -37,7 +37,7 @@ print_results([
 
 STATUS = f"""
 from datetime import UTC, datetime
-from sharesync.pipelines.run.status import TableStatus
+from sharesync.pipelines.commands.status import TableStatus
 from sharesync.sync.cli.rendering import print_statuses
 from sharesync.state import RunStatus
 from sharesync.sync.core.table_config import Mode

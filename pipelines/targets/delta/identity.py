@@ -2,7 +2,7 @@
 
 A checkpoint records the target state it was written for (table id, the target version of the
 commit that applied its batch, mode), so a target that was deleted, replaced or restored to an
-older state is told apart from the one the checkpoint describes (:mod:`sharesync.pipelines.run.target_check`).
+older state is told apart from the one the checkpoint describes (:mod:`sharesync.sync.planning.target_judgement`).
 
 :func:`glance` is the check of a sync with nothing new, so it must stay cheap: for a local target
 it stats four paths and imports nothing. The recorded commit is the newest one when

@@ -2,7 +2,7 @@
 
 Two depths, neither changing anything:
 
-* the identity check (:mod:`~sharesync.pipelines.run.target_check`): the target is the Delta
+* the identity check (:mod:`~sharesync.sync.planning.target_judgement`): the target is the Delta
   table the checkpoint was written for, at the recorded state or newer by commits that kept it;
 * ``full``: the target's rows against the provider's snapshot at the checkpoint version — the key
   set and row count in merge mode (history mode: of its current rows), the row count in snapshot
@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import DELETED_COLUMN, spelled
 from sharesync.pipelines.run.table_context import TableContext, table_context
-from sharesync.pipelines.run.target_check import Finding, judge, switch_refusal, switches_layout, written_for
+from sharesync.pipelines.run.target_check import switch_refusal
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.state import Checkpoint
 from sharesync.sync.core.config import Mode, TableConfig
 from sharesync.sync.core.errors import TargetError
+from sharesync.sync.planning.run_plan import Finding
+from sharesync.sync.planning.target_judgement import judge, switches_layout, written_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
