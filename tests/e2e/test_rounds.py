@@ -27,10 +27,11 @@ from support.verify import (
 from sharesync.pipelines.run.results import TableOutcome
 
 ROUNDS = 3
-# The two-worker clusters change where jobs run, not what a round does: a bootstrap and one round
-# of changes show every mode's jobs on the workers (each cluster round costs minutes on 2 cores).
-CLUSTER_ROUNDS = 1
-S3_ROUNDS = 2  # object storage changes where files live: two rounds of changes after the bootstrap
+# The two-worker clusters change where jobs run, and object storage where files live, not what a
+# round does: two rounds of changes after the bootstrap show every mode's jobs there (each cluster
+# round costs a minute on 2 cores). Two, not one: the seeds of the first two rounds include a
+# provider delete, which the soft-delete table must show flagged.
+CLUSTER_ROUNDS = S3_ROUNDS = 2
 COMMITS_PER_ROUND = 4
 
 
