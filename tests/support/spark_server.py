@@ -153,9 +153,18 @@ class SparkCluster:
             self.worker_processes.append(worker)
             worker.start()
         # Each executor takes its worker's one core; the driver asks for no more than the cluster has.
+        # Sized like the launcher sizes a local master (run.sh): Spark's defaults of 50 log-replay
+        # and 200 shuffle partitions are hundreds of second-long tasks per statement on two
+        # single-core executors, minutes per history rewrite of a six-row table on a busy machine.
         self.connect = SparkConnect(
             master_url,
-            confs=[f"spark.cores.max={self.workers}", "spark.executor.cores=1", "spark.executor.memory=768m"],
+            confs=[
+                f"spark.cores.max={self.workers}",
+                "spark.executor.cores=1",
+                "spark.executor.memory=768m",
+                "spark.databricks.delta.snapshotPartitions=2",
+                "spark.sql.shuffle.partitions=4",
+            ],
         )
         return self.connect.start()
 
