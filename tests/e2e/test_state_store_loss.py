@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.cli_runner import CliResult
 from support.e2e import Workspace
-from support.engines import on_both_engines
+from support.engines import engine_cases
 from support.history import assert_history_matches, source_history
 from support.pg_server import Unavailable, bindir_or_unavailable, postgres_database
 from support.verify import assert_append_target_matches, assert_merge_target_matches, source_version
@@ -27,8 +27,6 @@ from support.verify import assert_append_target_matches, assert_merge_target_mat
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.state import open_store
 from sharesync.state.database import dispose_databases
-
-pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 FIRST = 2  # the provider's version at the first sync (the append log's and the history's bootstrap)
 TABLES = "mah"
@@ -55,7 +53,8 @@ def _records(target: str) -> list[dict[str, object]]:
     return found
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+# The store is the client's, not the engine's: Spark recovers from its targets with PostgreSQL.
+@engine_cases(["store"], {"sqlite": ("sqlite",), "postgres": ("postgres",)}, on_spark=["postgres"])
 def test_a_lost_or_older_state_store_resumes_from_the_targets(
     workspace: Workspace, cli: Callable[..., CliResult], store: str, request: pytest.FixtureRequest
 ) -> None:

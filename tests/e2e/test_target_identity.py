@@ -17,11 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 from deltalake import DeltaTable, write_deltalake
 from support.cli_runner import CliResult
 from support.e2e import Workspace
-from support.engines import on_both_engines
+from support.engines import engine_cases, on_both_engines
 from support.history import assert_history_matches, source_history
 from support.verify import (
     assert_append_target_matches,
@@ -31,8 +30,6 @@ from support.verify import (
 )
 
 from sharesync.state import Checkpoint, StateStore, open_store
-
-pytestmark = on_both_engines  # embedded Sail and Apache Spark + Delta
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
 FIRST = 2  # the provider's version at the first sync (the append log's bootstrap)
@@ -108,8 +105,17 @@ def _damage(site: Site, kind: str, backups: dict[str, Path], recorded: dict[str,
             raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("changes", [False, True], ids=["no-op", "with-changes"])
-@pytest.mark.parametrize("kind", list(SAID))
+# On Spark: one replacement, one rollback replayed and one restored backup (the kinds are judged by
+# pure planning; the engine's part is the rebuild and the replay).
+@engine_cases(
+    ["kind", "changes"],
+    {
+        f"{kind}-{said}": (kind, changes)
+        for kind in SAID
+        for said, changes in (("no-op", False), ("with-changes", True))
+    },
+    on_spark=["replaced-with-changes", "restored-with-changes", "backup-no-op"],
+)
 def test_a_damaged_target_is_healed_with_a_warning(
     workspace: Workspace, cli: Callable[..., CliResult], tmp_path: Path, kind: str, changes: bool
 ) -> None:
@@ -152,7 +158,7 @@ def test_a_damaged_target_is_healed_with_a_warning(
     assert all([workspace.name(t), "up", "to", "date"] in [r[:4] for r in rows] for t in MODES), again.out
 
 
-@pytest.mark.parametrize("changes", [False, True], ids=["no-op", "with-changes"])
+@engine_cases(["changes"], {"no-op": (False,), "with-changes": (True,)}, on_spark=["with-changes"])
 def test_a_table_sharesync_did_not_write_is_refused_and_left_alone(
     workspace: Workspace, cli: Callable[..., CliResult], changes: bool
 ) -> None:
@@ -190,6 +196,7 @@ def test_a_table_sharesync_did_not_write_is_refused_and_left_alone(
     site.assert_targets_match(append_bootstrap=site.checkpoint_version("a"))
 
 
+@on_both_engines
 def test_verify_finds_a_planted_difference_and_changes_nothing(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -244,6 +251,7 @@ def test_verify_finds_a_planted_difference_and_changes_nothing(
     assert lost.code == 1 and "is gone (no Delta table there); the next sync rebuilds it" in lost.out
 
 
+@on_both_engines
 def test_a_rolled_back_target_whose_history_is_gone_is_rebuilt(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -280,6 +288,7 @@ def _log_up_to(target: str, version: int) -> Counter[tuple[object, ...]]:
     return Counter(tuple(sorted(r.items())) for r in rows if r["_commit_version"] <= version)
 
 
+@on_both_engines
 def test_a_checkpoint_without_target_identity_behaves_as_before_until_its_next_batch(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -307,6 +316,7 @@ def test_a_checkpoint_without_target_identity_behaves_as_before_until_its_next_b
         assert checkpoint.target_table_id == target.metadata().id and checkpoint.target_mode == MODES[table]
 
 
+@on_both_engines
 def test_a_history_target_replaced_by_another_sharesync_table_is_rebuilt(
     workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
@@ -332,7 +342,7 @@ def test_a_history_target_replaced_by_another_sharesync_table_is_rebuilt(
     assert_history_matches(workspace.target("h"), expected, ["id"])  # none of the donor's rows
 
 
-@pytest.mark.parametrize("before", ["merge", "snapshot", "history"])
+@engine_cases(["before"], {m: (m,) for m in ("merge", "snapshot", "history")}, on_spark=["history"])
 def test_a_target_switched_to_append_mode_restarts_as_a_change_log(
     workspace: Workspace, cli: Callable[..., CliResult], before: str
 ) -> None:
