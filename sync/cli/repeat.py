@@ -13,7 +13,8 @@ The embedded engine keeps memory from pass to pass (measured: Sail 0.7's server 
 of MiB per pass with changes, whether in-process or as a separate server, sessions closed or
 not; bench/README.md), so a process above its memory bound restarts itself before the next
 pass: :class:`RestartProcess` reaches the console script, which executes the same command
-again (same PID, so a supervisor sees one service) with the pass count carried over.
+again (same PID, so a supervisor sees one service) with the pass count carried over; a stop
+signalled while it does so is held for the fresh process, which then stops before its first pass.
 
 The scheduling here is pure (a clock and a sleep come in) so it is tested without a network.
 """
@@ -33,6 +34,7 @@ from types import FrameType
 PASSES_DONE_VARIABLE = "SHARESYNC_PASSES_DONE"
 MIN_INTERVAL_SECONDS = 1.0  # a shorter --every is refused: passes back to back, a busy loop
 _SLICE_SECONDS = 0.2  # a stop request ends the wait between passes within this
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _INTERVAL = re.compile(r"(?P<amount>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -123,9 +125,19 @@ def stop_on_signals(stop: StopRequest, announce: Callable[[str], None]) -> Itera
         stop.requested = True
         announce(f"{signal.Signals(signum).name}: stopping after this pass (again to interrupt it)")
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handle) for sig in _STOP_SIGNALS}
+    # A process that executed itself again starts with them held (below): one that came meanwhile
+    # is delivered now, to the handler.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     try:
         yield
+    except RestartProcess:
+        # From here until the fresh process's handlers are in, a stop is held rather than fatal: the
+        # mask and any pending signal outlive execve. One already taken is passed on the same way.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        if stop.requested:
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

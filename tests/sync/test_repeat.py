@@ -99,6 +99,30 @@ def test_the_first_signal_asks_for_a_stop_and_the_second_interrupts() -> None:
     assert signal.getsignal(signal.SIGTERM) is before  # handlers given back
 
 
+@pytest.mark.parametrize("taken", [False, True], ids=["arriving-during-the-restart", "taken-just-before-it"])
+def test_a_stop_around_a_restart_is_held_for_the_fresh_process(taken: bool) -> None:
+    """SIGTERM between a pass that asks for a restart and the fresh process's handlers neither kills
+    the process (exit -15 for a supervisor's plain stop) nor is lost: it waits, blocked, across
+    execve (the mask and pending signals survive it) and stops the fresh process."""
+    first = StopRequest()
+    try:
+        with pytest.raises(RestartProcess), stop_on_signals(first, lambda _: None):
+            if taken:
+                signal.raise_signal(signal.SIGTERM)  # handled here: a stop this process took
+            raise RestartProcess(3, "above --max-rss-mib")
+        assert {signal.SIGINT, signal.SIGTERM} <= signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        if not taken:
+            signal.raise_signal(signal.SIGTERM)  # held: the default action would have ended the process
+        assert signal.SIGTERM in signal.sigpending()
+
+        fresh = StopRequest()  # the process after execve, entering its loop
+        with stop_on_signals(fresh, lambda _: None):
+            assert fresh.requested
+        assert signal.SIGTERM not in signal.sigpending()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
+
+
 def test_a_restarted_process_numbers_its_passes_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PASSES_DONE_VARIABLE, restart_marker(4))
     done = passes_done_before()
