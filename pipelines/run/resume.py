@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharesync.pipelines.modes.registry import BUILTIN_MODES
+from sharesync.pipelines.modes.base import ModeStrategy
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance
 from sharesync.state import Checkpoint, Lease, StateStore
@@ -41,6 +41,7 @@ def resume_from_target(
     checkpoint: Checkpoint | None,
     storage: StorageSection,
     staging: Location,
+    strategy: ModeStrategy,
     lease: Lease | None = None,
 ) -> Resumed | None:
     """Move ``table``'s checkpoint up to what its target records; None when it stands.
@@ -49,7 +50,8 @@ def resume_from_target(
     either): ``sharesync reset`` removes the checkpoint alone, to have the table bootstrapped.
     Cheap when nothing is amiss: a checkpoint whose recorded target commit is still the newest
     (:meth:`~sharesync.pipelines.targets.port.TargetFormat.glance`) is trusted without reading the log.
-    ``staging``: the staging root, where a moved checkpoint's table keeps no batch.
+    ``staging``: the staging root, where a moved checkpoint's table keeps no batch; ``strategy``: the
+    table's mode as the pass's registry gives it (its high-water columns).
     """
     if checkpoint is not None:
         if not written_for(checkpoint, table):
@@ -68,11 +70,7 @@ def resume_from_target(
     record = found.record
     if checkpoint is not None and checkpoint.table_id != record.table_id:
         return None  # the provider re-created the table since: the record is of the old one
-    high_water = (
-        DELTA.high_water_mark(target, *BUILTIN_MODES.of_mode(table.mode).high_water_columns)
-        if table.mode in ROWS_RECORD
-        else None
-    )
+    high_water = DELTA.high_water_mark(target, *strategy.high_water_columns) if table.mode in ROWS_RECORD else None
     before = checkpoint.version if checkpoint is not None else None
     version = resume_version(before, record.end, table.mode, high_water)
     if version is None:

@@ -109,8 +109,9 @@ class TableRun:
         staging = self.services.locate(self.services.config.staging_dir)
         context = table_context(table, metadata)  # before any other call: a config error stops here
         DELTA.check_storage_access(self.target, staging)  # before the first read of the target: one clear line
+        storage = self.services.config.storage
         if resumed := resume_from_target(
-            store, table, self.target, checkpoint, self.services.config.storage, staging, self.keeper.lease
+            store, table, self.target, checkpoint, storage, staging, self.strategy, self.keeper.lease
         ):
             checkpoint = resumed.checkpoint  # a lost or older state store: the target says how far it got
             self._notice(resumed.notice)
@@ -171,7 +172,9 @@ class TableRun:
         target = None
         if check is not None:
             wanted = wants_high_water(check.finding, mode)
-            target = check.fact(DELTA.high_water_mark(self.target, *self.strategy.high_water_columns) if wanted else None)
+            target = check.fact(
+                DELTA.high_water_mark(self.target, *self.strategy.high_water_columns) if wanted else None
+            )
         request = until = start = None
         if backfill is not None:
             replay_from = version_at(client, table.name, backfill.starting_timestamp)
@@ -197,7 +200,11 @@ class TableRun:
         """The change log or row history at the target's path, when it holds rows (only it has them)."""
         found, modes = DELTA.identity(self.target), self.services.modes
         layout = modes.kept_layout(found.columns) if found is not None else None
-        newest = DELTA.high_water_mark(self.target, *modes.of_mode(layout).high_water_columns) if layout is not None else None
+        newest = (
+            DELTA.high_water_mark(self.target, *modes.of_mode(layout).high_water_columns)
+            if layout is not None
+            else None
+        )
         return None if layout is None or newest is None else LeftTarget(layout, self.table.target, newest)
 
     def _start_version(self, state: PlanState) -> int | None:

@@ -139,6 +139,7 @@ def recover(ctx: click.Context, url: str | None, from_targets: bool) -> None:
     """Rebuild the checkpoints of every configured table from what its target records: after the
     state database was lost, or restored from an older backup. Checkpoints ahead of their target
     are left to the next sync's target check."""
+    from sharesync.pipelines.modes.registry import BUILTIN_MODES
     from sharesync.pipelines.run.resume import resume_from_target
     from sharesync.state.database import display, parse_url
     from sharesync.state.store import open_store
@@ -155,7 +156,9 @@ def recover(ctx: click.Context, url: str | None, from_targets: bool) -> None:
         checkpoint = store.get_checkpoint(table.key)
         before = "none" if checkpoint is None else str(checkpoint.version)
         target, staging = locate(table.target, config.storage), locate(config.staging_dir, config.storage)
-        resumed = resume_from_target(store, table, target, checkpoint, config.storage, staging)
+        resumed = resume_from_target(
+            store, table, target, checkpoint, config.storage, staging, BUILTIN_MODES.strategy(table)
+        )
         if resumed is not None:
             click.echo(f"{table.key}: checkpoint at version {resumed.checkpoint.version} (was {before})")
         else:
