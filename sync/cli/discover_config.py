@@ -10,25 +10,11 @@ else ``snapshot``; switch a table to ``merge`` by adding its ``keys``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import yaml
 
+from sharesync.sync.cli.discovered import DiscoveredTable
 from sharesync.sync.core.providers import DEFAULT_PROVIDER
-
-
-class DiscoveredTable(Protocol):
-    """What this needs of a discovered table (``sharesync.sync.cli.discover.DiscoveredTable``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def provider(self) -> str: ...
-    @property
-    def cdf_enabled(self) -> bool | None: ...
-    @property
-    def error(self) -> str | None: ...
-
 
 TEMPLATE = "./warehouse/{provider}/{share}/{schema}/{table}"
 

@@ -9,35 +9,15 @@ full below the table, where a long comment stays readable.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from sharesync.sync.cli.discovered import DiscoveredTable
 from sharesync.sync.cli.fit import Col, Kind, fitted_table
 from sharesync.sync.cli.rendering import esc
 from sharesync.sync.core.errors import printable
 
 if TYPE_CHECKING:
     from sharesync.sync.protocol.responses import ShareInfo
-
-
-class DiscoveredTable(Protocol):
-    """What this prints of a discovered table (``sharesync.sync.cli.discover.DiscoveredTable``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def provider(self) -> str: ...
-    @property
-    def version(self) -> int | None: ...
-    @property
-    def cdf_enabled(self) -> bool | None: ...
-    @property
-    def partition_columns(self) -> list[str]: ...
-    @property
-    def reader_features(self) -> list[str]: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def description(self) -> str | None: ...
 
 
 def print_discovered(
