@@ -193,11 +193,11 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
             for s in (s3_server, other)
         )
 
-        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]
-        assert DELTA.dataset(second.locate(uri)).count_rows() == 6  # type: ignore[union-attr]
+        assert DELTA.rows(first.locate(uri)).num_rows == 3  # type: ignore[union-attr]
+        assert DELTA.rows(second.locate(uri)).num_rows == 6  # type: ignore[union-attr]
         assert [DELTA.identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
         assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
-        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]  # the second changed nothing
+        assert DELTA.rows(first.locate(uri)).num_rows == 3  # type: ignore[union-attr]  # the second changed nothing
 
 
 @pytest.fixture(scope="module")
