@@ -67,19 +67,16 @@ def start_states(
 
 def verify(w: wl.Workload, merge_target: Path, history_target: Path) -> None:
     """The merge target, and the history target's current rows, equal the provider at its latest version."""
-    import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
     from bench.start_state import verify as verify_merge
+    from sharesync.pipelines.targets.delta.rows import read_rows
 
     verify_merge(w, {"merge": merge_target})
     expected = wl.provider_table(w)
     names = expected.column_names
-    current = (
-        DeltaTable(str(history_target))
-        .to_pyarrow_dataset()
-        .to_table(columns=names, filter=ds.field("_sharesync_is_current"))
-    )
+    # through QueryBuilder: sharesync's targets hold deletion vectors
+    current = read_rows(DeltaTable(str(history_target)), names, '"_sharesync_is_current"')
     got = current.select(names).cast(expected.schema).sort_by("id")
     if got.num_rows != expected.num_rows or any(not got.column(n).equals(expected.column(n)) for n in names):
         raise SystemExit(f"history target {history_target}: its current rows differ from the provider's table")

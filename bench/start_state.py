@@ -89,12 +89,13 @@ def verify(w: wl.Workload, targets: dict[str, Path | str], storage_options: dict
     """Every target equals the provider's table at its latest version: all columns, all rows."""
     from deltalake import DeltaTable
 
+    from sharesync.pipelines.targets.delta.rows import read_rows
+
     expected = wl.provider_table(w)
     names = expected.column_names
     for pipeline, path in targets.items():
         got = (
-            DeltaTable(str(path), storage_options=storage_options)
-            .to_pyarrow_table(columns=names)
+            read_rows(DeltaTable(str(path), storage_options=storage_options), names)  # DV targets too
             .select(names)
             .cast(expected.schema)
             .sort_by("id")

@@ -211,14 +211,15 @@ def _target_keys(access: TableAccess, table: TableConfig, keys: list[str]) -> pa
     in history mode, rows no longer current left out)."""
     import pyarrow.compute as pc
 
-    target = DELTA.dataset(access.locate(table.target))
-    if target is None:
-        raise TargetError(f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
-    names = list(target.schema.names)
+    target = access.locate(table.target)
+    found = DELTA.identity(target)
+    names = list(found.columns) if found is not None else []
     wanted = spelled(names, keys)
     flag = DELETED_COLUMN if table.soft_delete else access.modes.strategy(table).current_flag
     flag = flag if flag in names else None
-    rows = target.to_table(columns=[*(wanted or names[:1]), *([flag] if flag else [])])
+    rows = DELTA.rows(target, [*(wanted or names[:1]), *([flag] if flag else [])]) if found is not None else None
+    if rows is None:
+        raise TargetError(f"target {table.target} is gone (no Delta table there); the next sync rebuilds it")
     if flag == DELETED_COLUMN:
         rows = rows.filter(pc.invert(pc.fill_null(rows.column(flag), False)))
     elif flag is not None:

@@ -58,13 +58,16 @@ def keyed(table: TableConfig) -> bool:
 def duplicate_keys(target: Location, keys: Sequence[str], *, current_only: bool) -> tuple[int, list[str]] | None:
     """How many keys appear more than once (and a few of them); None when there is no target."""
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
 
-    dataset = DELTA.dataset(target)
-    if dataset is None:
+    found = DELTA.identity(target)
+    if found is None:
         return None
-    keys = spelled(dataset.schema.names, keys)
-    rows = dataset.to_table(columns=keys, filter=ds.field(IS_CURRENT) if current_only else None)
+    keys = spelled(found.columns, keys)
+    rows = DELTA.rows(target, [*keys, *([IS_CURRENT] if current_only else [])])
+    if rows is None:
+        return None
+    if current_only:
+        rows = rows.filter(pc.fill_null(rows.column(IS_CURRENT), False)).select(keys)
     counts = rows.group_by(keys).aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     sample = [", ".join(str(row[k]) for k in keys) for row in repeated.slice(0, SAMPLE).to_pylist()]

@@ -43,13 +43,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SparkEngine", "import_spark_modules", "session_of", "start_early", "stop_embedded_engine"]
 
-# Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Tables
-# the session creates get no deletion vectors, whatever the platform's default (Databricks turns
-# them on): targets must stay MERGE-updatable (pipelines/targets/delta/preflight.py refuses targets with them).
-_FIXED_CONF = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
-}
+# Spark's own default is the JVM's zone; sharesync stores and compares instants in UTC. Whether a
+# target gets deletion vectors is set on each table as it is created (pipelines/targets/delta/write.py),
+# not by the session's defaults.
+_FIXED_CONF = {"spark.sql.session.timeZone": "UTC"}
 
 # What the jobs import lazily, beyond what the Connect session module brings in.
 _JOB_MODULES = ("pyspark.sql.functions", "pyspark.sql.window", "pyspark.errors.exceptions.connect")

@@ -76,6 +76,7 @@ class BatchJob:
     expr: Expr | None  # the user's filter, as a predicate tree
     rewrite_threshold: float | None
     record: str | None = None  # the batch's commit record (pipelines/targets/delta/commit_record.py)
+    deletion_vectors: bool = True  # a target this batch creates is merge-on-read
 
     @property
     def row_filter(self) -> Column | None:

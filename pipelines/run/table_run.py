@@ -385,6 +385,7 @@ class TableRun:
             expr=context.expr,
             rewrite_threshold=self.services.config.rewrite_threshold(table),
             record=fetched.record(table),
+            deletion_vectors=self.services.config.deletion_vectors(table),
         )
 
 

@@ -22,7 +22,6 @@ from sharesync.pipelines.targets.facts import ApplyStats, S, Written
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.dataset as ds
     from pyspark.sql import DataFrame, SparkSession
 
     from sharesync.pipelines.targets.facts import Discarded, Glance, TargetIdentity, TargetStats
@@ -58,8 +57,11 @@ class TargetWriter(Protocol):
         """One commit of ``df``; ``record`` (:meth:`CommitRecord.encode`) rides in it."""
         ...
 
-    def create(self, df: DataFrame, target: Location, *, rows: int, record: str | None = None) -> Written[ApplyStats]:
-        """The first write, which creates the table (and fails if one appeared meanwhile)."""
+    def create(
+        self, df: DataFrame, target: Location, *, rows: int, record: str | None = None, deletion_vectors: bool = True
+    ) -> Written[ApplyStats]:
+        """The first write, which creates the table (and fails if one appeared meanwhile); merge-on-read
+        (deletion vectors) unless ``deletion_vectors`` is False."""
         ...
 
     def register(self, spark: SparkSession, target: Location) -> str:
@@ -109,8 +111,9 @@ class TargetFormat(Protocol):
     def read_record(self, target: Location, table: str) -> Recorded | None: ...
 
     # rows for checks (verify, Dagster checks) and history planning, read outside Spark
-    def dataset(self, target: Location) -> ds.Dataset | None:
-        """The table's current rows as a pyarrow dataset; None when there is no table."""
+    def rows(self, target: Location, columns: Sequence[str] = ()) -> pa.Table | None:
+        """The table's current live rows (``columns`` of them; all when none are named), deletion
+        vectors honoured; None when there is no table."""
         ...
 
     def read_history(

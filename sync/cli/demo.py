@@ -147,10 +147,13 @@ def _write_config(root: Path, profile: Path) -> Path:
 
 
 def _print_target_rows(console: Console, target: str, limit: int = 5) -> None:
-    from deltalake import DeltaTable
     from rich.table import Table
 
-    data = DeltaTable(target).to_pyarrow_table().sort_by("id").slice(0, limit)
+    from sharesync.pipelines.targets.delta.open import open_target
+    from sharesync.pipelines.targets.delta.rows import read_rows
+    from sharesync.sync.core.location import locate
+
+    data = read_rows(open_target(locate(target))).sort_by("id").slice(0, limit)
     table = Table(*data.column_names[:8])
     for row in data.to_pylist():
         table.add_row(*[str(v) for v in list(row.values())[:8]])

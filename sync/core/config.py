@@ -181,6 +181,11 @@ class SharesyncConfig(StrictModel):
         own = table.download_concurrency or self.provider(table.provider).download_concurrency
         return own or self.defaults.download_concurrency
 
+    def deletion_vectors(self, table: TableConfig) -> bool:
+        """Whether a new target of ``table`` is created with deletion vectors (an existing one keeps its own)."""
+        own = table.deletion_vectors
+        return self.defaults.deletion_vectors if own is None else own
+
     def rewrite_threshold(self, table: TableConfig) -> float | None:
         """``apply_merge``'s (and ``apply_history``'s) threshold: None = always MERGE, 0 = always rewrite."""
         strategy = table.merge_strategy or self.defaults.merge_strategy

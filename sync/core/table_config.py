@@ -92,6 +92,9 @@ class TableDefaults(StrictModel, PassLimits):
         description="merge_strategy 'auto': share of the target's rows from which a batch rewrites it",
     )
     download_concurrency: int = Field(default=8, ge=1, le=256)
+    deletion_vectors: bool = Field(
+        default=True, description="new targets are merge-on-read (Delta deletion vectors); false: copy-on-write"
+    )
     schedule: str | None = Field(default=None, description="cron expression for a Dagster schedule")
     freshness_minutes: float | None = Field(default=None, gt=0, description="lag bound for the freshness check")
 
@@ -116,6 +119,7 @@ class TableConfig(StrictModel):
     start: Start = "latest"
     max_versions_per_batch: int | None = Field(default=None, ge=1)
     download_concurrency: int | None = Field(default=None, ge=1, le=256)
+    deletion_vectors: bool | None = None  # None: defaults.deletion_vectors (read when the target is created)
     schedule: str | None = None
     freshness_minutes: float | None = Field(default=None, gt=0)
     on_new_column: NewColumnPolicy = NewColumnPolicy.ADD

@@ -19,6 +19,7 @@ from support.verify import (
     source_version,
 )
 
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import open_store
 from sharesync.sync.server.samples import sample_rows
 
@@ -155,7 +156,7 @@ def test_the_results_say_what_each_mode_did(workspace: Workspace, cli: Callable[
     upd = kinds["update_preimage"] + kinds["update_postimage"]
     by_type = " ".join(f"{n} {k}" for k, n in (("ins", kinds["insert"]), ("upd", upd), ("del", kinds["delete"])) if n)
     assert f"{kinds.total()} rows appended" in lines[row["a"]] and by_type in lines[row["a"] + 1], run.out
-    snapshot = DeltaTable(str(workspace.path("s"))).to_pyarrow_table().num_rows
+    snapshot = read_rows(DeltaTable(str(workspace.path("s")))).num_rows
     assert f"{snapshot} rows written" in lines[row["s"]], run.out
     assert "ins ~upd" not in run.out
 
@@ -215,7 +216,7 @@ def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
             str(path), sample_rows(random.Random(i), list(range(100 + 10 * i, 105 + 10 * i))), mode="append"
         )
     config = workspace.config(workspace.spec("p"))
-    source = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    source = read_rows(DeltaTable(str(path))).to_pylist()
     by_id = {r["id"]: r for r in source}
 
     with SharingClient(load_profile(config.profile)) as client:
@@ -252,6 +253,6 @@ def test_preview_returns_matching_rows_and_downloads_only_what_it_needs(
     monkeypatch.chdir(tmp_path)
     old = cli("preview", workspace.name("p"), "--version", "0", "--limit", "100", "--json")
     assert old.code == 0, old.err
-    at_zero = DeltaTable(str(path), version=0).to_pyarrow_table().to_pylist()
+    at_zero = read_rows(DeltaTable(str(path), version=0)).to_pylist()
     assert sorted(json.loads(line)["id"] for line in old.out.splitlines()) == sorted(r["id"] for r in at_zero)
     assert len(at_zero) == 10 < len(source)

@@ -20,6 +20,7 @@ from support.verify import source_version
 from sharesync.pipelines.modes.base import Applied, BatchJob, BootstrapAt, TargetChanges
 from sharesync.pipelines.modes.registry import ModeRegistry, Registered
 from sharesync.pipelines.run.results import TableOutcome
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.pipelines.targets.facts import ApplyStats
 from sharesync.state import Checkpoint
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION
@@ -105,7 +106,7 @@ def _expected(source: str, bootstrap: int, end: int) -> Counter[tuple[object, ..
     """The snapshot's keys as inserts at the bootstrap's version, then every CDF row's key change."""
     table = DeltaTable(source)
     table.load_as_version(bootstrap)
-    rows = Counter((r["id"], "insert", bootstrap) for r in table.to_pyarrow_table(columns=["id"]).to_pylist())
+    rows = Counter((r["id"], "insert", bootstrap) for r in read_rows(table, ["id"]).to_pylist())
     if bootstrap < end:
         import pyarrow as pa
 
@@ -120,7 +121,7 @@ def _expected(source: str, bootstrap: int, end: int) -> Counter[tuple[object, ..
 
 
 def _logged(target: str) -> Counter[tuple[object, ...]]:
-    rows = DeltaTable(target).to_pyarrow_table().to_pylist()
+    rows = read_rows(DeltaTable(target)).to_pylist()
     return Counter((r["id"], r[CHANGE_TYPE], r[COMMIT_VERSION]) for r in rows)
 
 

@@ -3,8 +3,8 @@
 The provider's tables are written by Sail (appends, DV deletes, updates as DV delete + append,
 see :mod:`support.feature_tables`); the local server answers them in the delta response format
 only, as the reference server does. Every round of provider commits is synced through the CLI
-with a fault on, and every target must equal the source — read with Sail, since ``deltalake``
-cannot read DV tables — at its checkpoint; append targets must hold each change row once.
+with a fault on, and every target must equal the source at its checkpoint (sources read with
+Sail, targets through ``deltalake``'s QueryBuilder: both read DVs); append targets must hold each change row once.
 """
 
 from __future__ import annotations
@@ -89,11 +89,11 @@ def test_every_mode_follows_dv_and_column_mapping_tables_through_faults(
             bootstrap.setdefault(name, version)
             assert_mode_matches(spark, source, target, mode, bootstrap[name], version)
 
-    # What the targets got: logical names, a wall-clock column, and no deletion vectors.
+    # What the targets got: logical names, a wall-clock column, and deletion vectors (merge-on-read).
     for name in TABLES:
         target = DeltaTable(workspace.target(name))
-        assert "deletionVectors" not in (target.protocol().reader_features or [])
-        assert target.metadata().configuration.get("delta.enableDeletionVectors") == "false"
+        assert "deletionVectors" in (target.protocol().reader_features or [])
+        assert target.metadata().configuration.get("delta.enableDeletionVectors") == "true"
         assert dict((f.name, f.type.type) for f in target.schema().fields)[NTZ] == "timestamp_ntz"
         assert not [c for c in read_target(workspace.target(name)).column_names if c.startswith("col-")]
 
@@ -143,20 +143,6 @@ def test_a_rename_at_the_provider_is_a_breaking_change_until_a_reset(
     assert cli(*config, "sync").code == 0, "after a reset the target is rebuilt under the new names"
     assert_merge_matches(spark, source, workspace.target("r"), renamed)
     assert "label" in read_target(workspace.target("r")).column_names
-
-
-def test_a_target_with_deletion_vectors_is_refused_by_name(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
-    spark = get_spark()
-    create_source(spark, workspace.path("t"), dvs=True, mapping=False, partitioned=False, rows=5)
-    # Someone else's table at the target path, with deletion vectors on.
-    spark.range(3).write.format("delta").option("delta.enableDeletionVectors", "true").save(workspace.target("t"))
-    workspace.config(workspace.spec("t", "append"))
-    before = DeltaTable(workspace.target("t")).version()
-
-    run = cli("--config", str(workspace.config_file), "sync")
-    assert run.code != 0
-    assert "sets delta.enableDeletionVectors=true" in run.out + run.err, run.out + run.err
-    assert DeltaTable(workspace.target("t")).version() == before
 
 
 def test_a_reader_feature_sharesync_lacks_fails_that_table_only(

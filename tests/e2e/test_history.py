@@ -19,6 +19,7 @@ from support.verify import (
 )
 
 from sharesync.pipelines.run.results import BackfillRequest, TableOutcome
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.sync.core.errors import StateStoreUnavailable
 from sharesync.sync.core.timestamps import to_wire
 
@@ -91,7 +92,7 @@ def test_backfill_from_a_timestamp_replays_merge_and_append_targets(
     changed = DeltaTable(str(m)).load_cdf(starting_version=3)
     import pyarrow as pa
 
-    live = set(DeltaTable(workspace.target("m")).to_pyarrow_table()["id"].to_pylist())
+    live = set(read_rows(DeltaTable(workspace.target("m")))["id"].to_pylist())
     keys = sorted(set(pa.RecordBatchReader.from_stream(changed).read_all()["id"].to_pylist()) & live)
     assert keys, "the random commits must touch live rows from version 3 on"
     _damage(workspace.target("m"), keys[:3])
@@ -145,7 +146,7 @@ def test_backfill_full_refresh_rebuilds_from_the_snapshot_at_the_timestamp(works
     workspace.commit("m", 4, seed=9)
     syncer.sync_all()
     m = workspace.path("m")
-    _damage(workspace.target("m"), sorted(r["id"] for r in DeltaTable(str(m)).to_pyarrow_table().to_pylist())[:4])
+    _damage(workspace.target("m"), sorted(r["id"] for r in read_rows(DeltaTable(str(m))).to_pylist())[:4])
 
     result = syncer.sync_table(workspace.name("m"), backfill=BackfillRequest(commit_time(m, 2), full_refresh=True))
 
@@ -199,7 +200,7 @@ def test_a_full_refresh_cut_off_after_its_bootstrap_loses_no_change(workspace: W
         assert_append_target_matches(
             t, workspace.target("t"), bootstrap_version=2, end_version=source_version(t), above=1
         )
-        kept = DeltaTable(workspace.target("t")).to_pyarrow_table()["_commit_version"].to_pylist()
+        kept = read_rows(DeltaTable(workspace.target("t")))["_commit_version"].to_pylist()
         assert {0, 1} <= set(kept)
 
 

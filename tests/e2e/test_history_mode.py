@@ -25,6 +25,7 @@ from support.history import CURRENT, VF, VT, Row, assert_history_matches, commit
 from support.verify import read_target_table, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import open_store
 from sharesync.sync.core.timestamps import to_wire
 from sharesync.sync.server.samples import sample_rows
@@ -57,7 +58,7 @@ def reinsert_deleted(path: Path, seed: int, n: int = 2) -> list[int]:
     """One commit that inserts keys again that an earlier version deleted (each opens a new row);
     returns them (none when nothing was deleted yet: then the commit inserts a new key)."""
     dt = DeltaTable(str(path))
-    live = set(dt.to_pyarrow_table(columns=["id"])["id"].to_pylist())
+    live = set(read_rows(dt, ["id"])["id"].to_pylist())
     feed = pa.RecordBatchReader.from_stream(dt.load_cdf(starting_version=0)).read_all()
     gone = sorted({i for i, kind in zip(feed["id"].to_pylist(), feed["_change_type"].to_pylist(), strict=True)
                    if kind == "delete"} - live)  # fmt: skip
@@ -68,7 +69,7 @@ def reinsert_deleted(path: Path, seed: int, n: int = 2) -> list[int]:
 
 def touch_untracked(path: Path, seed: int) -> None:
     """One commit changing only ``qty`` (untracked in table "t") of a few live rows."""
-    ids = sorted(DeltaTable(str(path)).to_pyarrow_table(columns=["id"])["id"].to_pylist())
+    ids = sorted(read_rows(DeltaTable(str(path)), ["id"])["id"].to_pylist())
     low = random.Random(seed).choice(ids)
     DeltaTable(str(path)).update(updates={"qty": "coalesce(qty, 0) + 7"}, predicate=f"id >= {low} AND id < {low + 3}")
 

@@ -33,6 +33,7 @@ from support.verify import (
 from sharesync.pipelines.modes.history.history_batch import apply_history, bootstrap_history
 from sharesync.pipelines.run.results import TableOutcome
 from sharesync.pipelines.targets.delta.identity import glance
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.pipelines.targets.facts import Glance
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection
@@ -103,7 +104,7 @@ def test_the_no_op_glance_at_an_s3_target_sees_its_commits(s3_workspace: S3Works
     assert glance(ws.target("m"), version, long_ago, storage) is Glance.CHANGED  # re-created since
     write_deltalake(
         ws.target("m"),
-        DeltaTable(ws.target("m"), storage_options=options).to_pyarrow_table().slice(0, 1),
+        read_rows(DeltaTable(ws.target("m"), storage_options=options)).slice(0, 1),
         mode="append",
         storage_options=options,
     )
@@ -166,8 +167,8 @@ def test_history_mode_writes_the_same_history_to_s3_as_to_a_local_disk(s3_server
     for target, (snapshot, changes) in ((local, batches), (locate(remote, storage), staged)):
         bootstrap_history(spark, snapshot, target, keys=["id"], version=1, replace=True)
         apply_history(spark, changes, target, keys=["id"])
-    remote_rows = DeltaTable(remote, storage_options=s3_server.options()).to_pyarrow_table().to_pylist()
-    local_rows = DeltaTable(local).to_pyarrow_table().to_pylist()
+    remote_rows = read_rows(DeltaTable(remote, storage_options=s3_server.options())).to_pylist()
+    local_rows = read_rows(DeltaTable(local)).to_pylist()
     assert sort_history(remote_rows, ["id"]) == sort_history(local_rows, ["id"])
     assert len(local_rows) == 6  # key 1 twice, 2 closed, 3, 4, 5
 
@@ -192,11 +193,11 @@ def test_configs_with_different_storage_settings_read_their_own_stores_in_one_pr
             for s in (s3_server, other)
         )
 
-        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]
-        assert DELTA.dataset(second.locate(uri)).count_rows() == 6  # type: ignore[union-attr]
+        assert DELTA.rows(first.locate(uri)).num_rows == 3  # type: ignore[union-attr]
+        assert DELTA.rows(second.locate(uri)).num_rows == 6  # type: ignore[union-attr]
         assert [DELTA.identity(r.locate(uri)).version for r in (first, second)] == [0, 1]  # type: ignore[union-attr]
         assert {r.locate(uri).kind() for r in (first, second)} == {"directory"}  # pyarrow, with each one's keys
-        assert DELTA.dataset(first.locate(uri)).count_rows() == 3  # type: ignore[union-attr]  # the second changed nothing
+        assert DELTA.rows(first.locate(uri)).num_rows == 3  # type: ignore[union-attr]  # the second changed nothing
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,12 @@ from support.verify import (
 )
 
 from sharesync.pipelines.run.results import TableOutcome
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.sync.server.samples import create_sample_table, sample_rows
 
 
 def _append_log(target: str, up_to: int) -> Counter[tuple[object, ...]]:
-    rows = DeltaTable(target).to_pyarrow_table().to_pylist()
+    rows = read_rows(DeltaTable(target)).to_pylist()
     return Counter(tuple(sorted(r.items())) for r in rows if r["_commit_version"] <= up_to)
 
 
@@ -154,7 +155,7 @@ def test_a_recreated_source_keeps_a_history(workspace: Workspace) -> None:
     syncer = workspace.syncer(workspace.config(workspace.spec("h", "history", keys=["id"])))
     syncer.sync_all()
     kept = syncer.resources.store.get_checkpoint(workspace.name("h")).version  # type: ignore[union-attr]
-    before = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
+    before = read_rows(DeltaTable(workspace.target("h"))).to_pylist()
     shutil.rmtree(workspace.path("h"))
     create_sample_table(workspace.path("h"), rows=6, seed=31, partitioned=False)  # version 0, new id
 
@@ -166,11 +167,11 @@ def test_a_recreated_source_keeps_a_history(workspace: Workspace) -> None:
     continued = syncer.sync_all()[0]
     assert continued.outcome is TableOutcome.SYNCED, continued.error
     assert any(f"keeps its row history up to source version {kept}" in w for w in continued.warnings)
-    after = DeltaTable(workspace.target("h")).to_pyarrow_table().to_pylist()
+    after = read_rows(DeltaTable(workspace.target("h"))).to_pylist()
     assert all(r in after for r in before if r["_sharesync_valid_to_version"] is not None)  # closed rows stay
     latest = source_version(workspace.path("h"))
     assert sorted(r["id"] for r in after if r["_sharesync_valid_from_version"] == latest) == sorted(
-        DeltaTable(str(workspace.path("h"))).to_pyarrow_table().column("id").to_pylist()
+        read_rows(DeltaTable(str(workspace.path("h")))).column("id").to_pylist()
     )
 
 

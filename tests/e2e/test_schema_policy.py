@@ -41,6 +41,7 @@ from support.schema_changes import add_column, drop_column, retype_column
 from support.spark import get_spark
 from support.verify import assert_append_target_matches, assert_merge_target_matches, source_version
 
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import open_store
 
 MODES = ("merge", "append", "history")
@@ -174,7 +175,7 @@ def _rebuild(ws: Workspace, mode: str, cli: Callable[..., CliResult], tables: di
     ws.config(*(spec(ws, t, mode, on_breaking_change="rebuild") for t in tables))
     assert sync(cli, ws).code == 0
     before = checkpoints(ws)
-    rows_before = {t: DeltaTable(ws.target(t)).to_pyarrow_table().num_rows for t in tables}
+    rows_before = {t: read_rows(DeltaTable(ws.target(t))).num_rows for t in tables}
     _break(ws, tables)
 
     run = sync(cli, ws)
@@ -204,7 +205,7 @@ def _rebuild(ws: Workspace, mode: str, cli: Callable[..., CliResult], tables: di
             _assert_rows(read_target(target, current=True), snapshot)
             everything = read_target(target)
             assert everything.num_rows == rows_before[table] + snapshot.num_rows  # every open row closed
-            closed = DeltaTable(target).to_pyarrow_table(filters=[("_sharesync_is_current", "=", False)])
+            closed = read_rows(DeltaTable(target), where='NOT "_sharesync_is_current"')
             assert set(closed["_sharesync_valid_to_version"].to_pylist()) == {latest}
             _assert_moved(closed, table)
 

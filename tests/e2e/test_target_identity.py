@@ -29,6 +29,7 @@ from support.verify import (
     source_version,
 )
 
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import Checkpoint, StateStore, open_store
 
 MODES = {"m": "merge", "a": "append", "s": "snapshot"}
@@ -183,7 +184,7 @@ def test_a_table_sharesync_did_not_write_is_refused_and_left_alone(
         assert f"target {workspace.target(table)} is now a Delta table that sharesync did not write" in line
         assert "sharesync will not overwrite it. Move that table elsewhere" in line
         assert DeltaTable(workspace.target(table)).version() == 0  # untouched
-        assert DeltaTable(workspace.target(table)).to_pyarrow_table().to_pylist() == foreign.to_pylist()
+        assert read_rows(DeltaTable(workspace.target(table))).to_pylist() == foreign.to_pylist()
         assert site.store.get_checkpoint(workspace.name(table)) == checkpoints[table]
         name = workspace.name(table)
         run = site.store.latest_runs([name])[name]
@@ -211,7 +212,7 @@ def test_verify_finds_a_planted_difference_and_changes_nothing(
         cheap, deep = verify(table), verify(table, "--full")
         assert cheap.code == deep.code == 0, cheap.out + cheap.err + deep.out + deep.err
         assert "is the table the checkpoint describes" in cheap.out
-    rows = {t: DeltaTable(str(workspace.path(t)), version=FIRST).to_pyarrow_table().num_rows for t in ("m", "s")}
+    rows = {t: read_rows(DeltaTable(str(workspace.path(t)), version=FIRST)).num_rows for t in ("m", "s")}
     assert (
         f"the target matches the provider's snapshot at version 2 ({rows['m']} rows in the target"
         in verify("m", "--full").out
@@ -220,7 +221,7 @@ def test_verify_finds_a_planted_difference_and_changes_nothing(
 
     # A row deleted behind sharesync's back: the identity still holds, the full check finds the key.
     for table in ("m", "s"):  # (the snapshot target: a row of its own)
-        some_id = DeltaTable(workspace.target(table)).to_pyarrow_table(columns=["id"])["id"][0].as_py()
+        some_id = read_rows(DeltaTable(workspace.target(table)), ["id"])["id"][0].as_py()
         DeltaTable(workspace.target(table)).delete(f"id = {some_id}")
     before = {
         t: (DeltaTable(workspace.target(t)).version(), site.store.get_checkpoint(workspace.name(t))) for t in MODES
@@ -234,8 +235,8 @@ def test_verify_finds_a_planted_difference_and_changes_nothing(
     assert f"{n - 1} rows in the target, {n} in the provider's snapshot at version 2; 1 keys missing, 0 keys extra" in (
         merge.out
     )
-    gone = {r["id"] for r in DeltaTable(str(workspace.path("m")), version=FIRST).to_pyarrow_table().to_pylist()}
-    gone -= {r["id"] for r in DeltaTable(workspace.target("m")).to_pyarrow_table().to_pylist()}
+    gone = {r["id"] for r in read_rows(DeltaTable(str(workspace.path("m")), version=FIRST)).to_pylist()}
+    gone -= {r["id"] for r in read_rows(DeltaTable(workspace.target("m"))).to_pylist()}
     assert f"missing ({gone.pop()},)" in merge.out
     assert "error: e2e.s.m: the target does not hold what its checkpoint claims" in merge.err
     assert f"{rows['s'] - 1} rows in the target, {rows['s']} in the provider's snapshot" in snapshot.out
@@ -284,7 +285,7 @@ def test_a_rolled_back_target_whose_history_is_gone_is_rebuilt(
 
 
 def _log_up_to(target: str, version: int) -> Counter[tuple[object, ...]]:
-    rows = DeltaTable(target).to_pyarrow_table().to_pylist()
+    rows = read_rows(DeltaTable(target)).to_pylist()
     return Counter(tuple(sorted(r.items())) for r in rows if r["_commit_version"] <= version)
 
 

@@ -17,6 +17,8 @@ from support.verify import (
     source_version,
 )
 
+from sharesync.pipelines.targets.delta.rows import read_rows
+
 
 def _corrupt(target: str, tmp: Path, name: str, damage: Callable[[DeltaTable], object]) -> str:
     copy = tmp / name
@@ -26,7 +28,7 @@ def _corrupt(target: str, tmp: Path, name: str, damage: Callable[[DeltaTable], o
 
 
 def _duplicate_one_row(dt: DeltaTable) -> None:
-    write_deltalake(dt.table_uri, dt.to_pyarrow_table().slice(0, 1), mode="append")
+    write_deltalake(dt.table_uri, read_rows(dt).slice(0, 1), mode="append")
 
 
 def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_path: Path) -> None:
@@ -42,7 +44,7 @@ def test_checks_fail_on_a_target_one_row_or_value_off(workspace: Workspace, tmp_
     assert_merge_target_matches(m, workspace.target("m"), ["id"], version)
     assert_append_target_matches(a, workspace.target("a"), bootstrap_version=0, end_version=source_version(a))
     assert_snapshot_target_matches(s, workspace.target("s"), source_version(s))
-    some_id = DeltaTable(workspace.target("m")).to_pyarrow_table()["id"][0].as_py()
+    some_id = read_rows(DeltaTable(workspace.target("m")))["id"][0].as_py()
 
     damages: dict[str, Callable[[DeltaTable], object]] = {
         "deleted": lambda dt: dt.delete(f"id = {some_id}"),
@@ -74,7 +76,7 @@ def test_type_drift_is_a_failure(workspace: Workspace, tmp_path: Path) -> None:
     workspace.table("s", rows=5, partitioned=False)
     workspace.syncer(workspace.config(workspace.spec("s", "snapshot"))).sync_all()
     dt = DeltaTable(workspace.target("s"))
-    widened = dt.to_pyarrow_table()
+    widened = read_rows(dt)
     widened = widened.set_column(widened.schema.get_field_index("small"), "small", widened["small"].cast(pa.int32()))
     copy = tmp_path / "widened"
     write_deltalake(str(copy), widened)

@@ -17,6 +17,7 @@ from support.jobs import apply_merge
 from sharesync.pipelines.jobs.columns import GUARD_COLUMNS
 from sharesync.pipelines.jobs.staged import read_staged
 from sharesync.pipelines.jobs.widening import widen_target
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.sync.core.location import locate
 
@@ -27,7 +28,7 @@ WIDE = pa.schema([("id", pa.int64()), ("qty", pa.int64()), ("day", pa.timestamp(
 
 
 def _rows(target: str) -> list[dict[str, Any]]:
-    return sorted(DeltaTable(target).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    return sorted(read_rows(DeltaTable(target)).to_pylist(), key=lambda r: r["id"])
 
 
 def test_widening_keeps_every_row_and_is_done_once(spark: Any, stage: StageFn, target: str) -> None:

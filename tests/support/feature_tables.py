@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.sync.server.samples import KEY, PARTITION_COLUMN, enable_change_data_feed, sample_rows
 
 NTZ = "local_at"  # a wall-clock timestamp: Delta type timestamp_ntz (reader feature timestampNtz)
@@ -189,8 +190,8 @@ def read_source(spark: Any, path: Path, version: int, schema: pa.Schema | None =
 
 def read_target(path: str | Path, *, current: bool = False) -> pa.Table:
     """The target's data columns; ``current``: a history target's open rows only."""
-    filters = [("_sharesync_is_current", "=", True)] if current else None
-    table = _normalise(DeltaTable(str(path)).to_pyarrow_table(filters=filters))
+    where = '"_sharesync_is_current"' if current else None
+    table = _normalise(read_rows(DeltaTable(str(path)), where=where))  # targets may hold deletion vectors
     return table.select([c for c in table.column_names if not c.startswith("_sharesync")])
 
 

@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from sharesync.pipelines.targets.delta.rows import read_rows
+
 StageFn = Callable[..., Path]  # the ``stage`` fixture: stage(rows, schema=SCHEMA, files=1) -> directory
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -57,7 +59,7 @@ def write_batch(directory: Path, rows: Sequence[dict[str, Any]], schema: pa.Sche
 
 def read_target(path: str | Path, *, key: str = "id", drop: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The target's rows sorted by ``key`` (NULL first), without the ``drop`` columns."""
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = read_rows(DeltaTable(str(path))).to_pylist()
     dropped = set(drop)
     rows = [{k: v for k, v in r.items() if k not in dropped} for r in rows]
     return sorted(rows, key=lambda r: (r[key] is not None, r[key]))

@@ -33,6 +33,7 @@ import yaml
 from deltalake import DeltaTable, write_deltalake
 
 from sharesync.pipelines.run.sync_pass import Syncer
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import Checkpoint, StateStore, open_store
 from sharesync.sync.core.config import SharesyncConfig, parse_config
 from sharesync.sync.server.samples import sample_rows
@@ -106,7 +107,7 @@ class Site(ProviderTables):
         rng = random.Random(seed)
         for _ in range(n):
             dt = DeltaTable(str(self.path(table)))
-            ids = dt.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+            ids = read_rows(dt, ["id"]).column("id").to_pylist()
             start = max(ids, default=0) + 1
             write_deltalake(str(self.path(table)), sample_rows(rng, list(range(start, start + rows))), mode="append")
 

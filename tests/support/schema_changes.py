@@ -7,6 +7,7 @@ import random
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.sync.server.samples import sample_rows
 
 
@@ -19,13 +20,13 @@ def add_column(path: str, seed: int) -> None:
 
 
 def drop_column(path: str, column: str = "qty") -> None:
-    current = DeltaTable(path).to_pyarrow_table().drop_columns([column])
+    current = read_rows(DeltaTable(path)).drop_columns([column])
     write_deltalake(path, current, mode="overwrite", schema_mode="overwrite", partition_by=None)
 
 
 def retype_column(path: str, column: str = "small") -> None:
     """``column`` becomes a string (not a widening: breaking)."""
-    current = DeltaTable(path).to_pyarrow_table()
+    current = read_rows(DeltaTable(path))
     index = current.schema.get_field_index(column)
     current = current.set_column(index, column, current[column].cast(pa.string()))
     write_deltalake(path, current, mode="overwrite", schema_mode="overwrite", partition_by=None)

@@ -32,6 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from sharesync.pipelines.targets.delta.rows import read_rows
+
 SHARESYNC_PREFIX = "_sharesync"
 DELETED = "_sharesync_deleted"
 CHANGE_COLUMNS = ("_change_type", "_commit_version")
@@ -197,8 +199,9 @@ def _schema_order(path: str | Path, version: int) -> list[str]:
 
 
 def _read_target(path: str | Path, storage_options: Mapping[str, str] | None = None) -> pa.Table:
+    """Through deltalake's QueryBuilder, as sharesync reads its targets: they may hold deletion vectors."""
     options = dict(storage_options) if storage_options else None
-    return _normalise(DeltaTable(str(path), storage_options=options).to_pyarrow_table())
+    return _normalise(read_rows(DeltaTable(str(path), storage_options=options)))
 
 
 def _data_only(table: pa.Table) -> pa.Table:

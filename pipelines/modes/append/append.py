@@ -40,6 +40,7 @@ def apply_append(
     row_filter: Column | None = None,
     conform: bool = False,
     record: str | None = None,
+    deletion_vectors: bool = True,
 ) -> Written[ApplyStats]:
     """Append the batch's change rows above ``after_version`` (the checkpoint) to ``target``.
 
@@ -65,7 +66,7 @@ def apply_append(
     out = fresh.select(*[col(c) for c in data_columns], *CHANGE_COLUMNS)
     rows = count_rows(files)
     if not state.exists:
-        return WRITER.create(out, target, rows=rows, record=record)
+        return WRITER.create(out, target, rows=rows, record=record, deletion_vectors=deletion_vectors)
     if after_version < 0:
         # The log restarts (bootstrap after 'sharesync reset', a re-created source, a target to
         # rebuild or switched from another mode): no row of the target survives, so replace it in

@@ -106,6 +106,7 @@ def _append(job: BatchJob, after: int, *, conform: bool = False) -> Applied:
         row_filter=job.row_filter,
         conform=conform,
         record=job.record,
+        deletion_vectors=job.deletion_vectors,
     )
     stats = DELTA.applied(written)
     appended = appended_by_type(job.staged, job.expr, after) if stats.inserted else {}

@@ -61,6 +61,7 @@ class PlannedHistory:
     replace: bool  # the target becomes the batch's rows (a first bootstrap, or after a reset)
     conform: bool  # a rebuild: move the target's rows into the batch's schema first
     record: str | None = None  # the commit record of the batch, with a write that can carry it
+    deletion_vectors: bool = True  # a target this creates is merge-on-read
 
 
 def write_history(spark: SparkSession | Callable[[], SparkSession], planned: PlannedHistory) -> Written[HistoryStats]:
@@ -105,7 +106,13 @@ def _write(session: SparkSession, planned: PlannedHistory, state: TargetState, a
     """Write the staged plan in one commit; returns the rows a replacing bootstrap removed."""
     target, keys, columns = planned.target, planned.keys, planned.data_columns
     if not state.exists:
-        WRITER.create(written_columns(actions, columns), target, rows=planned.stats.opened, record=planned.record)
+        WRITER.create(
+            written_columns(actions, columns),
+            target,
+            rows=planned.stats.opened,
+            record=planned.record,
+            deletion_vectors=planned.deletion_vectors,
+        )
         return 0
     if planned.replace:
         previous = WRITER.rows(target)

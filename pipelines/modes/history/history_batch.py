@@ -58,6 +58,7 @@ class _Job:
     rewrite_threshold: float | None
     conform: bool = False  # a rebuild: move the target's rows into the batch's schema first
     record: str | None = None  # the batch's commit record (pipelines/targets/delta/commit_record.py)
+    deletion_vectors: bool = True  # a target this creates is merge-on-read
 
 
 def apply_history(
@@ -73,6 +74,7 @@ def apply_history(
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
     record: str | None = None,
+    deletion_vectors: bool = True,
 ) -> HistoryStats:
     """Apply a batch of changes: every version that changes a key gives it a history row.
 
@@ -92,6 +94,7 @@ def apply_history(
         replay_from=replay_from,
         rewrite_threshold=rewrite_threshold,
         record=record,
+        deletion_vectors=deletion_vectors,
     )
     return _apply(spark, job, None, replace=False)
 
@@ -111,6 +114,7 @@ def bootstrap_history(
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
     conform: bool = False,
     record: str | None = None,
+    deletion_vectors: bool = True,
 ) -> HistoryStats:
     """Bootstrap from the snapshot at ``version``, committed at ``commit_timestamp``.
 
@@ -137,6 +141,7 @@ def bootstrap_history(
         rewrite_threshold=rewrite_threshold,
         conform=conform,
         record=record,
+        deletion_vectors=deletion_vectors,
     )
     return _apply(spark, job, SnapshotAt(version, commit_timestamp), replace=replace)
 
@@ -205,6 +210,7 @@ def _apply(
         replace=replace,
         conform=job.conform,
         record=job.record,
+        deletion_vectors=job.deletion_vectors,
     )
     return DELTA.applied(write_history(engine, planned))
 

@@ -104,6 +104,7 @@ class HistoryMode:
             rewrite_threshold=job.rewrite_threshold,
             conform=reason in CONFORMS,
             record=job.record,
+            deletion_vectors=job.deletion_vectors,
         )
         return Applied(stats, HistoryChanges.of(stats))
 
@@ -125,5 +126,6 @@ class HistoryMode:
             replay_from=replay_from if batch.start == replay_from else None,
             rewrite_threshold=job.rewrite_threshold,
             record=job.record,
+            deletion_vectors=job.deletion_vectors,
         )
         return Applied(stats, HistoryChanges.of(stats))

@@ -69,6 +69,7 @@ def apply_merge(
     replay_from: int | None = None,
     rewrite_threshold: float | None = DEFAULT_REWRITE_THRESHOLD,
     record: str | None = None,
+    deletion_vectors: bool = True,
 ) -> Written[ApplyStats]:
     """MERGE the batch's net changes into ``target`` on ``keys``; idempotent per key.
 
@@ -91,6 +92,8 @@ def apply_merge(
     the target is rewritten instead (:mod:`sharesync.pipelines.modes.merge.rewrite`: same result and
     guards, one ``overwrite`` commit, several times cheaper when most files would be rewritten
     anyway); ``None`` always MERGEs.
+
+    ``deletion_vectors``: whether a target this creates is merge-on-read.
 
     ``record``: the batch's commit record, written with a created or rewritten target; a MERGE
     cannot carry it on Sail, so the rows' guard versions stand for it (``db recover``).
@@ -115,7 +118,7 @@ def apply_merge(
         from pyspark.sql import functions as F
 
         out = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
-        return WRITER.create(out, target, rows=rows, record=record)
+        return WRITER.create(out, target, rows=rows, record=record, deletion_vectors=deletion_vectors)
     require_columns(state, [VERSION_COLUMN, TIMESTAMP_COLUMN], "merge")
     add_deleted = soft_delete and DELETED_COLUMN not in state.column_names
     state, _ = widen_target(session, df, state, data_columns, exclude=GUARD_COLUMNS)

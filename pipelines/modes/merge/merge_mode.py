@@ -81,6 +81,7 @@ class MergeMode:
             row_filter=job.row_filter,
             soft_delete=table.soft_delete,
             record=job.record,
+            deletion_vectors=job.deletion_vectors,
         )
         stats = DELTA.applied(written)
         return Applied(stats, MergeChanges.of(stats))
@@ -100,6 +101,7 @@ class MergeMode:
             replay_from=replay_from,
             rewrite_threshold=job.rewrite_threshold,
             record=job.record,
+            deletion_vectors=job.deletion_vectors,
         )
         stats = DELTA.applied(written)
         return Applied(stats, MergeChanges.of(stats))

@@ -46,13 +46,25 @@ def replace_target(
     row_filter: Column | None = None,
     soft_delete: bool = False,
     record: str | None = None,
+    deletion_vectors: bool = True,
 ) -> Written[ApplyStats]:
     """Bootstrap: make ``target`` exactly the snapshot batch (guards = snapshot version).
 
     The schema is replaced as well (``overwriteSchema``): this is the ``sharesync reset`` path,
     which exists to get past breaking schema changes. Rows failing ``row_filter`` are left out.
     """
-    return _replace(spark, staged, target, keys, columns, row_filter, soft_delete, reset_schema=True, record=record)
+    return _replace(
+        spark,
+        staged,
+        target,
+        keys,
+        columns,
+        row_filter,
+        soft_delete,
+        reset_schema=True,
+        record=record,
+        deletion_vectors=deletion_vectors,
+    )
 
 
 def apply_snapshot(
@@ -63,6 +75,7 @@ def apply_snapshot(
     columns: Sequence[str] | None = None,
     row_filter: Column | None = None,
     record: str | None = None,
+    deletion_vectors: bool = True,
 ) -> Written[ApplyStats]:
     """Snapshot mode: replace ``target`` with the snapshot rows in one atomic commit.
 
@@ -70,7 +83,18 @@ def apply_snapshot(
     SchemaIncompatible like the other modes, because silently dropping a column users query
     is worse than asking them to run ``sharesync reset``.
     """
-    return _replace(spark, staged, target, (), columns, row_filter, False, reset_schema=False, record=record)
+    return _replace(
+        spark,
+        staged,
+        target,
+        (),
+        columns,
+        row_filter,
+        False,
+        reset_schema=False,
+        record=record,
+        deletion_vectors=deletion_vectors,
+    )
 
 
 def _replace(
@@ -84,6 +108,7 @@ def _replace(
     *,
     reset_schema: bool,
     record: str | None,
+    deletion_vectors: bool = True,
 ) -> Written[ApplyStats]:
     target = locate(target)
     files = staged_files(staged)
@@ -103,7 +128,7 @@ def _replace(
     out = df.where(keeps(row_filter)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
     rows = count_rows(files)
     if not state.exists:
-        return WRITER.create(out, target, rows=rows, record=record)
+        return WRITER.create(out, target, rows=rows, record=record, deletion_vectors=deletion_vectors)
     added: tuple[str, ...] = ()
     schema: SchemaMode = "keep"
     if reset_schema:

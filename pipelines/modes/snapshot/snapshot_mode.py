@@ -65,11 +65,23 @@ class SnapshotMode:
             # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
             # replaced too.
             written = replace_target(
-                job.spark, job.staged, job.target, columns=columns, row_filter=row_filter, record=job.record
+                job.spark,
+                job.staged,
+                job.target,
+                columns=columns,
+                row_filter=row_filter,
+                record=job.record,
+                deletion_vectors=job.deletion_vectors,
             )
         else:
             written = apply_snapshot(
-                job.spark, job.staged, job.target, columns=columns, row_filter=row_filter, record=job.record
+                job.spark,
+                job.staged,
+                job.target,
+                columns=columns,
+                row_filter=row_filter,
+                record=job.record,
+                deletion_vectors=job.deletion_vectors,
             )
         stats = DELTA.applied(written)
         return Applied(stats, SnapshotChanges(written=stats.inserted))

@@ -21,12 +21,12 @@ from sharesync.pipelines.targets.delta import (
     write,
 )
 from sharesync.pipelines.targets.delta.open import open_existing
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.pipelines.targets.facts import S, Written
 from sharesync.pipelines.targets.port import TargetFormat, TargetWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.dataset as ds
 
     from sharesync.pipelines.targets.facts import Discarded, Glance, TargetIdentity, TargetStats
     from sharesync.pipelines.targets.record import Recorded
@@ -71,9 +71,9 @@ class DeltaFormat:
     def read_record(self, target: Location, table: str) -> Recorded | None:
         return commit_record.read_record(target, table)
 
-    def dataset(self, target: Location) -> ds.Dataset | None:
+    def rows(self, target: Location, columns: Sequence[str] = ()) -> pa.Table | None:
         table = open_existing(target)
-        return None if table is None else table.to_pyarrow_dataset()
+        return None if table is None else read_rows(table, columns)
 
     def read_history(
         self, target: Location, keys: Sequence[str], values: Sequence[str] = (), *, replay_from: int | None = None

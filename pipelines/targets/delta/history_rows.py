@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.delta.rows import count_rows, quoted, read_rows
 from sharesync.sync.core.history_columns import IS_CURRENT, VALID_FROM_VERSION, VALID_TO_VERSION
 from sharesync.sync.core.location import Location
 
@@ -28,29 +29,26 @@ def read_history(
     and of the rows a backfill from ``replay_from`` reopens (closed at or after it): the replayed
     changes are compared with their images."""
     import pyarrow as pa
-    import pyarrow.dataset as ds
 
-    dataset = open_target(target).to_pyarrow_dataset()
+    table = open_target(target)
     narrow = [*keys, VALID_FROM_VERSION, VALID_TO_VERSION, IS_CURRENT]
     if not values:
-        return dataset.to_table(columns=narrow)
-    compared = ds.field(IS_CURRENT)
+        return read_rows(table, narrow)
+    compared = f"{quoted(IS_CURRENT)}"
     if replay_from is not None:
-        compared = compared | (ds.field(VALID_TO_VERSION) >= replay_from)
-    with_values = dataset.to_table(columns=[*narrow, *values], filter=compared)
-    others = dataset.to_table(columns=narrow, filter=~compared)
+        compared += f" OR {quoted(VALID_TO_VERSION)} >= {int(replay_from)}"
+    with_values = read_rows(table, [*narrow, *values], f"({compared}) IS TRUE")
+    others = read_rows(table, narrow, f"({compared}) IS NOT TRUE")
     return pa.concat_tables([with_values, others], promote_options="default")
 
 
 def table_schema(target: Location) -> pa.Schema:
-    return open_target(target).to_pyarrow_dataset().schema
+    return read_rows(target, where="false").schema
 
 
 def current_rows(target: Location) -> int:
     """Rows with ``_sharesync_is_current``: what the source's ``numRecords`` should equal."""
-    import pyarrow.dataset as ds
-
-    return int(open_target(target).to_pyarrow_dataset().count_rows(filter=ds.field(IS_CURRENT)))
+    return count_rows(target, quoted(IS_CURRENT))
 
 
 def history_start(target: Location) -> int | None:
@@ -59,10 +57,10 @@ def history_start(target: Location) -> int | None:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        dataset = open_target(target).to_pyarrow_dataset()
+        table = open_target(target)
     except TableNotFoundError:
         return None
-    if VALID_FROM_VERSION not in dataset.schema.names:
+    if VALID_FROM_VERSION not in {f.name for f in table.schema().fields}:
         return None
-    oldest = pc.min(dataset.to_table(columns=[VALID_FROM_VERSION])[VALID_FROM_VERSION]).as_py()
+    oldest = pc.min(read_rows(table, [VALID_FROM_VERSION])[VALID_FROM_VERSION]).as_py()
     return None if oldest is None else int(oldest)

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.targets.delta.open import open_existing
+from sharesync.pipelines.targets.delta.rows import has_deletion_vectors, read_rows
 from sharesync.pipelines.targets.facts import RESTORE, Glance, TargetIdentity
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection, local_path
@@ -104,8 +105,8 @@ def high_water_mark(target: Location, *columns: str) -> int | None:
     """The maximum of ``columns`` over the target: the newest source version its rows carry
     (None: no rows, or no such column).
 
-    Read from the files' statistics in the log when every file has them, else from the column.
-    A column that is NULL in every row of a file (a history target's open rows' valid-to) has
+    Read from the files' statistics in the log when every file has them and no deletion vector
+    can hide a row they count, else from the column. A column that is NULL in every row of a file (a history target's open rows' valid-to) has
     no maximum there: that file holds nothing newer in it.
     """
     import pyarrow as pa
@@ -116,13 +117,14 @@ def high_water_mark(target: Location, *columns: str) -> int | None:
     if table is None or not set(columns) & present:
         return None
     actions = pa.table(table.get_add_actions(flatten=True))
+    trusted = not has_deletion_vectors(table)
     newest: list[int] = []
     for column in [c for c in columns if c in present]:
         stat, nulls = f"max.{column}", f"null_count.{column}"
-        if stat in actions.column_names and _stats_complete(actions, stat, nulls):
+        if trusted and stat in actions.column_names and _stats_complete(actions, stat, nulls):
             values = actions.column(stat)
-        else:  # some file has no statistics for it: read the column
-            values = table.to_pyarrow_table(columns=[column]).column(column)
+        else:  # some file has no statistics for it, or a DV may hide its maximum: read the column
+            values = read_rows(table, [column]).column(column)
         found = pc.max(values).as_py()
         if found is not None:
             newest.append(int(found))

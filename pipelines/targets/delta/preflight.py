@@ -25,12 +25,7 @@ from sharesync.sync.core.errors import TargetError
 from sharesync.sync.core.location import DIR_MARKER, Location, probe_writable, storage_failure
 from sharesync.sync.core.storage import local_path
 
-__all__ = ["DELETION_VECTORS_PROPERTY", "check_storage_access", "inspect_target"]
-
-
-# sharesync writes its targets without deletion vectors (Sail cannot MERGE-update a table with
-# them, and the checks here read targets with deltalake, which cannot read them at all).
-DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
+__all__ = ["check_storage_access", "inspect_target"]
 
 # Sail 0.7 percent-encodes other characters when it writes a Delta table (the log lands in
 # "a%20b", the data files in "a%2520b"), so such a target would silently end up elsewhere.
@@ -58,19 +53,7 @@ def inspect_target(target: Location) -> TargetState:
         return TargetState(target, None, None)
     except Exception as exc:
         raise TargetError(f"target '{path}' cannot be read as a Delta table: {exc}") from exc
-    _refuse_deletion_vectors(path, table.metadata().configuration, table.protocol().reader_features)
     return TargetState(target, table.version(), json.loads(table.schema().to_json()))
-
-
-def _refuse_deletion_vectors(path: str, configuration: dict[str, str], reader_features: list[str] | None) -> None:
-    enabled = configuration.get(DELETION_VECTORS_PROPERTY, "false").lower() == "true"
-    if enabled or "deletionVectors" in (reader_features or ()):
-        state = f"sets {DELETION_VECTORS_PROPERTY}=true" if enabled else "holds deletion vectors"
-        raise TargetError(
-            f"target '{path}' {state}; sharesync keeps its targets free of deletion vectors (the engine cannot "
-            f"MERGE-update such a table). Set {DELETION_VECTORS_PROPERTY}=false and purge them (REORG TABLE … APPLY "
-            "(PURGE)) with the engine that wrote it, or point 'target' at a new path"
-        )
 
 
 def check_storage_access(target: Location, staging_dir: Location) -> None:

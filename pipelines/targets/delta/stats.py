@@ -1,8 +1,9 @@
 """What the target looks like: its row count and column schema, read with deltalake.
 
 Read outside Spark on purpose: the count and the schema come from the Delta log and the
-Parquet footers (no data scan, no engine; only a live-row count with soft delete reads the flag
-column), and an independent reader is what a check of the engine's output should use. The
+Parquet footers (no data scan, no engine; a live-row count with soft delete reads the flag
+column, and a table with deletion vectors is counted by a read: the log's counts include the rows
+its DVs delete), and an independent reader is what a check of the engine's output should use. The
 target must be reachable from this process, which the engine already requires (see
 :mod:`sharesync.pipelines.targets.delta.write`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sharesync.pipelines.targets.delta.open import open_target
+from sharesync.pipelines.targets.delta.rows import count_rows, has_deletion_vectors, quoted
 from sharesync.pipelines.targets.facts import TargetStats
 from sharesync.pipelines.targets.guard_columns import DELETED_COLUMN
 from sharesync.sync.core.location import Location
@@ -41,24 +43,19 @@ def row_count(target: Location) -> int:
 
 
 def _count(table: DeltaTable, *, live_only: bool) -> int:
-    """From the log's file statistics, or, for files written without them, from the parquet
-    footers; ``live_only`` leaves out soft-deleted rows, which takes a read of the flag column."""
+    """From the log's file statistics when they are complete and no DV can have deleted rows,
+    else by a read; ``live_only`` leaves out soft-deleted rows, which takes a read of the flag column."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if live_only:
-        return int(table.to_pyarrow_dataset().count_rows(filter=_live_rows()))
-    actions = pa.table(table.get_add_actions(flatten=True))
-    if "num_records" in actions.column_names and actions["num_records"].null_count == 0:
-        return int(pc.sum(actions["num_records"]).as_py() or 0)
-    return int(table.to_pyarrow_dataset().count_rows())
-
-
-def _live_rows() -> Any:
-    import pyarrow.dataset as ds
-
-    flag = ds.field(DELETED_COLUMN)
-    return flag.is_null() | ~flag  # NULL counts as live: the flag is only set by a delete
+        flag = quoted(DELETED_COLUMN)
+        return count_rows(table, f"{flag} IS NULL OR NOT {flag}")  # NULL is live: only a delete sets it
+    if not has_deletion_vectors(table):
+        actions = pa.table(table.get_add_actions(flatten=True))
+        if "num_records" in actions.column_names and actions["num_records"].null_count == 0:
+            return int(pc.sum(actions["num_records"]).as_py() or 0)
+    return count_rows(table)
 
 
 def _type_name(delta_type: Any) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.targets.delta.fencing import fenced
 from sharesync.pipelines.targets.delta.open import open_target
-from sharesync.pipelines.targets.delta.preflight import DELETION_VECTORS_PROPERTY, inspect_target
+from sharesync.pipelines.targets.delta.preflight import inspect_target
 from sharesync.pipelines.targets.delta.stats import row_count
 from sharesync.pipelines.targets.facts import ApplyStats, Tally, Written
 from sharesync.pipelines.targets.port import SaveMode, SchemaMode, TargetWriter
@@ -45,6 +45,7 @@ __all__ = ["WRITER", "DeltaWriter", "recorded"]
 # overwrite replaces its schema and then refuses a list naming a column the new schema lacks, and
 # refuses boolean or binary columns in the list; Sail honours the count as Spark does.
 INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
+DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 # Delta's own default: statistics cost time on every write of a wide table.
 MAX_INDEXED_COLUMNS = 32
 _NTZ_FEATURE = "timestampNtz"
@@ -70,13 +71,18 @@ class DeltaWriter:
             writer = writer.option("overwriteSchema" if schema == "replace" else "mergeSchema", "true")
         fenced(writer).save(target.uri)
 
-    def create(self, df: DataFrame, target: Location, *, rows: int, record: str | None = None) -> Written[ApplyStats]:
+    def create(
+        self, df: DataFrame, target: Location, *, rows: int, record: str | None = None, deletion_vectors: bool = True
+    ) -> Written[ApplyStats]:
         """The first write creates the table; the default save mode fails if one appeared meanwhile.
 
-        Deletion vectors are turned off explicitly: a Spark whose defaults turn them on for new
-        tables (Databricks does) would otherwise create a target the next MERGE cannot update.
+        ``deletion_vectors`` is set explicitly either way, whatever the engine's defaults: with them
+        a MERGE, DELETE or UPDATE marks the rows it replaces instead of copying the rest of their
+        files (merge-on-read; both engines), without them the table stays readable by readers
+        that cannot read DVs (docs/configuration.md, ``deletion_vectors``).
         """
-        writer = recorded(df.write.format("delta").option(DELETION_VECTORS_PROPERTY, "false"), record)
+        enabled = "true" if deletion_vectors else "false"
+        writer = recorded(df.write.format("delta").option(DELETION_VECTORS_PROPERTY, enabled), record)
         fenced(writer.option(INDEXED_COLUMNS_PROPERTY, str(_indexed_columns(df.schema)))).save(target.uri)
         return Written(ApplyStats(rows), target, None, Tally.WRITTEN)
 

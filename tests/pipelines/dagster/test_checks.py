@@ -13,6 +13,7 @@ from support.dagster_site import APPEND_TABLE, MERGE_TABLE, Site, check_results,
 from sharesync.pipelines.dagster.checks import ROW_COUNT, TOKEN_EXPIRY, row_count_verdict, token_expiry_verdict
 from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_verdict
 from sharesync.pipelines.dagster.target_checks import KEYS_UNIQUE, SCHEMA_DRIFT
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import Checkpoint
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -93,7 +94,7 @@ def test_checks_pass_on_a_synced_table_and_fail_once_the_target_is_tampered_with
     assert synced[("sharesync/dg/sales/events", ROW_COUNT)].description.startswith("skipped")  # type: ignore[union-attr]
 
     target = DeltaTable(site.target(MERGE_TABLE))
-    rows = target.to_pyarrow_table().num_rows
+    rows = read_rows(target).num_rows
     target.delete("id <= 3")  # somebody edits the copy behind sharesync's back
 
     checked = check_results(materialize(defs, dg.AssetSelection.checks_for_assets(key)))
@@ -131,7 +132,7 @@ def test_row_count_counts_only_live_rows_with_soft_deletes(site: Site) -> None:
 
     row_count = checked[("sharesync/dg/sales/orders", ROW_COUNT)]
     assert row_count.passed, row_count.description
-    flagged = DeltaTable(site.target(MERGE_TABLE)).to_pyarrow_table().column("_sharesync_deleted").to_pylist()
+    flagged = read_rows(DeltaTable(site.target(MERGE_TABLE))).column("_sharesync_deleted").to_pylist()
     assert any(flagged)  # the deleted rows are still there, flagged, and not counted
 
 
@@ -148,6 +149,6 @@ def test_row_count_of_a_history_target_counts_only_current_rows(site: Site) -> N
 
     row_count = checked[("sharesync/dg/sales/orders", ROW_COUNT)]
     assert row_count.passed, row_count.description
-    current = DeltaTable(site.target(MERGE_TABLE)).to_pyarrow_table().column("_sharesync_is_current").to_pylist()
+    current = read_rows(DeltaTable(site.target(MERGE_TABLE))).column("_sharesync_is_current").to_pylist()
     assert row_count.metadata["target_rows"].value == sum(current)
     assert not all(current)  # the closed images are kept and not counted

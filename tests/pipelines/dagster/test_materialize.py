@@ -22,6 +22,7 @@ from support.schema_changes import add_column, drop_column
 from support.verify import assert_append_target_matches, assert_merge_target_matches
 
 from sharesync.pipelines.dagster.materialization import STAT_KEYS
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import open_store
 from sharesync.sync.core.timestamps import from_millis
 
@@ -173,4 +174,4 @@ def test_backfill_config_without_a_start_fails_at_once(site: Site, instance: dg.
 def _rows(target: str) -> list[dict[str, object]]:
     from deltalake import DeltaTable
 
-    return DeltaTable(target).to_pyarrow_table().to_pylist()
+    return read_rows(DeltaTable(target)).to_pylist()

@@ -22,6 +22,7 @@ from sharesync.pipelines.dagster.target_checks import (
     keys_unique_verdict,
     schema_verdict,
 )
+from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.sync.core.location import locate
 from sharesync.sync.core.table_config import BreakingChangePolicy, NewColumnPolicy
 
@@ -106,7 +107,7 @@ def test_a_planted_duplicate_key_fails_the_blocking_check(site: Site) -> None:
     assert synced[("sharesync/dg/sales/events", SCHEMA_DRIFT)].passed  # append: the change columns are sharesync's
 
     target = DeltaTable(site.target(MERGE_TABLE))
-    current = target.to_pyarrow_table()
+    current = read_rows(target)
     write_deltalake(site.target(MERGE_TABLE), current.filter(pc.equal(current["id"], current["id"][0])), mode="append")
 
     run = materialize(defs, dg.AssetSelection.checks_for_assets(key), raise_on_error=False)
@@ -161,7 +162,7 @@ def test_full_verification_finds_a_row_deleted_from_the_target(site: Site) -> No
     assert synced[(ORDERS, FULL_VERIFY)].passed, synced[(ORDERS, FULL_VERIFY)].description
 
     target = DeltaTable(site.target(MERGE_TABLE))
-    gone = target.to_pyarrow_table(columns=["id"])["id"][0].as_py()
+    gone = read_rows(target, ["id"])["id"][0].as_py()
     target.delete(f"id = {gone}")  # a row lost behind sharesync's back
 
     found = check_results(materialize(defs, verify))[(ORDERS, FULL_VERIFY)]

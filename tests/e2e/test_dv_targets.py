@@ -1,0 +1,92 @@
+"""Merge-on-read targets: new targets get deletion vectors, and an incremental MERGE copies no rows.
+
+The provider's table is written and updated by ``deltalake`` (a writer other than sharesync); the
+target by the engine under test. What a MERGE did is read from the target's own commit
+(``commitInfo.operationMetrics``, written by the engine): both Sail and Delta on Apache Spark record
+``numTargetRowsCopied`` and ``numTargetDeletionVectorsAdded`` for a MERGE. The rows are read back
+through ``deltalake``'s QueryBuilder (:mod:`support.verify`), which honours deletion vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from support.e2e import Workspace
+from support.engines import on_both_engines
+from support.verify import assert_merge_target_matches, source_version
+
+from sharesync.pipelines.run.results import TableOutcome
+from sharesync.pipelines.targets.delta.rows import has_deletion_vectors
+
+DV_PROPERTY = "delta.enableDeletionVectors"
+UPDATED = "id <= 3"  # a few keys of the provider's table
+
+
+def _sync(workspace: Workspace, *tables: dict[str, Any], **top: Any) -> None:
+    for result in workspace.syncer(workspace.config(*tables, **top)).sync_all():
+        assert result.outcome is TableOutcome.SYNCED, result.error
+
+
+def _update_a_few_keys(workspace: Workspace, table: str) -> None:
+    DeltaTable(str(workspace.path(table))).update(updates={"name": "'changed'"}, predicate=UPDATED)
+
+
+def _last_merge(target: str) -> dict[str, Any]:
+    """The newest MERGE commit's ``operationMetrics``, as the engine recorded them."""
+    for log in sorted((Path(target) / "_delta_log").glob("*.json"), reverse=True):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info is not None and info.get("operation") == "MERGE":
+                return {k: int(v) for k, v in (info.get("operationMetrics") or {}).items()}
+    raise AssertionError(f"no MERGE commit in {target}")
+
+
+@on_both_engines
+def test_a_new_target_is_merge_on_read_and_an_update_copies_no_rows(workspace: Workspace) -> None:
+    path = workspace.table("m", rows=60, partitioned=False, seed=3)
+    _sync(workspace, workspace.spec("m"))
+    target = DeltaTable(workspace.target("m"))
+    assert target.metadata().configuration.get(DV_PROPERTY) == "true"
+
+    _update_a_few_keys(workspace, "m")
+    _sync(workspace, workspace.spec("m"))
+    merged = _last_merge(workspace.target("m"))
+    assert merged["numTargetRowsCopied"] == 0, merged
+    assert merged["numTargetDeletionVectorsAdded"] >= 1, merged
+    assert merged["numTargetRowsUpdated"] == 3, merged
+    assert has_deletion_vectors(DeltaTable(workspace.target("m")))
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+
+
+@pytest.mark.parametrize("where", ["table", "defaults"])
+def test_deletion_vectors_false_gives_a_copy_on_write_target(workspace: Workspace, where: str) -> None:
+    path = workspace.table("m", rows=60, partitioned=False, seed=4)
+    spec = workspace.spec("m", **({"deletion_vectors": False} if where == "table" else {}))
+    top = {"defaults": {"deletion_vectors": False}} if where == "defaults" else {}
+    _sync(workspace, spec, **top)
+    assert DeltaTable(workspace.target("m")).metadata().configuration.get(DV_PROPERTY) == "false"
+
+    _update_a_few_keys(workspace, "m")
+    _sync(workspace, spec, **top)
+    merged = _last_merge(workspace.target("m"))
+    assert merged["numTargetRowsCopied"] > 0 and merged.get("numTargetDeletionVectorsAdded", 0) == 0, merged
+    assert not has_deletion_vectors(DeltaTable(workspace.target("m")))
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+
+
+def test_an_existing_copy_on_write_target_stays_so_when_the_default_is_on(workspace: Workspace) -> None:
+    path = workspace.table("m", rows=60, partitioned=False, seed=5)
+    _sync(workspace, workspace.spec("m", deletion_vectors=False))  # created copy-on-write, as before
+    for round_ in range(2):
+        _update_a_few_keys(workspace, "m")
+        workspace.commit("m", 2, seed=50 + round_)
+        _sync(workspace, workspace.spec("m", merge_strategy="merge"))  # the setting is on: for new targets only
+        target = DeltaTable(workspace.target("m"))
+        assert target.metadata().configuration.get(DV_PROPERTY) == "false"
+        assert not has_deletion_vectors(target)
+        assert _last_merge(workspace.target("m")).get("numTargetDeletionVectorsAdded", 0) == 0
+        assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
