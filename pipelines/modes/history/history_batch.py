@@ -185,7 +185,7 @@ def _apply(
         opened=plan.opened,
         closed=plan.closed,
     )
-    null_keys = plan.null_keys
+    null_keys, spans = plan.null_keys, plan.key_spans
     staged_plan = None if plan.is_empty and existing else _stage_plan(plan, job.staged)
     # The embedded engine runs in this process: give it the memory of the batch, the target's
     # keys and the plan (all on disk now) before it writes, as staging does after netting.
@@ -205,6 +205,7 @@ def _apply(
         replace=replace,
         conform=job.conform,
         record=job.record,
+        key_spans=spans,
     )
     return DELTA.applied(write_history(engine, planned))
 
