@@ -37,7 +37,7 @@ class NettedBatch:
     rows_before: int
     rows_after: int
     null_keys: bool  # some key column is NULL in the batch: the engine must match NULL-safe
-    key_spans: tuple[KeySpan, ...] = ()  # per key column: smallest, largest, NULL (empty: not read)
+    key_spans: tuple[KeySpan, ...] = ()  # per key column: smallest, largest, NULL
 
 
 def read_netted(directory: Place, keys: Sequence[str]) -> NettedBatch:
