@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Place, locate
-from sharesync.sync.staging.files import staged_writer
 from sharesync.sync.planning.key_ranges import key_spans
+from sharesync.sync.staging.files import staged_writer
 from sharesync.sync.staging.netted import NETTED_FILE, ROWS_BEFORE, NettedBatch, has_null_keys
 
 _RANK = "__sharesync_rank"
