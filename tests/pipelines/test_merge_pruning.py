@@ -97,3 +97,23 @@ def test_a_bootstrap_keeps_the_providers_row_order(spark: Any, stage: StageFn, t
     written = _physical_ids(target)
     files = sorted([order[:RANGE], order[RANGE:]], key=lambda ids: written.index(ids[0]))
     assert written == files[0] + files[1]
+
+
+@pytest.mark.parametrize("engine", [SAIL], indirect=True)
+def test_a_batch_with_a_null_key_still_reaches_the_null_keyed_row(spark: Any, stage: StageFn, target: str) -> None:
+    """The bounds of a key column the batch holds NULL in keep NULL target rows: the NULL key is
+    updated in place, not inserted a second time, and re-running the batch changes nothing."""
+    rows = [{"id": None, "name": "nobody", "score": 0}, *(r(i, 0) for i in range(1, 6))]
+    apply_merge(spark, stage([ins(1, **row) for row in rows]), target, keys=["id"], rewrite_threshold=None)
+    changes = [
+        pre(2, id=None, name="nobody", score=0),
+        post(2, id=None, name="nobody", score=7),
+        pre(2, **r(3, 0)),
+        post(2, **r(3, 3)),
+    ]
+    batch = stage(changes)
+    stats = apply_merge(spark, batch, target, keys=["id"], rewrite_threshold=None)
+    again = apply_merge(spark, batch, target, keys=["id"], rewrite_threshold=None)
+    assert (stats.inserted, stats.updated, again.inserted, again.updated) == (0, 2, 0, 0)
+    expected = [{"id": None, "name": "nobody", "score": 7}, r(1, 0), r(2, 0), r(3, 3), r(4, 0), r(5, 0)]
+    assert data_rows(target) == expected
