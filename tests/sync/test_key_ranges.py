@@ -53,7 +53,7 @@ def cases(draw: st.DrawFn) -> tuple[list[str], list[tuple[Any, ...]], list[tuple
     return kinds, batch, target
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(cases())
 def test_every_target_row_the_batch_can_match_satisfies_the_bounds(
     case: tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]],
