@@ -56,6 +56,7 @@ from sharesync.sync.planning.history_events import (
     segments,
     view_watermarks,
 )
+from sharesync.sync.planning.key_ranges import KeySpan, span_of
 
 __all__ = ["ACTION", "MATCH_VERSION", "SET_VALUES", "Action", "HistoryPlan", "SnapshotAt", "plan_history"]
 
@@ -96,6 +97,7 @@ class HistoryPlan:
     updated: int = 0  # existing rows changed: closed, reopened or updated in place
     removed: int = 0  # existing rows deleted: history a backfill rewrites
     null_keys: bool = False  # an action's key is NULL: the writer must match NULL-safe
+    key_spans: tuple[KeySpan, ...] = ()  # per key, over every action: the MERGE's key bounds
 
     @property
     def rows(self) -> int:
@@ -174,7 +176,8 @@ def plan_history(
     )
     opened_keys = [pc.take(data[k], opened["last_row"]) for k in keys]
     null_keys = any(c.null_count for c in [*opened_keys, *(t[k] for t in (changed, removed) for k in keys)])
-    return HistoryPlan(parts, opened.num_rows, closed, updates.num_rows, removed.num_rows, null_keys)
+    spans = tuple(span_of(k, [o, changed[k], removed[k]]) for k, o in zip(keys, opened_keys, strict=True))
+    return HistoryPlan(parts, opened.num_rows, closed, updates.num_rows, removed.num_rows, null_keys, spans)
 
 
 def _at_snapshot(changes: pa.Table, snapshot: SnapshotAt) -> pa.Table:

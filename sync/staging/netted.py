@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from sharesync.sync.core.errors import SyncError
 from sharesync.sync.core.location import Location, Place, locate
+from sharesync.sync.planning.key_ranges import KeySpan, key_spans
 
 __all__ = [
     "NETTED_FILE",
@@ -36,6 +37,7 @@ class NettedBatch:
     rows_before: int
     rows_after: int
     null_keys: bool  # some key column is NULL in the batch: the engine must match NULL-safe
+    key_spans: tuple[KeySpan, ...] = ()  # per key column: smallest, largest, NULL
 
 
 def read_netted(directory: Place, keys: Sequence[str]) -> NettedBatch:
@@ -76,7 +78,8 @@ def netted_info(file: Location, keys: Sequence[str]) -> NettedBatch | None:
             return None
         keys = spelled_keys(parquet.schema_arrow.names, keys)
         keys_only = parquet.read(columns=list(keys))
-        return NettedBatch(int(recorded), parquet.metadata.num_rows, has_null_keys(keys_only, keys))
+        spans = key_spans(keys_only, keys)
+        return NettedBatch(int(recorded), parquet.metadata.num_rows, has_null_keys(keys_only, keys), spans)
 
 
 def has_null_keys(table: pa.Table, keys: Sequence[str]) -> bool:

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_VERSION, UPSERT_TYPES, ChangeType
 from sharesync.sync.core.errors import SchemaIncompatible
 from sharesync.sync.core.location import Place, locate
+from sharesync.sync.planning.key_ranges import key_spans
 from sharesync.sync.staging.files import staged_writer
 from sharesync.sync.staging.netted import NETTED_FILE, ROWS_BEFORE, NettedBatch, has_null_keys
 
@@ -89,4 +90,4 @@ def write_netted(table: pa.Table, keys: Sequence[str], directory: Place) -> Nett
     netted = netted.replace_schema_metadata(metadata)
     with target.publish() as path, staged_writer(path, netted.schema, target.filesystem) as writer:
         writer.write_table(netted)
-    return NettedBatch(table.num_rows, netted.num_rows, has_null_keys(netted, keys))
+    return NettedBatch(table.num_rows, netted.num_rows, has_null_keys(netted, keys), key_spans(netted, keys))

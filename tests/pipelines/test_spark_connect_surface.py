@@ -48,7 +48,7 @@ SQL_SHAPES = [
     re.compile(rf"DELETE FROM {NAME} WHERE `_commit_version` > -?\d+"),
 ]
 # Spark SQL builtins (FunctionRegistry) plus the operator names the Connect planner maps.
-FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count", "isNotNull"}
+FUNCTIONS = {"==", "<=>", ">", ">=", "and", "or", "not", "in", "coalesce", "when", "count", "isNotNull", "<=", "isNull"}
 # delta.enableDeletionVectors, delta.dataSkippingNumIndexedCols: table properties set on creation
 # (Delta Lake reads "delta."-prefixed writer options as table properties; Sail stores them in the
 # metaData configuration).

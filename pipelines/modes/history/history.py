@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sharesync.pipelines.jobs.columns import HISTORY_COLUMNS
 from sharesync.pipelines.jobs.conform import conform_target
+from sharesync.pipelines.jobs.key_bounds import bounds_of, within_bounds
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged
 from sharesync.pipelines.jobs.widening import widen_target
@@ -26,6 +27,7 @@ from sharesync.pipelines.targets.delta.write import WRITER
 from sharesync.pipelines.targets.facts import ApplyStats, Written
 from sharesync.pipelines.targets.state import TargetState
 from sharesync.sync.core.location import Location
+from sharesync.sync.planning.key_ranges import KeySpan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,6 +64,7 @@ class PlannedHistory:
     conform: bool  # a rebuild: move the target's rows into the batch's schema first
     record: str | None = None  # the commit record of the batch, with a write that can carry it
     deletion_vectors: bool = True  # a target this creates is merge-on-read
+    key_spans: tuple[KeySpan, ...] = ()  # the actions' keys: the MERGE reads only files that can hold them
 
 
 def write_history(spark: SparkSession | Callable[[], SparkSession], planned: PlannedHistory) -> Written[HistoryStats]:
@@ -123,5 +126,7 @@ def _write(session: SparkSession, planned: PlannedHistory, state: TargetState, a
     if planned.rewrite:
         rewrite_plan(session, actions, target, keys, columns, planned.null_keys, planned.record)
     else:
-        merge_plan(actions, WRITER.register(session, target), keys, columns, planned.null_keys)
+        name = WRITER.register(session, target)
+        within = within_bounds(name, bounds_of(planned.key_spans, state))
+        merge_plan(actions, name, keys, columns, planned.null_keys, within)
     return 0

@@ -190,7 +190,7 @@ def _apply(
         opened=plan.opened,
         closed=plan.closed,
     )
-    null_keys = plan.null_keys
+    null_keys, spans = plan.null_keys, plan.key_spans
     staged_plan = None if plan.is_empty and existing else _stage_plan(plan, job.staged)
     # The embedded engine runs in this process: give it the memory of the batch, the target's
     # keys and the plan (all on disk now) before it writes, as staging does after netting.
@@ -211,6 +211,7 @@ def _apply(
         conform=job.conform,
         record=job.record,
         deletion_vectors=job.deletion_vectors,
+        key_spans=spans,
     )
     return DELTA.applied(write_history(engine, planned))
 

@@ -50,8 +50,16 @@ def written_columns(plan: DataFrame, data_columns: Sequence[str]) -> DataFrame:
     )
 
 
-def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Sequence[str], null_keys: bool) -> None:
-    """One MERGE of the plan into the registered target ``name`` on (keys, valid-from version)."""
+def merge_plan(
+    plan: DataFrame,
+    name: str,
+    keys: Sequence[str],
+    data_columns: Sequence[str],
+    null_keys: bool,
+    within: Column | None = None,
+) -> None:
+    """One MERGE of the plan into the registered target ``name`` on (keys, valid-from version);
+    ``within``: the actions' key bounds on the target, so the engine can skip files by them."""
     from pyspark.sql import functions as F
 
     def s(c: str) -> Column:
@@ -63,6 +71,7 @@ def merge_plan(plan: DataFrame, name: str, keys: Sequence[str], data_columns: Se
     on = _keys_equal([t(k) for k in keys], [s(k) for k in keys], null_keys) & (
         t(VALID_FROM_VERSION) == s(MATCH_VERSION)
     )
+    on = on if within is None else on & within
     action = s(ACTION)
     validity = {quote_identifier(c): s(c) for c in _VALIDITY}
     values = {quote_identifier(c): s(c) for c in data_columns if c not in keys}

@@ -34,6 +34,7 @@ from sharesync.pipelines.jobs.columns import (
     projection,
     quote_identifier,
 )
+from sharesync.pipelines.jobs.key_bounds import bounds_of, within_bounds
 from sharesync.pipelines.jobs.session import session_of
 from sharesync.pipelines.jobs.staged import read_staged, staged_files
 from sharesync.pipelines.jobs.widening import widen_target
@@ -141,10 +142,11 @@ def apply_merge(
         known = ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, added_columns=added)
         return Written(known, target, state.version)
     name = WRITER.register(session, target)
+    within = within_bounds(name, bounds_of(netted.key_spans, state))  # the files the batch can touch
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
     flagged = DELETED_COLUMN in state.column_names  # soft deletes on, or on once (a live row is unflagged)
     with fenced_dml(session):
-        _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged).merge()
+        _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged, within).merge()
     known = ApplyStats(rows, added_columns=added)
     return Written(known, target, state.version, Tally.MERGED, soft_deleted=soft_deleted)
 
@@ -208,11 +210,14 @@ def _merge_writer(
     replay_from: int | None,
     null_keys: bool = True,
     flagged: bool = False,
+    within: Column | None = None,
 ) -> MergeIntoWriter:
     """Guarded (soft) delete, guarded update, insert of new keys — the three MERGE clauses.
 
     ``flagged``: the target has the soft-delete column; every row written live says so, even
     once soft deletes are switched off (a key deleted and inserted again is not deleted).
+    ``within``: the batch's key bounds on the target (:func:`within_bounds`), ANDed to the key
+    match so the engine reads only the files that can hold a batch key.
     """
     from pyspark.sql import functions as F
 
@@ -230,7 +235,8 @@ def _merge_writer(
     if soft_delete or flagged:
         guards[quote_identifier(DELETED_COLUMN)] = ~upsert
     values = {quote_identifier(c): s(c) for c in data_columns}
-    writer = net.alias("s").mergeInto(name, _key_match(keys, name, "s", null_keys))
+    on = _key_match(keys, name, "s", null_keys)
+    writer = net.alias("s").mergeInto(name, on if within is None else on & within)
     if soft_delete:
         live = ~F.coalesce(t(DELETED_COLUMN), F.lit(False))  # re-flagging a deleted row is no change
         writer = writer.whenMatched(newer & ~upsert & live).update(guards)
