@@ -11,7 +11,6 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from support.cli_runner import CliResult
 from support.e2e import Workspace
-from support.engines import SAIL, SPARK
 
 from sharesync.pipelines.targets.delta.maintenance import compact
 from sharesync.pipelines.targets.health import Thresholds
@@ -32,9 +31,8 @@ def _files(target: str) -> set[str]:
     return {p.name for p in Path(target).glob("*.parquet")}
 
 
-@pytest.mark.parametrize("engine", [SAIL, SPARK], indirect=True)
 def test_optimize_folds_the_batches_files_and_keeps_rows_checkpoint_and_syncing(
-    workspace: Workspace, cli: Callable[..., CliResult], engine: str
+    workspace: Workspace, cli: Callable[..., CliResult]
 ) -> None:
     workspace.table("m", rows=40, seed=1)
     config = workspace.config(workspace.spec("m"))

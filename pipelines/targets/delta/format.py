@@ -29,7 +29,6 @@ from sharesync.pipelines.targets.port import TargetFormat, TargetWriter
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as ds
-
     from pyspark.sql import SparkSession
 
     from sharesync.pipelines.targets.facts import Discarded, Glance, TargetIdentity, TargetStats

@@ -19,7 +19,7 @@ from sharesync.sync.core.config import load_config
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sharesync.pipelines.commands.maintenance import Maintained
+    from sharesync.pipelines.commands.maintenance_run import Maintained
 
 # Delta's own default (delta.deletedFileRetentionDuration): a reader that started on a version up
 # to this long ago still finds its files, and so do time travel and sharesync's own identity check.
@@ -34,7 +34,7 @@ _UNSAFE_FLAG = "--allow-breaking-running-readers"
 @click.pass_context
 def optimize_command(ctx: click.Context, names: tuple[str, ...], force: bool) -> None:
     """Compact targets with many small files or deletion vectors, keeping their rows."""
-    from sharesync.pipelines.commands.maintenance import optimize_tables
+    from sharesync.pipelines.commands.maintenance_run import optimize_tables
     from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.pipelines.targets.health import Thresholds
 
@@ -67,7 +67,7 @@ def vacuum_command(ctx: click.Context, names: tuple[str, ...], retain_hours: int
             f"use {MIN_RETAIN_HOURS} or more, or add {_UNSAFE_FLAG}",
             param_hint="--retain-hours",
         )
-    from sharesync.pipelines.commands.maintenance import vacuum_tables
+    from sharesync.pipelines.commands.maintenance_run import vacuum_tables
     from sharesync.pipelines.run.sync_pass import Syncer
 
     with Syncer(load_config(ctx.obj["config_file"])) as syncer:
