@@ -3,7 +3,8 @@
 * Delta Lake on Apache Spark: ``OPTIMIZE`` bins small files together and rewrites files with
   deletion vectors; a ``REORG TABLE … APPLY (PURGE)`` follows only when rows hidden by deletion
   vectors are left after it. ``VACUUM … RETAIN n HOURS`` removes the files no version within the
-  retention needs (below Delta's 168 h check only when the caller asked for that retention).
+  retention needs (below Delta's 168 h check only when the caller asked for that retention;
+  Delta 4.4 logs that it keeps the table's ``delta.deletedFileRetentionDuration`` for any N but 0).
 * Sail 0.7.2 parses none of ``OPTIMIZE``, ``REORG`` and ``VACUUM`` (checked). Compaction is the
   engine's own read of the table and an overwrite with it in a few files: one commit, the same
   rows (checked against the log before and after), the same table id and properties, so the
