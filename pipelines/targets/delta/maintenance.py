@@ -9,7 +9,7 @@
   engine's own read of the table and an overwrite with it in a few files: one commit, the same
   rows (checked against the log before and after), the same table id and properties, so the
   identity check still knows the table. Sail ignores ``dataChange=false`` and records the
-  rewrite as a data change; the commit carries :data:`COMPACTION_MARKER` instead. Vacuum is
+  rewrite as a data change (so it is not asked for); the commit carries :data:`COMPACTION_MARKER`. Vacuum is
   ``deltalake``'s, which writes no data (two commitInfo-only commits) and deletes only files
   the log's tombstones name: a replaced file's deletion-vector file stays (a few bytes each).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sharesync.pipelines.targets.delta.fencing import fenced, fenced_dml, speaks_delta_lake
+from sharesync.pipelines.targets.delta.fencing import fenced_dml, speaks_delta_lake
 from sharesync.pipelines.targets.delta.maintenance_facts import COMPACTION_MARKER, read_health
 from sharesync.pipelines.targets.delta.open import open_target
 from sharesync.pipelines.targets.delta.write import WRITER
@@ -68,9 +68,8 @@ def compact(spark: SparkSession, target: Location, thresholds: Thresholds) -> Co
 def _rewrite(spark: SparkSession, target: Location, before: TargetHealth) -> None:
     live_bytes = before.bytes * (1 - before.deleted_ratio)
     files = max(1, math.ceil(live_bytes / _FILE_BYTES))
-    rows = spark.read.format("delta").load(target.uri).coalesce(files)
-    writer = rows.write.format("delta").mode("overwrite").option("dataChange", "false")
-    fenced(writer.option("userMetadata", COMPACTION_MARKER)).save(target.uri)
+    # Through the format's writer, the one place a DataFrame save takes its fencing number.
+    WRITER.save(WRITER.read(spark, target).coalesce(files), target, mode="overwrite", record=COMPACTION_MARKER)
 
 
 def vacuum(spark: SparkSession, target: Location, retain_hours: int) -> Vacuumed:
