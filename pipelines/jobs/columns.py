@@ -54,6 +54,7 @@ __all__ = [
     "written_by_sharesync",
 ]
 
+
 def quote_identifier(name: str) -> str:
     """A backtick-quoted identifier: column names may contain dots, spaces or backticks."""
     return "`" + name.replace("`", "``") + "`"

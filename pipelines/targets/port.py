@@ -8,8 +8,10 @@ format (:meth:`TargetFormat.applied`), which reads its own commits' numbers (Del
 ``commitInfo.operationMetrics``). The values both sides exchange are format-neutral
 (:mod:`sharesync.pipelines.targets.facts`, :mod:`~sharesync.pipelines.targets.state`).
 
-Maintenance (compaction, vacuum; issue 42) belongs here too, as methods of :class:`TargetFormat`
-taking a :class:`~sharesync.sync.core.location.Location`, implemented in the format's package.
+Maintenance (compaction, vacuum; issue 42) is here too: :meth:`TargetFormat.health` reads the
+target's shape from its log, the pure rule (:mod:`sharesync.pipelines.targets.health`) says when to
+compact, :meth:`TargetFormat.compact` and :meth:`TargetFormat.vacuum` do it with the engine, the
+caller holding the table's lease and fence.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sharesync.pipelines.targets.facts import Discarded, Glance, TargetIdentity, TargetStats
+    from sharesync.pipelines.targets.health import Compacted, TargetHealth, Thresholds, Vacuumed
     from sharesync.pipelines.targets.record import Recorded
     from sharesync.pipelines.targets.schema_evolution import SchemaChange
     from sharesync.pipelines.targets.state import TargetState
@@ -127,4 +130,17 @@ class TargetFormat(Protocol):
     # removal on request
     def discard(self, target: Location, *, held: Callable[[Sequence[str]], str]) -> Discarded | None:
         """Remove the table sharesync wrote there; ``held`` names what a table of these columns holds."""
+        ...
+
+    # maintenance, under the table's lease and fence
+    def health(self, target: Location, thresholds: Thresholds) -> TargetHealth | None:
+        """The target's files, size, rows and deletion vectors from its log; None when there is no table."""
+        ...
+
+    def compact(self, spark: SparkSession, target: Location, thresholds: Thresholds) -> Compacted:
+        """Fold small files and deletion vectors into well-sized files; the rows stay the same."""
+        ...
+
+    def vacuum(self, spark: SparkSession, target: Location, *, retain_hours: int) -> Vacuumed:
+        """Remove the files no version of the last ``retain_hours`` needs."""
         ...

@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "verify": "sharesync.sync.cli.verify:verify_command",
     "preview": "sharesync.sync.cli.preview:preview",
     "demo": "sharesync.sync.cli.demo:demo",
+    "optimize": "sharesync.sync.cli.maintenance_commands:optimize_command",
+    "vacuum": "sharesync.sync.cli.maintenance_commands:vacuum_command",
 }
 
 EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE = 0, 1, 2

@@ -46,7 +46,7 @@ from sharesync.sync.core.location import Location
 if TYPE_CHECKING:
     from pyspark.sql import DataFrameWriter, SparkSession
 
-__all__ = ["Fence", "fenced", "fenced_dml", "fencing"]
+__all__ = ["Fence", "fenced", "fenced_dml", "fencing", "speaks_delta_lake"]
 
 _APP_ID, _VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
 _DELTA_PROBE = "spark.databricks.delta.write.txnVersion.autoReset.enabled"  # Delta >= 2.3 defines it
@@ -77,12 +77,17 @@ class Fence:
 
     def honoured(self, session: SparkSession) -> bool:
         if self._honoured is None:
-            try:
-                session.conf.get(_DELTA_PROBE)
-                self._honoured = True
-            except Exception:  # noqa: BLE001 - an engine without Delta's setting says so in its own way
-                self._honoured = False
+            self._honoured = speaks_delta_lake(session)
         return self._honoured
+
+
+def speaks_delta_lake(session: SparkSession) -> bool:
+    """Whether the engine is Delta Lake on Spark (its settings, its SQL: OPTIMIZE, VACUUM), not Sail."""
+    try:
+        session.conf.get(_DELTA_PROBE)
+    except Exception:  # noqa: BLE001 - an engine without Delta's setting says so in its own way
+        return False
+    return True
 
 
 def fenced(writer: DataFrameWriter) -> DataFrameWriter:

@@ -16,6 +16,8 @@ from sharesync.pipelines.targets.delta import (
     discard,
     history_rows,
     identity,
+    maintenance,
+    maintenance_facts,
     preflight,
     stats,
     write,
@@ -27,8 +29,10 @@ from sharesync.pipelines.targets.port import TargetFormat, TargetWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import SparkSession
 
     from sharesync.pipelines.targets.facts import Discarded, Glance, TargetIdentity, TargetStats
+    from sharesync.pipelines.targets.health import Compacted, TargetHealth, Thresholds, Vacuumed
     from sharesync.pipelines.targets.record import Recorded
     from sharesync.pipelines.targets.state import TargetState
     from sharesync.sync.core.location import Location
@@ -88,6 +92,15 @@ class DeltaFormat:
 
     def discard(self, target: Location, *, held: Callable[[Sequence[str]], str]) -> Discarded | None:
         return discard.discard_target(target, held=held)
+
+    def health(self, target: Location, thresholds: Thresholds) -> TargetHealth | None:
+        return maintenance_facts.read_health(target, thresholds.small_file_bytes)
+
+    def compact(self, spark: SparkSession, target: Location, thresholds: Thresholds) -> Compacted:
+        return maintenance.compact(spark, target, thresholds)
+
+    def vacuum(self, spark: SparkSession, target: Location, *, retain_hours: int) -> Vacuumed:
+        return maintenance.vacuum(spark, target, retain_hours)
 
 
 DELTA: TargetFormat = DeltaFormat()

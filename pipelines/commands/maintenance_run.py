@@ -1,0 +1,85 @@
+"""``sharesync optimize`` and ``sharesync vacuum``: each table's target, under its lease.
+
+A table's maintenance takes the table's sync lease first (a sync holding it: refused at once,
+:class:`~sharesync.sync.core.errors.LeaseHeld`), and writes under a fence of that holding, as a
+sync's batches do: it never races a sync, and a holder that lost the lease meanwhile is told so.
+One table's failure is its own result; the others still run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sharesync.pipelines.targets.delta.fencing import Fence, fencing
+from sharesync.pipelines.targets.delta.format import DELTA
+from sharesync.pipelines.targets.health import Thresholds, compaction_reason
+from sharesync.sync.core.errors import SharesyncError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from sharesync.pipelines.run.sync_pass import Syncer
+    from sharesync.sync.core.config import TableConfig
+    from sharesync.sync.core.location import Location
+
+__all__ = ["Maintained", "optimize_tables", "vacuum_tables"]
+
+
+@dataclass(frozen=True)
+class Maintained:
+    """What maintenance did to one table (``ok`` False: it failed, ``line`` says why)."""
+
+    name: str
+    line: str
+    ok: bool = True
+
+
+def optimize_tables(syncer: Syncer, names: Iterable[str], *, force: bool, thresholds: Thresholds) -> list[Maintained]:
+    """Compact the targets that need it (``force``: every one)."""
+
+    def one(target: Location) -> str:
+        health = DELTA.health(target, thresholds)
+        if health is None:
+            return "no target table yet: nothing to compact"
+        reason = compaction_reason(health, thresholds)
+        if reason is None and not force:
+            return f"healthy, left as it is: {health.describe()}"
+        done = DELTA.compact(syncer.resources.spark(), target, thresholds)
+        return (
+            f"compacted ({reason or 'forced'}) with {done.how}: {done.before.files} → {done.after.files} files, "
+            f"{done.before.deleted_rows} → {done.after.deleted_rows} deleted rows, {done.after.live_rows} rows kept"
+        )
+
+    return _each(syncer, names, one)
+
+
+def vacuum_tables(syncer: Syncer, names: Iterable[str], *, retain_hours: int) -> list[Maintained]:
+    """Remove the files no version of the last ``retain_hours`` needs."""
+
+    def one(target: Location) -> str:
+        if DELTA.health(target, Thresholds()) is None:
+            return "no target table yet: nothing to vacuum"
+        done = DELTA.vacuum(syncer.resources.spark(), target, retain_hours=retain_hours)
+        removed = "some files" if done.files is None else f"{done.files} files"
+        return f"vacuumed with {done.how}: removed {removed} older than {retain_hours} h that no version needs"
+
+    return _each(syncer, names, one)
+
+
+def _each(syncer: Syncer, names: Iterable[str], work: Callable[[Location], str]) -> list[Maintained]:
+    chosen = list(names)
+    tables = [syncer.table(n) for n in chosen] if chosen else list(syncer.config.tables)
+    return [_under_lease(syncer, table, work) for table in tables]
+
+
+def _under_lease(syncer: Syncer, table: TableConfig, work: Callable[[Location], str]) -> Maintained:
+    target = syncer.resources.locate(table.target)
+    try:
+        with syncer.resources.store.hold_lease(table.key, ttl=syncer.lease_ttl) as keeper:
+            with fencing(Fence(table.key, target, keeper.lease.acquired_at)):
+                line = work(target)
+            keeper.check()
+    except SharesyncError as exc:
+        return Maintained(table.key, str(exc), ok=False)
+    return Maintained(table.key, line)
