@@ -50,7 +50,7 @@ from sharesync.sync.server.samples import (
 if TYPE_CHECKING:
     from support.s3 import S3Store
     from support.sail_cluster import SailServer
-    from support.spark_server import SparkCluster
+    from support.spark_server import SparkCluster, SparkConnect
 
 TEST_TOKEN = "sharesync-test-token"
 
@@ -124,8 +124,36 @@ def open_s3_server() -> Iterator[tuple[S3Store, str]]:
         yield store, role["Role"]["Arn"]
 
 
+# Under xdist, a group's tests run back to back on one worker (``EngineGroups`` below): its server
+# stops after the last of them instead of at the session's end. Idle, the Spark cluster's six JVMs
+# took most of a core of CI's two for the rest of the session.
+_GROUP_STOPS = pytest.StashKey[dict[str, Callable[[], None]]]()
+
+
+def _stop_with_its_group(request: pytest.FixtureRequest, group: str, stop: Callable[[], None]) -> None:
+    if hasattr(request.config, "workerinput"):  # without xdist (-n 0) the group's tests are not contiguous
+        request.config.stash.setdefault(_GROUP_STOPS, {})[group] = stop
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    group = engine_group(item.nodeid)
+    if group is not None and nextitem is not None and engine_group(nextitem.nodeid) != group:
+        if stop := item.config.stash.get(_GROUP_STOPS, {}).pop(group, None):
+            stop()
+
+
+def _stopping(server: SparkConnect | SparkCluster | SailServer) -> Callable[[], None]:
+    def stop() -> None:
+        _close_sessions()  # while the server answers: closing a session on a server that is gone retries
+        server.stop()
+
+    return stop
+
+
 @pytest.fixture(scope="session")
-def apache_spark() -> Iterator[str]:
+def apache_spark(request: pytest.FixtureRequest) -> Iterator[str]:
     """A Spark Connect server of Apache Spark + Delta (``local[2]``) for the session; its URL.
 
     ``SHARESYNC_TEST_SPARK_URL`` names a running one instead (a developer's, to skip the start)."""
@@ -136,33 +164,33 @@ def apache_spark() -> Iterator[str]:
         return
     server = SparkConnect()
     server.start()
+    _stop_with_its_group(request, SPARK, stop := _stopping(server))
     yield server.url
-    _close_sessions()  # while the server answers: closing a session on a server that is gone retries
-    server.stop()
+    stop()
 
 
 @pytest.fixture(scope="session")
-def apache_spark_cluster() -> Iterator[SparkCluster]:
+def apache_spark_cluster(request: pytest.FixtureRequest) -> Iterator[SparkCluster]:
     """A standalone Spark cluster (master, two workers) behind a Connect server, for the session."""
     from support.spark_server import SparkCluster
 
     cluster = SparkCluster(workers=2)
     cluster.start()
+    _stop_with_its_group(request, SPARK_CLUSTER, stop := _stopping(cluster))
     yield cluster
-    _close_sessions()
-    cluster.stop()
+    stop()
 
 
 @pytest.fixture(scope="session")
-def sail_cluster() -> Iterator[SailServer]:
+def sail_cluster(request: pytest.FixtureRequest) -> Iterator[SailServer]:
     """A separate Sail Spark Connect server in ``local-cluster`` mode with 2 workers."""
     from support.sail_cluster import SailServer
 
     server = SailServer(workers=2)
     server.start()
+    _stop_with_its_group(request, SAIL_CLUSTER, stop := _stopping(server))
     yield server
-    _close_sessions()
-    server.stop()
+    stop()
 
 
 def _close_sessions() -> None:
