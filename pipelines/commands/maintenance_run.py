@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.targets.delta.fencing import Fence, fencing
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.health import Thresholds, compaction_reason
-from sharesync.sync.core.errors import SharesyncError
+from sharesync.sync.core.errors import ConfigError, SharesyncError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -35,20 +35,32 @@ class Maintained:
     ok: bool = True
 
 
-def optimize_tables(syncer: Syncer, names: Iterable[str], *, force: bool, thresholds: Thresholds) -> list[Maintained]:
-    """Compact the targets that need it (``force``: every one)."""
+def optimize_tables(
+    syncer: Syncer, names: Iterable[str], *, force: bool, thresholds: Thresholds, merge_on_read: bool = False
+) -> list[Maintained]:
+    """Compact the targets that need it (``force``: every one); ``merge_on_read`` first turns the
+    deletion vectors of copy-on-write targets on (an explicit step: some readers cannot read them)."""
 
-    def one(target: Location) -> str:
+    def one(table: TableConfig, target: Location) -> str:
         health = DELTA.health(target, thresholds)
         if health is None:
             return "no target table yet: nothing to compact"
+        converted = ""
+        if merge_on_read:
+            if not syncer.config.deletion_vectors(table):
+                raise ConfigError(
+                    f"the config sets 'deletion_vectors: false' for {table.key}; remove that to make its target "
+                    "merge-on-read, or leave out --merge-on-read"
+                )
+            if DELTA.merge_on_read(syncer.resources.spark(), target):
+                converted = "deletion vectors turned on (merge-on-read from the next batch); "
         reason = compaction_reason(health, thresholds)
         if reason is None and not force:
-            return f"healthy, left as it is: {health.describe()}"
+            return f"{converted}healthy, left as it is: {health.describe()}"
         done = DELTA.compact(syncer.resources.spark(), target, thresholds)
         return (
-            f"compacted ({reason or 'forced'}) with {done.how}: {done.before.files} → {done.after.files} files, "
-            f"{done.before.deleted_rows} → {done.after.deleted_rows} deleted rows, {done.after.live_rows} rows kept"
+            f"{converted}compacted ({reason or 'forced'}) with {done.how}: {done.before.files} → {done.after.files} "
+            f"files, {done.before.deleted_rows} → {done.after.deleted_rows} deleted rows, {done.after.live_rows} rows kept"
         )
 
     return _each(syncer, names, one)
@@ -57,7 +69,7 @@ def optimize_tables(syncer: Syncer, names: Iterable[str], *, force: bool, thresh
 def vacuum_tables(syncer: Syncer, names: Iterable[str], *, retain_hours: int) -> list[Maintained]:
     """Remove the files no version of the last ``retain_hours`` needs."""
 
-    def one(target: Location) -> str:
+    def one(table: TableConfig, target: Location) -> str:
         if DELTA.health(target, Thresholds()) is None:
             return "no target table yet: nothing to vacuum"
         done = DELTA.vacuum(syncer.resources.spark(), target, retain_hours=retain_hours)
@@ -67,18 +79,18 @@ def vacuum_tables(syncer: Syncer, names: Iterable[str], *, retain_hours: int) ->
     return _each(syncer, names, one)
 
 
-def _each(syncer: Syncer, names: Iterable[str], work: Callable[[Location], str]) -> list[Maintained]:
+def _each(syncer: Syncer, names: Iterable[str], work: Callable[[TableConfig, Location], str]) -> list[Maintained]:
     chosen = list(names)
     tables = [syncer.table(n) for n in chosen] if chosen else list(syncer.config.tables)
     return [_under_lease(syncer, table, work) for table in tables]
 
 
-def _under_lease(syncer: Syncer, table: TableConfig, work: Callable[[Location], str]) -> Maintained:
+def _under_lease(syncer: Syncer, table: TableConfig, work: Callable[[TableConfig, Location], str]) -> Maintained:
     target = syncer.resources.locate(table.target)
     try:
         with syncer.resources.store.hold_lease(table.key, ttl=syncer.lease_ttl) as keeper:
             with fencing(Fence(table.key, target, keeper.lease.acquired_at)):
-                line = work(target)
+                line = work(table, target)
             keeper.check()
     except SharesyncError as exc:
         return Maintained(table.key, str(exc), ok=False)

@@ -144,3 +144,7 @@ class TargetFormat(Protocol):
     def vacuum(self, spark: SparkSession, target: Location, *, retain_hours: int) -> Vacuumed:
         """Remove the files no version of the last ``retain_hours`` needs."""
         ...
+
+    def merge_on_read(self, spark: SparkSession, target: Location) -> bool:
+        """Turn an existing target's deletion vectors on; False when they were on already."""
+        ...

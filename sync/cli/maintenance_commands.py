@@ -1,7 +1,8 @@
 """``sharesync optimize [NAME…]`` and ``sharesync vacuum [NAME…]``: keep targets healthy to read.
 
 ``optimize`` compacts the targets whose log shows too many small files or too many rows hidden
-by deletion vectors (``--force``: every target); ``vacuum`` removes the files no version of the
+by deletion vectors (``--force``: every target; ``--merge-on-read`` first turns a copy-on-write
+target's deletion vectors on); ``vacuum`` removes the files no version of the
 last ``--retain-hours`` needs. Each table under its sync lease: one a sync holds is refused, the
 others still run. Exit 0 when every table was done (or had nothing to do), 1 when one failed.
 """
@@ -31,15 +32,20 @@ _UNSAFE_FLAG = "--allow-breaking-running-readers"
 @click.command("optimize")
 @click.argument("names", nargs=-1)
 @click.option("--force", is_flag=True, help="Compact every named (or configured) target, not only those that need it.")
+@click.option(
+    "--merge-on-read",
+    is_flag=True,
+    help="First turn deletion vectors on for targets created without them (readers must support them).",
+)
 @click.pass_context
-def optimize_command(ctx: click.Context, names: tuple[str, ...], force: bool) -> None:
+def optimize_command(ctx: click.Context, names: tuple[str, ...], force: bool, merge_on_read: bool) -> None:
     """Compact targets with many small files or deletion vectors, keeping their rows."""
     from sharesync.pipelines.commands.maintenance_run import optimize_tables
     from sharesync.pipelines.run.sync_pass import Syncer
     from sharesync.pipelines.targets.health import Thresholds
 
     with Syncer(load_config(ctx.obj["config_file"])) as syncer:
-        _report(optimize_tables(syncer, names, force=force, thresholds=Thresholds()))
+        _report(optimize_tables(syncer, names, force=force, thresholds=Thresholds(), merge_on_read=merge_on_read))
 
 
 @click.command("vacuum")

@@ -10,11 +10,13 @@ through ``deltalake``'s QueryBuilder (:mod:`support.verify`), which honours dele
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from support.cli_runner import CliResult
 from support.e2e import Workspace
 from support.engines import on_both_engines
 from support.verify import assert_merge_target_matches, source_version
@@ -90,3 +92,30 @@ def test_an_existing_copy_on_write_target_stays_so_when_the_default_is_on(worksp
         assert not has_deletion_vectors(target)
         assert _last_merge(workspace.target("m")).get("numTargetDeletionVectorsAdded", 0) == 0
         assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+
+
+@on_both_engines
+def test_optimize_merge_on_read_converts_a_copy_on_write_target_explicitly(
+    workspace: Workspace, cli: Callable[..., CliResult]
+) -> None:
+    path = workspace.table("m", rows=60, partitioned=False, seed=6)
+    _sync(workspace, workspace.spec("m", deletion_vectors=False))  # created copy-on-write
+    args = ("--config", str(workspace.config_file))
+    key = workspace.name("m")
+
+    refused = cli(*args, "optimize", key, "--merge-on-read")  # the config still says copy-on-write
+    assert refused.code == 1 and "'deletion_vectors: false'" in refused.err, refused.out + refused.err
+    assert DeltaTable(workspace.target("m")).metadata().configuration.get(DV_PROPERTY) == "false"
+
+    workspace.config(workspace.spec("m"))  # the default (on) for this table now
+    converted = cli(*args, "optimize", key, "--merge-on-read")
+    assert converted.code == 0 and f"{key}: deletion vectors turned on" in converted.out, converted.out + converted.err
+    assert DeltaTable(workspace.target("m")).metadata().configuration.get(DV_PROPERTY) == "true"
+
+    _update_a_few_keys(workspace, "m")
+    _sync(workspace, workspace.spec("m", merge_strategy="merge"))
+    merged = _last_merge(workspace.target("m"))
+    assert merged["numTargetRowsCopied"] == 0 and merged["numTargetDeletionVectorsAdded"] >= 1, merged
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+    again = cli(*args, "optimize", key, "--merge-on-read")  # on already: nothing to turn on
+    assert again.code == 0 and "turned on" not in again.out, again.out + again.err

@@ -102,5 +102,8 @@ class DeltaFormat:
     def vacuum(self, spark: SparkSession, target: Location, *, retain_hours: int) -> Vacuumed:
         return maintenance.vacuum(spark, target, retain_hours)
 
+    def merge_on_read(self, spark: SparkSession, target: Location) -> bool:
+        return maintenance.enable_deletion_vectors(spark, target)
+
 
 DELTA: TargetFormat = DeltaFormat()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from sharesync.pipelines.targets.delta.fencing import fenced_dml, speaks_delta_lake
 from sharesync.pipelines.targets.delta.maintenance_facts import COMPACTION_MARKER, read_health
 from sharesync.pipelines.targets.delta.open import open_target
-from sharesync.pipelines.targets.delta.write import WRITER
+from sharesync.pipelines.targets.delta.write import DELETION_VECTORS_PROPERTY, WRITER
 from sharesync.pipelines.targets.health import MIB, Compacted, TargetHealth, Thresholds, Vacuumed
 from sharesync.sync.core.errors import TargetError
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from sharesync.sync.core.location import Location
 
-__all__ = ["DELTA_RETENTION_HOURS", "compact", "vacuum"]
+__all__ = ["DELTA_RETENTION_HOURS", "compact", "enable_deletion_vectors", "vacuum"]
 
 DELTA_RETENTION_HOURS = 168  # delta.deletedFileRetentionDuration's default: 7 days
 _FILE_BYTES = 128 * MIB  # what a rewrite aims at per file
@@ -70,6 +70,20 @@ def _rewrite(spark: SparkSession, target: Location, before: TargetHealth) -> Non
     files = max(1, math.ceil(live_bytes / _FILE_BYTES))
     # Through the format's writer, the one place a DataFrame save takes its fencing number.
     WRITER.save(WRITER.read(spark, target).coalesce(files), target, mode="overwrite", record=COMPACTION_MARKER)
+
+
+def enable_deletion_vectors(spark: SparkSession, target: Location) -> bool:
+    """Make a copy-on-write target merge-on-read; False when its deletion vectors were on already.
+
+    A property change, one metadata commit on either engine (``ALTER TABLE … SET TBLPROPERTIES`` on
+    the table's catalog name: Sail finds no ``delta.`path``` table to alter): the files stay as
+    they are, and the next MERGE, DELETE or UPDATE marks the rows it replaces instead of copying.
+    """
+    if open_target(target).metadata().configuration.get(DELETION_VECTORS_PROPERTY, "false").lower() == "true":
+        return False
+    name = WRITER.register(spark, target)
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('{DELETION_VECTORS_PROPERTY}' = 'true')").collect()
+    return True
 
 
 def vacuum(spark: SparkSession, target: Location, retain_hours: int) -> Vacuumed:
