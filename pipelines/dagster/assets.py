@@ -18,13 +18,19 @@ from pydantic import Field
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.automation import table_condition
 from sharesync.pipelines.dagster.freshness import freshness_bound, freshness_policy
-from sharesync.pipelines.dagster.materialization import materialization_metadata, target_uri, words_metadata
+from sharesync.pipelines.dagster.materialization import (
+    health_metadata,
+    materialization_metadata,
+    target_uri,
+    words_metadata,
+)
 from sharesync.pipelines.dagster.provider_facts import ProviderWords, provider_words
 from sharesync.pipelines.dagster.retry_policy import describe, raise_for
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import TargetStats
+from sharesync.pipelines.targets.health import TargetHealth, Thresholds
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
@@ -171,6 +177,7 @@ def sync_table_asset(
             commit_from, commit_to = _commit_range(access, table, result)
             stats = _target_stats(context, access, table)
             words = _provider_words(context, access, table)
+            health = _target_health(context, access, table)
     except Exception as exc:  # noqa: BLE001 - every failure is translated, interrupts pass
         context.log.error(f"{name}: sync failed: {describe(exc)}")
         raise_for(exc, name, policy)
@@ -178,6 +185,7 @@ def sync_table_asset(
         result, target=table.target, stats=stats, commit_from=commit_from, commit_to=commit_to, now=datetime.now(UTC)
     )
     metadata |= words_metadata(words) if words is not None else {}
+    metadata |= health_metadata(health, THRESHOLDS) if health is not None else {}
     context.log.info(_summary(result))
     for warning in result.warnings:
         context.log.warning(redact(f"{name}: {warning}"))
@@ -211,6 +219,17 @@ def _target_stats(context: dg.AssetExecutionContext, access: "TableAccess", tabl
         return DELTA.stats(access.locate(table.target), soft_delete=table.soft_delete)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; missing stats must not fail it
         context.log.warning(f"{table.key}: cannot read the target's row count and schema: {describe(exc)}")
+        return None
+
+
+THRESHOLDS = Thresholds()  # sharesync optimize's defaults (docs/maintenance.md)
+
+
+def _target_health(context: dg.AssetExecutionContext, access: "TableAccess", table: TableConfig) -> TargetHealth | None:
+    try:
+        return DELTA.health(access.locate(table.target), THRESHOLDS)
+    except Exception as exc:  # noqa: BLE001 - the sync succeeded; its target's health is an extra
+        context.log.warning(f"{table.key}: cannot read the target's health: {describe(exc)}")
         return None
 
 

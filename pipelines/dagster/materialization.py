@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from sharesync.pipelines.targets.health import TargetHealth, Thresholds, compaction_reason
 from sharesync.sync.core.redact import redact
 
 if TYPE_CHECKING:
@@ -94,6 +95,21 @@ def materialization_metadata(
         metadata[ROW_COUNT] = dg.MetadataValue.int(stats.rows)
         metadata[COLUMN_SCHEMA] = dg.MetadataValue.table_schema(column_schema(stats))
         metadata["target_delta_version"] = dg.MetadataValue.int(stats.version)
+    return metadata
+
+
+def health_metadata(health: TargetHealth, thresholds: Thresholds) -> dict[str, Any]:
+    """The target's health from its log (docs/maintenance.md): what ``sharesync optimize`` would act on."""
+    metadata: dict[str, Any] = {
+        "target_files": dg.MetadataValue.int(health.files),
+        "target_small_files": dg.MetadataValue.int(health.small_files),
+        "target_bytes": dg.MetadataValue.int(health.bytes),
+        "target_rows_deleted_by_deletion_vectors": dg.MetadataValue.int(health.deleted_rows),
+        "target_deletion_vector_ratio": dg.MetadataValue.float(round(health.deleted_ratio, 4)),
+        "target_compaction_due": dg.MetadataValue.text(compaction_reason(health, thresholds) or "no"),
+    }
+    if health.last_compaction is not None:
+        metadata["target_last_compaction"] = dg.MetadataValue.timestamp(health.last_compaction)
     return metadata
 
 

@@ -94,6 +94,13 @@ def test_incremental_materialization_applies_only_new_versions(site: Site) -> No
     meta = materialization(materialize(defs, selection), key)
 
     assert (before["provider_description"], meta["provider_description"]) == ("Orders, v1", "Orders, v2")
+    # The target's health from its log (docs/maintenance.md): a fresh bootstrap needs no compaction.
+    assert before["target_files"] >= 1 and before["target_bytes"] > 0
+    assert before["target_rows_deleted_by_deletion_vectors"] == 0 and before["target_deletion_vector_ratio"] == 0
+    assert before["target_compaction_due"] == "no" and "target_last_compaction" not in before
+    assert meta["target_files"] >= 1 and (
+        meta["target_compaction_due"] == "no" or "threshold" in meta["target_compaction_due"]
+    )
     assert meta["share_display_name"] == "Dagster Sales" and "share_comment" not in meta
     assert (meta["source_version_from"], meta["source_version_to"]) == (first + 1, latest)
     assert meta["source_commit_from"] <= meta["source_commit_to"]
