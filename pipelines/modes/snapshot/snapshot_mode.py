@@ -60,29 +60,17 @@ class SnapshotMode:
     ) -> Applied:
         from sharesync.pipelines.modes.snapshot.snapshot import apply_snapshot, replace_target  # Spark: only here
 
-        columns, row_filter = job.table.columns, job.row_filter
-        if checkpoint is None or reason in _REPLACING:
-            # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is
-            # replaced too.
-            written = replace_target(
-                job.spark,
-                job.staged,
-                job.target,
-                columns=columns,
-                row_filter=row_filter,
-                record=job.record,
-                deletion_vectors=job.deletion_vectors,
-            )
-        else:
-            written = apply_snapshot(
-                job.spark,
-                job.staged,
-                job.target,
-                columns=columns,
-                row_filter=row_filter,
-                record=job.record,
-                deletion_vectors=job.deletion_vectors,
-            )
+        # First sync, after 'sharesync reset' or a breaking change to rebuild: the schema is replaced too.
+        write = replace_target if checkpoint is None or reason in _REPLACING else apply_snapshot
+        written = write(
+            job.spark,
+            job.staged,
+            job.target,
+            columns=job.table.columns,
+            row_filter=job.row_filter,
+            record=job.record,
+            deletion_vectors=job.deletion_vectors,
+        )
         stats = DELTA.applied(written)
         return Applied(stats, SnapshotChanges(written=stats.inserted))
 
