@@ -18,7 +18,7 @@ from typing import IO, Any, NoReturn
 
 import click
 
-from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess, restart_marker
+from sharesync.sync.cli.repeat import PASSES_DONE_VARIABLE, RestartProcess, carry_stop_across_exec, restart_marker
 from sharesync.sync.core.errors import SharesyncError, exception_line
 from sharesync.sync.core.redact import install_log_redaction, redact
 
@@ -160,6 +160,7 @@ def run() -> NoReturn:
     sys.stderr.flush()
     if restart is not None:
         environment[PASSES_DONE_VARIABLE] = restart_marker(restart.passes_done)
+        carry_stop_across_exec(restart.stop)
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
     os._exit(code)
 

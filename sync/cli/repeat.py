@@ -64,6 +64,7 @@ class RestartProcess(BaseException):
         super().__init__(reason)
         self.passes_done = passes_done
         self.reason = reason
+        self.stop: StopRequest | None = None  # the loop's, when it was under stop_on_signals
 
 
 def restart_marker(passes_done: int) -> str:
@@ -125,19 +126,34 @@ def stop_on_signals(stop: StopRequest, announce: Callable[[str], None]) -> Itera
         stop.requested = True
         announce(f"{signal.Signals(signum).name}: stopping after this pass (again to interrupt it)")
 
+    def hold(signum: int, frame: FrameType | None) -> None:
+        stop.requested = True  # restarting: the fresh process stops instead (carry_stop_across_exec)
+
     previous = {sig: signal.signal(sig, handle) for sig in _STOP_SIGNALS}
-    # A process that executed itself again starts with them held (below): one that came meanwhile
-    # is delivered now, to the handler.
+    # A process that executed itself again starts with them blocked (carry_stop_across_exec): one
+    # that came meanwhile is delivered now, to the handler.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    restarting = False
     try:
         yield
-    except RestartProcess:
-        # From here until the fresh process's handlers are in, a stop is held rather than fatal: the
-        # mask and any pending signal outlive execve. One already taken is passed on the same way.
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-        if stop.requested:
-            os.kill(os.getpid(), signal.SIGTERM)
+    except RestartProcess as restart:
+        # Until execve a stop is taken down, not fatal: the process's other threads may receive it,
+        # so a handler (not a mask of this thread) must stay; the default action would kill.
+        restarting = True
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, hold)
+        restart.stop = stop
         raise
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not restarting:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def carry_stop_across_exec(stop: StopRequest | None) -> None:
+    """Just before execve: the stop signals wait, blocked, for the fresh process's handlers (the
+    calling thread's mask and its pending signals outlive execve, which ends the other threads);
+    a stop already asked for is made pending for it, so it stops before its first pass."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    if stop is not None and stop.requested:
+        signal.raise_signal(signal.SIGTERM)  # this thread's: pending while blocked

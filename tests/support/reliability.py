@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from deltalake import DeltaTable, write_deltalake
@@ -47,6 +47,7 @@ from support.verify import (
     source_version,
 )
 
+_T = TypeVar("_T")
 SHARE, SCHEMA = "rel", "s"
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "sharesync.sync.cli.main"]
@@ -202,7 +203,7 @@ class Site(ProviderTables):
     def staged_files(self) -> int:
         if not self.staging.exists():
             return 0
-        return sum(1 for p in self.staging.rglob("*") if p.is_file())
+        return _looked_again(lambda: sum(1 for p in self.staging.rglob("*") if p.is_file()))
 
     def downloading(self, table: str | None = None) -> bool:
         """True while a batch's files (of ``table``, or of any) are being downloaded.
@@ -213,18 +214,30 @@ class Site(ProviderTables):
         if not self.staging.exists():
             return False
         tables = "*" if table is None else Path(batch_dir(self.staging, self.name(table), "x").path).parent.name
-        return any(self.staging.glob(f"{tables}/*/raw"))
+        return _looked_again(lambda: any(self.staging.glob(f"{tables}/*/raw")))
 
     def applying(self) -> bool:
         """True while a batch is staged and its downloads are done: the Spark job applies it (or,
         an instant later, its checkpoint moves). ``<batch>/data`` holds files, ``<batch>/raw`` is gone."""
         if not self.staging.exists():
             return False
-        return any(not (d.parent / "raw").exists() and any(d.iterdir()) for d in self.staging.glob("*/*/data"))
+        return _looked_again(
+            lambda: any(not (d.parent / "raw").exists() and any(d.iterdir()) for d in self.staging.glob("*/*/data"))
+        )
 
     def target_commits(self, table: str) -> int:
         log = Path(self.target(table)) / "_delta_log"
         return sum(1 for _ in log.glob("*.json")) if log.is_dir() else 0
+
+
+def _looked_again(look: Callable[[], _T]) -> _T:
+    """``look`` at the staging directory, again when a directory went away between being listed and
+    being read (the sync removes a finished batch's while the test looks; Python 3.11's glob raises)."""
+    while True:
+        try:
+            return look()
+        except FileNotFoundError:
+            continue
 
 
 def kill(process: subprocess.Popen[bytes]) -> bool:

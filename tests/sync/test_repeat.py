@@ -13,6 +13,7 @@ from sharesync.sync.cli.repeat import (
     PASSES_DONE_VARIABLE,
     RestartProcess,
     StopRequest,
+    carry_stop_across_exec,
     parse_interval,
     passes_done_before,
     resident_mib,
@@ -99,20 +100,27 @@ def test_the_first_signal_asks_for_a_stop_and_the_second_interrupts() -> None:
     assert signal.getsignal(signal.SIGTERM) is before  # handlers given back
 
 
-@pytest.mark.parametrize("taken", [False, True], ids=["arriving-during-the-restart", "taken-just-before-it"])
-def test_a_stop_around_a_restart_is_held_for_the_fresh_process(taken: bool) -> None:
+@pytest.mark.parametrize("when", ["taken-just-before", "during-the-restart", "after-the-mask"])
+def test_a_stop_around_a_restart_is_carried_to_the_fresh_process(when: str) -> None:
     """SIGTERM between a pass that asks for a restart and the fresh process's handlers neither kills
-    the process (exit -15 for a supervisor's plain stop) nor is lost: it waits, blocked, across
-    execve (the mask and pending signals survive it) and stops the fresh process."""
+    the process (exit -15 for a supervisor's plain stop: the default action, in any thread) nor is
+    lost: a handler takes it down until :func:`carry_stop_across_exec`, which leaves it pending and
+    blocked for the fresh process (a thread's mask and pending signals outlive execve)."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     first = StopRequest()
     try:
-        with pytest.raises(RestartProcess), stop_on_signals(first, lambda _: None):
-            if taken:
-                signal.raise_signal(signal.SIGTERM)  # handled here: a stop this process took
+        with pytest.raises(RestartProcess) as restart, stop_on_signals(first, lambda _: None):
+            if when == "taken-just-before":
+                signal.raise_signal(signal.SIGTERM)  # handled by the loop's handler: a stop asked for
             raise RestartProcess(3, "above --max-rss-mib")
+        assert restart.value.stop is first
+        if when == "during-the-restart":
+            signal.raise_signal(signal.SIGTERM)  # the default action would end the process here
+            assert first.requested
+        carry_stop_across_exec(restart.value.stop)  # what the console script does before execve
+        if when == "after-the-mask":
+            signal.raise_signal(signal.SIGTERM)
         assert {signal.SIGINT, signal.SIGTERM} <= signal.pthread_sigmask(signal.SIG_BLOCK, [])
-        if not taken:
-            signal.raise_signal(signal.SIGTERM)  # held: the default action would have ended the process
         assert signal.SIGTERM in signal.sigpending()
 
         fresh = StopRequest()  # the process after execve, entering its loop
@@ -121,6 +129,16 @@ def test_a_stop_around_a_restart_is_held_for_the_fresh_process(taken: bool) -> N
         assert signal.SIGTERM not in signal.sigpending()
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_no_restart_leaves_the_stop_signals_as_they_were() -> None:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with stop_on_signals(StopRequest(), lambda _: None):
+        pass
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert not {signal.SIGINT, signal.SIGTERM} & signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
 
 def test_a_restarted_process_numbers_its_passes_on(monkeypatch: pytest.MonkeyPatch) -> None:
