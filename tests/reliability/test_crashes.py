@@ -131,8 +131,10 @@ def _kill_in_commit_gap(site: Site, process: subprocess.Popen[bytes], table: str
     poll(lambda: process.poll() is not None or site.downloading(table), timeout=60, what=f"downloads of {table}")
     if process.poll() is not None:
         return "finished"
+    # Counted before the lock is taken: taking it may wait for a state write of the sync's, during
+    # which the table's target commit can land (then the sync waits at its checkpoint: the gap).
+    before = site.target_commits(table)
     with state_write_lock(site.state_db):
-        before = site.target_commits(table)
         try:
             poll(
                 lambda: process.poll() is not None or site.target_commits(table) > before,
@@ -140,10 +142,20 @@ def _kill_in_commit_gap(site: Site, process: subprocess.Popen[bytes], table: str
                 what=f"a commit to the target of {table}",
             )
         except AssertionError:
-            kill(process)  # it waited at a state write before its target commit: a kill point all the same
-            return "before-commit"
+            kill(process)
+            # An earlier kill may have caught the table after its target commit (say, a bootstrap
+            # beside another table's gap): this attempt applies nothing again and waits at its
+            # checkpoint, the same gap. Otherwise it waited at a state write before its commit.
+            return f"commit-gap:{table}" if _target_ahead_of_checkpoint(site, table) else "before-commit"
         # It waits for the lock: after the target commit, before the checkpoint update.
         return f"commit-gap:{table}" if kill(process) else "finished"
+
+
+def _target_ahead_of_checkpoint(site: Site, table: str) -> bool:
+    commits = site.target_commits(table)
+    checkpoint = site.checkpoint(table)
+    recorded = None if checkpoint is None else checkpoint.target_version
+    return commits > 0 and (recorded is None or recorded < commits - 1)
 
 
 def _no_run_left_running(site: Site) -> None:
