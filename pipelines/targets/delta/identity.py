@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.targets.delta.open import open_existing
-from sharesync.pipelines.targets.delta.rows import has_deletion_vectors, read_rows
+from sharesync.pipelines.targets.delta.rows import has_deletion_vectors, max_of
 from sharesync.pipelines.targets.facts import RESTORE, Glance, TargetIdentity
 from sharesync.sync.core.location import Location, locate
 from sharesync.sync.core.storage import StorageSection, local_path
@@ -122,10 +122,9 @@ def high_water_mark(target: Location, *columns: str) -> int | None:
     for column in [c for c in columns if c in present]:
         stat, nulls = f"max.{column}", f"null_count.{column}"
         if trusted and stat in actions.column_names and _stats_complete(actions, stat, nulls):
-            values = actions.column(stat)
-        else:  # some file has no statistics for it, or a DV may hide its maximum: read the column
-            values = read_rows(table, [column]).column(column)
-        found = pc.max(values).as_py()
+            found = pc.max(actions.column(stat)).as_py()
+        else:  # some file has no statistics for it, or a DV may hide its maximum: ask the engine
+            found = max_of(table, column)
         if found is not None:
             newest.append(int(found))
     return max(newest, default=None)

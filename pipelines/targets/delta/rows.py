@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-__all__ = ["count_rows", "has_deletion_vectors", "quoted", "read_rows"]
+__all__ = ["count_rows", "has_deletion_vectors", "max_of", "quoted", "read_rows"]
 
 _DV_FEATURE = "deletionVectors"
 
@@ -46,6 +46,14 @@ def count_rows(target: Location | DeltaTable, where: str | None = None) -> int:
 
     sql = "SELECT count(*) AS n FROM t" + (f" WHERE {where}" if where else "")
     return int(pa.table(_query(target, sql)).column("n")[0].as_py())
+
+
+def max_of(target: Location | DeltaTable, column: str) -> object:
+    """The largest value of ``column`` among the live rows (None: no rows, or all NULL), computed
+    by the query engine: one value back, not the column."""
+    import pyarrow as pa
+
+    return pa.table(_query(target, f"SELECT max({quoted(column)}) AS m FROM t")).column("m")[0].as_py()
 
 
 def has_deletion_vectors(table: DeltaTable) -> bool:
