@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharesync.pipelines.targets.compaction import compact_for
 from sharesync.pipelines.targets.delta.fencing import Fence, fencing
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.health import Thresholds, compaction_reason
@@ -36,12 +37,14 @@ class Maintained:
 
 
 def optimize_tables(
-    syncer: Syncer, names: Iterable[str], *, force: bool, thresholds: Thresholds, merge_on_read: bool = False
+    syncer: Syncer, names: Iterable[str], *, force: bool, merge_on_read: bool = False
 ) -> list[Maintained]:
-    """Compact the targets that need it (``force``: every one); ``merge_on_read`` first turns the
-    deletion vectors of copy-on-write targets on (an explicit step: some readers cannot read them)."""
+    """Compact the targets past a threshold of their ``maintenance`` settings (``force``: every
+    one); ``merge_on_read`` first turns the deletion vectors of copy-on-write targets on (an
+    explicit step: some readers cannot read them)."""
 
     def one(table: TableConfig, target: Location) -> str:
+        thresholds = Thresholds.of(syncer.config.maintenance(table))
         health = DELTA.health(target, thresholds)
         if health is None:
             return "no target table yet: nothing to compact"
@@ -57,11 +60,7 @@ def optimize_tables(
         reason = compaction_reason(health, thresholds)
         if reason is None and not force:
             return f"{converted}healthy, left as it is: {health.describe()}"
-        done = DELTA.compact(syncer.resources.spark(), target, thresholds)
-        return (
-            f"{converted}compacted ({reason or 'forced'}) with {done.how}: {done.before.files} → {done.after.files} "
-            f"files, {done.before.deleted_rows} → {done.after.deleted_rows} deleted rows, {done.after.live_rows} rows kept"
-        )
+        return converted + compact_for(syncer.resources.spark(), target, thresholds, reason or "forced")
 
     return _each(syncer, names, one)
 

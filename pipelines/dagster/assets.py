@@ -30,7 +30,7 @@ from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
 from sharesync.pipelines.modes.registry import BUILTIN_MODES
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import TargetStats
-from sharesync.pipelines.targets.health import TargetHealth, Thresholds
+from sharesync.pipelines.targets.health import Thresholds
 from sharesync.sync.core.config import SharesyncConfig, TableConfig
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.redact import redact
@@ -185,7 +185,7 @@ def sync_table_asset(
         result, target=table.target, stats=stats, commit_from=commit_from, commit_to=commit_to, now=datetime.now(UTC)
     )
     metadata |= words_metadata(words) if words is not None else {}
-    metadata |= health_metadata(health, THRESHOLDS) if health is not None else {}
+    metadata |= health
     context.log.info(_summary(result))
     for warning in result.warnings:
         context.log.warning(redact(f"{name}: {warning}"))
@@ -222,15 +222,15 @@ def _target_stats(context: dg.AssetExecutionContext, access: "TableAccess", tabl
         return None
 
 
-THRESHOLDS = Thresholds()  # sharesync optimize's defaults (docs/maintenance.md)
-
-
-def _target_health(context: dg.AssetExecutionContext, access: "TableAccess", table: TableConfig) -> TargetHealth | None:
+def _target_health(context: dg.AssetExecutionContext, access: "TableAccess", table: TableConfig) -> dict[str, object]:
+    """The target's health as metadata, against the table's own thresholds (docs/maintenance.md)."""
+    thresholds = Thresholds.of(access.config.maintenance(table))
     try:
-        return DELTA.health(access.locate(table.target), THRESHOLDS)
+        health = DELTA.health(access.locate(table.target), thresholds)
     except Exception as exc:  # noqa: BLE001 - the sync succeeded; its target's health is an extra
         context.log.warning(f"{table.key}: cannot read the target's health: {describe(exc)}")
-        return None
+        return {}
+    return health_metadata(health, thresholds) if health is not None else {}
 
 
 def _provider_words(

@@ -10,6 +10,7 @@
   not yet applied is younger than the bound (:mod:`~sharesync.pipelines.dagster.freshness`).
 * ``profile_token_expiry``: warns when the profile's token expires within 7 days, fails
   when it has expired.
+* ``target_healthy`` (warns): no compaction due (:mod:`~sharesync.pipelines.dagster.health_check`).
 
 The verdicts are pure functions of the facts (tested with fixed clocks); the op gathers
 the facts. A check that cannot gather them fails with a warning and the redacted reason.
@@ -28,6 +29,7 @@ import dagster as dg
 from sharesync.pipelines.commands.status import TOKEN_WARNING_DAYS
 from sharesync.pipelines.dagster import naming
 from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_bound, freshness_check
+from sharesync.pipelines.dagster.health_check import TARGET_HEALTHY, target_health_check
 from sharesync.pipelines.dagster.provider_facts import snapshot_num_records
 from sharesync.pipelines.dagster.retry_policy import describe
 from sharesync.pipelines.dagster.sharesync_resource import SharesyncResource
@@ -90,6 +92,7 @@ def _routine_specs(config: SharesyncConfig, table: TableConfig, names: naming.Na
         ROW_COUNT: "The target's live rows equal the source's numRecords at the checkpoint.",
         SCHEMA_DRIFT: "The target's columns and types equal the provider's current schema.",
         TOKEN_EXPIRY: f"The profile's token is valid for {TOKEN_WARNING_DAYS}+ days.",
+        TARGET_HEALTHY: "No compaction due: deletion vectors and small files under the maintenance thresholds.",
     }
     if keyed(table):
         described[KEYS_UNIQUE] = f"No ({', '.join(table.keys)}) appears twice among the current rows."
@@ -127,6 +130,7 @@ def _table_checks(config: SharesyncConfig, table: TableConfig, names: naming.Nam
             SCHEMA_DRIFT: schema_check,
             FRESHNESS: freshness_check,
             TOKEN_EXPIRY: token_expiry_check,
+            TARGET_HEALTHY: target_health_check,
             FULL_VERIFY: full_verify_check,
         }
         with sharesync.syncer() as syncer:

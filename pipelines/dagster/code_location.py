@@ -15,6 +15,7 @@ import dagster as dg
 from sharesync.pipelines.dagster.assets import DEFAULT_RETRY_POLICY, build_table_assets
 from sharesync.pipelines.dagster.automation import build_automation_sensor
 from sharesync.pipelines.dagster.checks import build_table_checks
+from sharesync.pipelines.dagster.maintenance_job import build_maintenance
 from sharesync.pipelines.dagster.naming import DEFAULT_NAMES, Names
 from sharesync.pipelines.dagster.selection import with_selection
 from sharesync.pipelines.dagster.sensors import build_schedules, build_source_sensor
@@ -34,14 +35,16 @@ def build_definitions(
     schedule_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING,
 ) -> dg.Definitions:
     """Assets, checks, the source observer, what starts syncs (the source sensor, or the
-    declarative automation sensor) and schedules of ``config``; pure and offline."""
+    declarative automation sensor), the maintenance job and the schedules of ``config``; pure and offline."""
     install_log_redaction()  # sharesync's and libraries' log records reach Dagster's event log redacted
     observer = build_source_observer(config, names)
+    jobs, maintenance_schedules = build_maintenance(config, names, schedule_status)
     return dg.Definitions(
         assets=[*build_table_assets(config, retry_policy=retry_policy, names=names), *([observer] if observer else [])],
         asset_checks=build_table_checks(config, names),
         sensors=_sensors(config, names, sensor_status),
-        schedules=build_schedules(config, names=names, default_status=schedule_status),
+        jobs=jobs,
+        schedules=[*build_schedules(config, names=names, default_status=schedule_status), *maintenance_schedules],
         resources={RESOURCE_KEY: resource},
     )
 

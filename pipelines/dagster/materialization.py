@@ -91,6 +91,8 @@ def materialization_metadata(
         metadata[key] = dg.MetadataValue.int(count)
     if result.warnings:
         metadata["warnings"] = dg.MetadataValue.text(redact("\n".join(result.warnings)))
+    if result.compaction:
+        metadata["target_compaction"] = dg.MetadataValue.text(result.compaction)
     if stats is not None:
         metadata[ROW_COUNT] = dg.MetadataValue.int(stats.rows)
         metadata[COLUMN_SCHEMA] = dg.MetadataValue.table_schema(column_schema(stats))

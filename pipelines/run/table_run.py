@@ -29,6 +29,7 @@ from sharesync.pipelines.run.schema_policy import new_columns, rebuild_change
 from sharesync.pipelines.run.services import RunServices
 from sharesync.pipelines.run.table_context import TableContext, table_context
 from sharesync.pipelines.run.target_check import switch_refusal
+from sharesync.pipelines.run.upkeep import upkeep
 from sharesync.pipelines.targets.delta.fencing import Fence
 from sharesync.pipelines.targets.delta.format import DELTA
 from sharesync.pipelines.targets.facts import Glance
@@ -131,8 +132,10 @@ class TableRun:
             self._notice(notice)
         checkpoint = self._move(decided.moves, checkpoint, check)
         checkpoint = self._carry_out(decided.state, context, checkpoint)
+        kept = upkeep(self.services, table, self.target, self.fence) if self.batches else None
         if not self.batches:
             checkpoint = self._settle(checkpoint, check, decided)
+        self.warnings += [kept.warning] if kept and kept.warning else []
         return TableSyncResult(
             table.key,
             table.mode,
@@ -143,6 +146,7 @@ class TableRun:
             warnings=tuple(self.warnings),
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
+            compaction=kept.done if kept else None,
         )
 
     # ------------------------------------------------------------ facts

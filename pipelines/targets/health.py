@@ -10,8 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-__all__ = ["MIB", "Compacted", "TargetHealth", "Vacuumed", "Thresholds", "compaction_reason", "needs_compaction"]
+if TYPE_CHECKING:
+    from sharesync.sync.core.maintenance_settings import MaintenanceSettings
+
+__all__ = [
+    "MIB",
+    "Compacted",
+    "TargetHealth",
+    "Vacuumed",
+    "Thresholds",
+    "auto_compaction_reason",
+    "compaction_reason",
+    "needs_compaction",
+]
 
 MIB = 1024 * 1024
 
@@ -55,6 +68,11 @@ class Thresholds:
     small_files: int = 32
     small_file_bytes: int = 32 * MIB  # Delta's OPTIMIZE aims at 1 GiB; a file under this is small
 
+    @classmethod
+    def of(cls, settings: MaintenanceSettings) -> Thresholds:
+        """The thresholds a table's ``maintenance`` settings name."""
+        return cls(settings.deleted_ratio, settings.files, settings.small_files, round(settings.small_file_mib * MIB))
+
 
 def compaction_reason(health: TargetHealth, thresholds: Thresholds) -> str | None:
     """Why ``health`` calls for a compaction; None when it does not (or when one would change nothing)."""
@@ -67,6 +85,15 @@ def compaction_reason(health: TargetHealth, thresholds: Thresholds) -> str | Non
     if health.files >= thresholds.files:
         return f"{health.files} files (threshold {thresholds.files})"
     return None
+
+
+def auto_compaction_reason(health: TargetHealth, thresholds: Thresholds) -> str | None:
+    """After a batch: as :func:`compaction_reason`, but never for a target smaller than one
+    well-sized file — it reads in one go whatever its shape, and compacting it after every
+    batch would cost more than readers save."""
+    if health.bytes < thresholds.small_file_bytes:
+        return None
+    return compaction_reason(health, thresholds)
 
 
 def needs_compaction(health: TargetHealth, thresholds: Thresholds) -> bool:

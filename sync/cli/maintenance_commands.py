@@ -16,15 +16,13 @@ import click
 
 from sharesync.sync.cli.main import EXIT_TABLE_FAILED
 from sharesync.sync.core.config import load_config
+from sharesync.sync.core.maintenance_settings import DEFAULT_RETAIN_HOURS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from sharesync.pipelines.commands.maintenance_run import Maintained
 
-# Delta's own default (delta.deletedFileRetentionDuration): a reader that started on a version up
-# to this long ago still finds its files, and so do time travel and sharesync's own identity check.
-DEFAULT_RETAIN_HOURS = 168
 MIN_RETAIN_HOURS = 1  # below it only with the explicit flag: a running reader's files may go
 _UNSAFE_FLAG = "--allow-breaking-running-readers"
 
@@ -42,10 +40,9 @@ def optimize_command(ctx: click.Context, names: tuple[str, ...], force: bool, me
     """Compact targets with many small files or deletion vectors, keeping their rows."""
     from sharesync.pipelines.commands.maintenance_run import optimize_tables
     from sharesync.pipelines.run.sync_pass import Syncer
-    from sharesync.pipelines.targets.health import Thresholds
 
     with Syncer(load_config(ctx.obj["config_file"])) as syncer:
-        _report(optimize_tables(syncer, names, force=force, thresholds=Thresholds(), merge_on_read=merge_on_read))
+        _report(optimize_tables(syncer, names, force=force, merge_on_read=merge_on_read))
 
 
 @click.command("vacuum")

@@ -148,6 +148,8 @@ def print_results(results: Sequence[TableSyncResult], console: Console | None = 
             errors.print(f"[red]error:[/red] {esc(r.name)}: {esc(r.error)}", highlight=False, soft_wrap=True)
         for warning in r.warnings:
             console.print(f"[yellow]warning:[/yellow] {esc(r.name)}: {esc(warning)}", highlight=False, soft_wrap=True)
+        if r.compaction:
+            console.print(f"{esc(r.name)}: {esc(r.compaction)}", highlight=False, soft_wrap=True)
 
 
 def _quiet(result: TableSyncResult) -> bool:

@@ -20,9 +20,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.include_patterns import IncludeConfig
+from sharesync.sync.core.maintenance_settings import MaintenanceJob, MaintenanceSettings
 from sharesync.sync.core.providers import DEFAULT_PROVIDER, ProviderConfig, check_provider_name
 from sharesync.sync.core.redact import register_secret
 from sharesync.sync.core.storage import StagingDir, StorageSection, resolve_place
+from sharesync.sync.core.strict_model import StrictModel, validate_cron
 from sharesync.sync.core.table_config import (
     DEFAULT_REWRITE_THRESHOLD,
     MergeStrategy,
@@ -30,11 +32,9 @@ from sharesync.sync.core.table_config import (
     Start,
     StartAtTimestamp,
     StartAtVersion,
-    StrictModel,
     TableConfig,
     TableDefaults,
     check_tracked_columns,
-    validate_cron,
 )
 
 # The table settings live in table_config.py; their names stay importable from here.
@@ -100,6 +100,7 @@ class SharesyncConfig(StrictModel):
     provider_storage: StorageSection = Field(default_factory=StorageSection)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     defaults: TableDefaults = Field(default_factory=TableDefaults)
+    maintenance_job: MaintenanceJob = Field(default_factory=MaintenanceJob)
     tables: list[TableConfig] = Field(default_factory=list)
     include: list[IncludeConfig] = Field(default_factory=list, description="tables selected by pattern")
     ca_bundle: Path | None = Field(default=None, description="PEM file of extra CA certificates for the provider")
@@ -185,6 +186,9 @@ class SharesyncConfig(StrictModel):
         """Whether a new target of ``table`` is created with deletion vectors (an existing one keeps its own)."""
         own = table.deletion_vectors
         return self.defaults.deletion_vectors if own is None else own
+
+    def maintenance(self, table: TableConfig) -> MaintenanceSettings:
+        return table.maintenance or self.defaults.maintenance
 
     def rewrite_threshold(self, table: TableConfig) -> float | None:
         """``apply_merge``'s (and ``apply_history``'s) threshold: None = always MERGE, 0 = always rewrite."""

@@ -11,12 +11,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sharesync.sync.core.errors import ConfigError
 from sharesync.sync.core.filters import Predicate
 from sharesync.sync.core.limits import PassLimits
+from sharesync.sync.core.maintenance_settings import MaintenanceSettings
 from sharesync.sync.core.providers import DEFAULT_PROVIDER, table_key
+from sharesync.sync.core.strict_model import StrictModel, validate_cron
 from sharesync.sync.core.timestamps import parse_timestamp
 
 # Merge mode rewrites the target when a batch's net changes reach this share of its rows: changed
@@ -45,12 +47,6 @@ class BreakingChangePolicy(StrEnum):
 
     FAIL = "fail"  # the table stops, nothing written, until 'sharesync reset'
     REBUILD = "rebuild"  # re-bootstrap from the snapshot into a new target version with the new schema
-
-
-class StrictModel(BaseModel):
-    """Frozen, and an unknown field is an error (a misspelt option must not be ignored)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class StartAtVersion(StrictModel):
@@ -95,6 +91,7 @@ class TableDefaults(StrictModel, PassLimits):
     deletion_vectors: bool = Field(
         default=True, description="new targets are merge-on-read (Delta deletion vectors); false: copy-on-write"
     )
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     schedule: str | None = Field(default=None, description="cron expression for a Dagster schedule")
     freshness_minutes: float | None = Field(default=None, gt=0, description="lag bound for the freshness check")
 
@@ -120,6 +117,7 @@ class TableConfig(StrictModel):
     max_versions_per_batch: int | None = Field(default=None, ge=1)
     download_concurrency: int | None = Field(default=None, ge=1, le=256)
     deletion_vectors: bool | None = None  # None: defaults.deletion_vectors (read when the target is created)
+    maintenance: MaintenanceSettings | None = None  # None: defaults.maintenance (the whole section)
     schedule: str | None = None
     freshness_minutes: float | None = Field(default=None, gt=0)
     on_new_column: NewColumnPolicy = NewColumnPolicy.ADD
@@ -234,14 +232,3 @@ def check_tracked_columns(table: TableConfig, column_names: Sequence[str], *, ve
                 f"tables[{table.name}].{option}: {missing} not in the shared table's columns{at} "
                 f"({', '.join(column_names)}); fix '{option}' in the config"
             )
-
-
-def validate_cron(value: str | None) -> str | None:
-    """``value`` when it is a five-field cron expression (None passes through)."""
-    if value is None:
-        return None
-    from croniter import croniter  # imported lazily: only configs with schedules pay for it
-
-    if not croniter.is_valid(value):
-        raise ValueError(f"'{value}' is not a valid cron expression (five fields, e.g. '*/15 * * * *')")
-    return value

@@ -22,7 +22,10 @@ from support.engines import on_both_engines
 from support.verify import assert_merge_target_matches, source_version
 
 from sharesync.pipelines.run.results import TableOutcome
+from sharesync.pipelines.targets.delta.maintenance_facts import read_health
 from sharesync.pipelines.targets.delta.rows import has_deletion_vectors
+from sharesync.sync.core.location import locate
+from sharesync.sync.core.storage import StorageSection
 
 DV_PROPERTY = "delta.enableDeletionVectors"
 UPDATED = "id <= 3"  # a few keys of the provider's table
@@ -119,3 +122,72 @@ def test_optimize_merge_on_read_converts_a_copy_on_write_target_explicitly(
     assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
     again = cli(*args, "optimize", key, "--merge-on-read")  # on already: nothing to turn on
     assert again.code == 0 and "turned on" not in again.out, again.out + again.err
+
+
+# Thresholds a 60-row table reaches: any file counts as one well-sized file's worth (1 KiB), and
+# rows hidden by deletion vectors call for compaction from 2 % of the rows.
+def _hidden_rows(target: str) -> int:
+    """Rows the target's deletion vectors hide (read from the deletion-vector files)."""
+    health = read_health(locate(target, StorageSection()), small_file_bytes=1)
+    assert health is not None
+    return health.deleted_rows
+
+
+_EAGER = {"small_file_mib": 1 / 1024, "deleted_ratio": 0.02, "small_files": 1000, "files": 1000}
+
+
+@on_both_engines
+def test_a_sync_compacts_its_target_after_a_batch_that_passes_a_threshold(workspace: Workspace) -> None:
+    path = workspace.table("m", rows=60, partitioned=False, seed=3)
+    spec = workspace.spec("m", maintenance=_EAGER)
+    _sync(workspace, spec)
+    _update_a_few_keys(workspace, "m")  # 3 of the 63 rows in its files hidden by the MERGE's deletion vectors: 4.8 %
+
+    [result] = workspace.syncer(workspace.config(spec)).sync_all()
+
+    assert result.outcome is TableOutcome.SYNCED and not result.warnings, result.warnings
+    assert result.compaction is not None and result.compaction.startswith("compacted (4.8% of its rows are deleted")
+    assert _hidden_rows(workspace.target("m")) == 0  # folded into the rewritten files
+    assert result.checkpoint_version == source_version(path)
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+    # The compaction is the target's newest commit and applied nothing: the next pass is a no-op.
+    [again] = workspace.syncer(workspace.config(spec)).sync_all()
+    assert again.outcome is TableOutcome.UP_TO_DATE and not again.warnings and again.compaction is None
+
+
+def test_compact_off_leaves_the_deletion_vectors_for_optimize(workspace: Workspace) -> None:
+    path = workspace.table("m", rows=60, partitioned=False, seed=3)
+    spec = workspace.spec("m", maintenance={**_EAGER, "compact": "off"})
+    _sync(workspace, spec)
+    _update_a_few_keys(workspace, "m")
+    [result] = workspace.syncer(workspace.config(spec)).sync_all()
+    assert result.outcome is TableOutcome.SYNCED and result.compaction is None
+    assert _hidden_rows(workspace.target("m")) == 3
+    assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
+
+
+def test_a_target_smaller_than_one_well_sized_file_is_not_compacted_after_a_batch(workspace: Workspace) -> None:
+    """The default thresholds: a 60-row target reads in one go, so 5 % hidden rows are left alone."""
+    workspace.table("m", rows=60, partitioned=False, seed=3)
+    spec = workspace.spec("m", maintenance={"deleted_ratio": 0.02})
+    _sync(workspace, spec)
+    _update_a_few_keys(workspace, "m")
+    [result] = workspace.syncer(workspace.config(spec)).sync_all()
+    assert result.outcome is TableOutcome.SYNCED and result.compaction is None
+    assert _hidden_rows(workspace.target("m")) == 3
+
+
+def test_sync_says_what_its_compaction_did(workspace: Workspace, cli: Callable[..., CliResult]) -> None:
+    for table in ("m", "n"):
+        workspace.table(table, rows=60, partitioned=False, seed=3)
+    workspace.config(*(workspace.spec(t, maintenance=_EAGER) for t in ("m", "n")))
+    args = ("--config", str(workspace.config_file))
+    assert cli(*args, "sync").code == 0
+    for table in ("m", "n"):
+        _update_a_few_keys(workspace, table)
+    shown = cli(*args, "sync", workspace.name("m"))
+    assert shown.code == 0 and "e2e.s.m: compacted (4.8% of its rows are deleted by deletion" in shown.out, shown.out
+    done = cli(*args, "sync", workspace.name("n"), "--json")
+    assert done.code == 0, done.err
+    [row] = [t for t in json.loads(done.out)["tables"] if t["name"] == workspace.name("n")]
+    assert row["compaction"].startswith("compacted (4.8% of its rows are deleted by deletion vectors")

@@ -84,6 +84,7 @@ def test_one_provider_commit_leads_to_exactly_one_materialization(site: Site, in
         "keys_unique",
         "schema_matches_source",
         "profile_token_expiry",
+        "target_healthy",
     }
     assert all(e.passed for e in ticks.runs[-1].get_asset_check_evaluations())  # in the sync's run, after it
     assert ticks.tick(start + timedelta(minutes=1, seconds=20)) == set() and not ticks.checks  # checked once

@@ -12,6 +12,7 @@ from support.dagster_site import APPEND_TABLE, MERGE_TABLE, Site, check_results,
 
 from sharesync.pipelines.dagster.checks import ROW_COUNT, TOKEN_EXPIRY, row_count_verdict, token_expiry_verdict
 from sharesync.pipelines.dagster.freshness import FRESHNESS, freshness_verdict
+from sharesync.pipelines.dagster.health_check import TARGET_HEALTHY
 from sharesync.pipelines.dagster.target_checks import KEYS_UNIQUE, SCHEMA_DRIFT
 from sharesync.pipelines.targets.delta.rows import read_rows
 from sharesync.state import Checkpoint
@@ -89,6 +90,7 @@ def test_checks_pass_on_a_synced_table_and_fail_once_the_target_is_tampered_with
         TOKEN_EXPIRY,
         KEYS_UNIQUE,
         SCHEMA_DRIFT,
+        TARGET_HEALTHY,
     }
     assert all(evaluation.passed for evaluation in synced.values()), synced
     assert synced[("sharesync/dg/sales/events", ROW_COUNT)].description.startswith("skipped")  # type: ignore[union-attr]

@@ -89,7 +89,7 @@ def test_the_component_from_yaml_builds_the_classic_definitions(
         from_yaml = dg.load_from_defs_folder(path_within_project=project)
 
     assert _shape(from_yaml) == _shape(load_definitions(site.config_file))
-    assert len(_shape(from_yaml)["checks"]) == 8  # type: ignore[arg-type]  # 5 of the merge table, 3 of append
+    assert len(_shape(from_yaml)["checks"]) == 10  # type: ignore[arg-type]  # 6 of the merge table, 4 of append
 
 
 def test_overrides_rename_select_pool_and_retry(site: Site, project: Path) -> None:

@@ -117,6 +117,7 @@ def test_loading_is_offline_even_with_an_unreachable_provider_and_state_store(
         "profile_token_expiry",
         "keys_unique",
         "schema_matches_source",
+        "target_healthy",
     }
 
 

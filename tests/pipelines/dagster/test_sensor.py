@@ -48,6 +48,7 @@ def test_sensor_requests_only_tables_whose_version_advanced(site: Site) -> None:
         "profile_token_expiry",
         "keys_unique",
         "schema_matches_source",
+        "target_healthy",
     }
     assert _observed(first) == {MERGE_TABLE: str(v_orders), APPEND_TABLE: str(v_events)}
 
