@@ -10,7 +10,13 @@ real provider writes them):
   - ``delete``  — ``DELETE … WHERE id BETWEEN a AND b`` over ``change_rows`` live keys;
   - ``merge``   — an upsert of ``change_rows`` source rows (``merge_existing_pct`` % existing
     keys scattered over the whole table, the rest new) with a conditional delete
-    (``s.<column> < <value>``, the shape's ``merge_delete``).
+    (``s.<column> < <value>``, the shape's ``merge_delete``);
+  - ``recent``  — a range update (as ``update``) among the newest 5 % of the live keys;
+  - ``scatter`` — new values for ``change_rows`` existing keys drawn from the whole table (a
+    MERGE that only updates).
+
+Which kinds, in what order, is the shape's ``pattern`` (:data:`PATTERNS`): a seeded mix, or one
+kind throughout.
 
 Everything random comes from one ``numpy`` generator seeded with ``seed``.
 """
@@ -27,6 +33,10 @@ import pyarrow.compute as pc
 from bench.shapes import Shape, make_rows
 
 KINDS = ("append", "update", "delete", "merge")
+# A shape's pattern: the one kind of all its change versions (None: the seeded mix of kinds_of).
+PATTERNS = {"mixed": None, "range-updates": "recent", "random-updates": "scatter", "appends": "append",
+            "deletes": "delete"}  # fmt: skip
+RECENT = 0.05  # "recent data": the newest 5 % of the live keys
 Log = Callable[[str], object]
 
 
@@ -64,7 +74,8 @@ def write_versions(path: Path, shape: Shape, seed: int, base_commits: int, log: 
         log(f"  base commit {i + 1}/{base_commits}: {len(ids):,} rows")
     live = np.arange(1, rows + 1, dtype=np.int64)  # sorted live keys
     next_id = rows + 1
-    kinds = kinds_of(rng, shape.versions, shape.merges)
+    one_kind = PATTERNS[shape.pattern]
+    kinds = kinds_of(rng, shape.versions, shape.merges) if one_kind is None else [one_kind] * shape.versions
     delete_column, delete_below = shape.merge_delete
     for number, kind in enumerate(kinds, 1):
         began = time.monotonic()
@@ -77,6 +88,14 @@ def write_versions(path: Path, shape: Shape, seed: int, base_commits: int, log: 
         elif kind == "update":
             low, high, _ = live_range(rng, live, change_rows)
             dt.update(updates=dict(shape.updates), predicate=f"id >= {low} AND id <= {high}")
+        elif kind == "recent":
+            newest = live[-max(change_rows, int(len(live) * RECENT)) :]
+            low, high, _ = live_range(rng, newest, change_rows)
+            dt.update(updates=dict(shape.updates), predicate=f"id >= {low} AND id <= {high}")
+        elif kind == "scatter":
+            chosen = np.sort(rng.choice(live, size=min(len(live), change_rows), replace=False))
+            source = make_rows(shape, rng, chosen)
+            dt.merge(source, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update_all().execute()
         elif kind == "delete":
             low, high, gone = live_range(rng, live, change_rows)
             dt.delete(f"id >= {low} AND id <= {high}")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bench.scenarios import Bench
 
 
-XL_CURVE = {"xl-20m": 2.0, "xl-50m": 3.0}  # incremental wall as a multiple of xl-1m's (issue 34)
+# Issue 42: an incremental batch of the same change volume, as a multiple of its cost at 1 M rows
+# (wall and CPU, per change pattern), per engine; rows it writes into new files ≤ 2× the changed rows.
+XL_CURVE = {"sail": {"20m": 1.5, "50m": 2.0}, "spark": {"20m": 2.0}}
+XL_WRITTEN = 2.0
 XL_RSS_MIB = 2048  # peak RSS of any XL run (issue 34)
 
 
@@ -39,6 +43,7 @@ def check_goals(bench: Bench, summary: dict, labels: list[str]) -> list[str]:
         return ratio(get(f"{scenario}/sharesync", field_), get(f"{scenario}/{other}", field_))
 
     ran = set(bench.args.scenarios)
+    xl_goals(bench, summary, labels, ran, check)
     if bench.spark is not None:  # issue 29 §5: against the Spark user's own pipeline, on the same engine
         for label in labels:
             for scenario in ("bootstrap", "incremental"):
@@ -78,15 +83,6 @@ def check_goals(bench: Bench, summary: dict, labels: list[str]) -> list[str]:
                 check(f"peak RSS L/M ({scenario}, sharesync)",
                       ratio(get(f"L-{scenario}/sharesync", "maxrss_mib"), get(f"M-{scenario}/sharesync", "maxrss_mib")),
                       1.3)  # fmt: skip
-    for label, bound in XL_CURVE.items():  # issue 34: incremental cost follows the change, not the table
-        if label in labels and "xl-1m" in labels and "incremental" in ran:
-            check(f"{label}-incremental: wall vs xl-1m's (sharesync)",
-                  ratio(get(f"{label}-incremental/sharesync"), get("xl-1m-incremental/sharesync")), bound)  # fmt: skip
-    for label in (label for label in labels if label.startswith("xl-")):
-        for scenario in ("bootstrap", "incremental"):
-            if scenario in ran:
-                check(f"{label}-{scenario}: peak RSS (sharesync)", get(f"{label}-{scenario}/sharesync", "maxrss_mib"),
-                      XL_RSS_MIB, " MiB")  # fmt: skip
     if "history" in ran:
         from bench import history
 
@@ -101,3 +97,28 @@ def check_goals(bench: Bench, summary: dict, labels: list[str]) -> list[str]:
         )
     return out
 
+
+
+def xl_goals(bench: Bench, summary: dict, labels: list[str], ran: set[str], check: Callable[..., None]) -> None:
+    """Issue 42's size curve: cost against xl-1m of the same pattern, rows written, peak RSS."""
+    from bench.report import one_million
+    from bench.workload import SHAPES
+
+    curve = XL_CURVE["spark" if bench.spark is not None else "sail"]
+    for label in (label for label in labels if label.startswith("xl-")):
+        inc = summary.get(f"{label}-incremental/sharesync")
+        base = summary.get(f"{one_million(label)}-incremental/sharesync")
+        bound = curve.get(label.removeprefix("xl-").split("-")[0])
+        if "incremental" in ran and bound is not None:
+            for field_ in ("wall", "cpu"):
+                value = inc[field_] / base[field_] if inc and base and base[field_] else None
+                check(f"{label}-incremental: {field_} vs {one_million(label)}'s (sharesync)", value, bound)
+        if "incremental" in ran and inc and "rows_written" in inc:
+            shape = SHAPES[label].scaled(bench.args.scale)
+            changed = shape.versions * shape.change_rows
+            check(f"{label}-incremental: rows written into new files vs keys changed", inc["rows_written"] / changed,
+                  XL_WRITTEN)  # fmt: skip
+        for scenario in ("bootstrap", "incremental"):
+            if scenario in ran:
+                check(f"{label}-{scenario}: peak RSS (sharesync)", summary.get(f"{label}-{scenario}/sharesync", {}).get(
+                    "maxrss_mib"), XL_RSS_MIB, " MiB")  # fmt: skip

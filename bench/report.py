@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench import workload as wl
-from bench.generate import KINDS
+from bench.batch_writes import WRITE_FIELDS
 from bench.goals import check_goals, ratio_cell
 from bench.measure import REPO, log
 from bench.start_state import PEER_WRONG_BY_CONSTRUCTION
@@ -33,6 +33,7 @@ def summarize(bench: Bench) -> dict[str, dict]:
         med = {k: statistics.median(r.get(k, 0.0) for r in runs)
                for k in ("wall", "maxrss_mib", "cpu", "server_cpu", "engine_rss_mib", "engine_cpu")}  # fmt: skip
         med["total_rss_mib"] = statistics.median(r["maxrss_mib"] + r.get("engine_rss_mib", 0.0) for r in runs)
+        med |= {k: statistics.median(r[k] for r in runs) for k in WRITE_FIELDS if all(k in r for r in runs)}
         rows = entry.get("rows")
         out[key] = {**med, "n": len(runs), "rows": rows, "rows_per_s": rows / med["wall"] if rows else None}
         if entry["pipeline"] == "probe":
@@ -71,7 +72,8 @@ def write(bench: Bench, workloads: dict[str, wl.Workload], seconds: float) -> No
         f"{reduced}sharesync benchmark — {header['date']}, commit {header['commit']}, {machine}, "
         f"median of {bench.runs} run(s), {round(seconds)} s; RSS floor {bench.floor:.0f} MiB; "
         f"1-min load average at the end {os.getloadavg()[0]:.1f}", "",
-        *table(summary), "", *by_shape(summary, workloads), "", *spark_table(bench, summary),
+        *table(summary), "", *by_shape(summary, workloads), "", *size_curve(summary, workloads),
+        *spark_table(bench, summary),
         *notes(bench, summary, workloads),
         *bench.findings, "", "Goals (issue 16):", *goals,
     ])  # fmt: skip
@@ -129,6 +131,39 @@ def spark_table(bench: Bench, summary: dict) -> list[str]:
         )
     return [*lines, ""]
 
+def size_curve(summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
+    """The XL shapes (issue 42): what one incremental batch cost and wrote, against xl-1m of its pattern."""
+    labels = [label for label in workloads if label.startswith("xl-")]
+    if not labels:
+        return []
+    lines = ["Size curve (sharesync; the batch's writes from the target's log, bench/batch_writes.py):", "",
+             "| shape | rows | changed keys | incremental wall s | CPU s | peak RSS MiB | × 1m wall | × 1m CPU "
+             "| rows written | files rewritten / target's | files marked (DV) | rows copied | compaction rows "
+             "| bootstrap wall s | CPU s | peak RSS MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for label in labels:
+        w, inc, boot = workloads[label], summary.get(f"{label}-incremental/sharesync"), summary.get(f"{label}-bootstrap/sharesync")
+        base = summary.get(f"{one_million(label)}-incremental/sharesync")
+
+        def f(x: dict | None, k: str, fmt: str = "{:.2f}") -> str:
+            return fmt.format(x[k]) if x and k in x else "–"
+
+        lines.append(
+            f"| {label} | {w.rows:,} | {w.versions * w.change_rows:,} | {f(inc, 'wall')} | {f(inc, 'cpu', '{:.1f}')} | "
+            f"{f(inc, 'maxrss_mib', '{:,.0f}')} | {ratio_cell(inc, base, 'wall')} | {ratio_cell(inc, base, 'cpu')} | "
+            f"{f(inc, 'rows_written', '{:,.0f}')} | {f(inc, 'files_removed', '{:.0f}')} / {f(inc, 'target_files', '{:.0f}')} | "
+            f"{f(inc, 'files_marked', '{:.0f}')} | {f(inc, 'rows_copied', '{:,.0f}')} | {f(inc, 'compaction_rows', '{:,.0f}')} | "
+            f"{f(boot, 'wall')} | {f(boot, 'cpu', '{:.1f}')} | {f(boot, 'maxrss_mib', '{:,.0f}')} |"
+        )
+    return [*lines, ""]
+
+
+def one_million(label: str) -> str:
+    """The 1 M-row shape of an XL label's pattern: xl-20m-appends → xl-1m-appends."""
+    size, _, pattern = label.removeprefix("xl-").partition("-")
+    return f"xl-1m{'-' + pattern if pattern else ''}"
+
+
 def by_shape(summary: dict, workloads: dict[str, wl.Workload]) -> list[str]:
     """One line per shape: sharesync's ratios, the figures the goals are about."""
 
@@ -177,7 +212,7 @@ def notes(bench: Bench, summary: dict, workloads: dict[str, wl.Workload]) -> lis
             extra.append(f"  - not instrumented (no longer in the product): {', '.join(run['missing'])}")
     for label, w in workloads.items():
         extra.append(f"- {label} ({w.name}): {w.rows:,} rows in {w.base_commits} commits, then {w.versions} "
-                     f"versions ({', '.join(f'{w.kinds.count(k)} {k}' for k in KINDS)}) of "
+                     f"versions ({', '.join(f'{w.kinds.count(k)} {k}' for k in dict.fromkeys(w.kinds))}) of "
                      f"~{w.change_rows:,} keys; {w.live_rows:,} rows at v{w.latest_version}; "
                      f"{w.change_file_rows:,} change rows in v{w.start_version + 1}..v{w.latest_version}")  # fmt: skip
     return extra

@@ -50,8 +50,10 @@ from bench.measure import PYTHON, REPO, SHARESYNC, Measure, log, rss_floor, run_
 from bench.measure import process_cpu as _server_cpu
 from bench.scenarios import PIPELINES, SCENARIOS, Bench
 from bench.servers import Server, SparkServer, serving_root
-from bench.shapes import SHAPES, XL_SHAPES
+from bench.shapes import SHAPES, XL_PATTERNS, XL_SHAPES
 from bench.start_state import StartState, start_state, verify
+
+XL_SIZES = ("1m", "5m", "20m")  # --shape xl: the size curve on both engines (xl-50m by name)
 
 __all__ = [  # the harness's parts, as bench/scale.py and one-off scripts reach them: bench.run.<name>
     "PYTHON", "REPO", "RESULTS", "SHARESYNC", "Bench", "Measure", "Server", "SparkServer", "StartState",
@@ -64,7 +66,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="sharesync vs peer vs limit, per workload shape (issues 7, 16)")
-    parser.add_argument("--shape", "--size", nargs="+", default=["all"], choices=[*SHAPES, "all", "xl"],
+    parser.add_argument("--shape", "--size", nargs="+", default=["all"], choices=[*SHAPES, "all", "xl", "xl-patterns"],
                         help="workload shapes (default: all)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's rows and changed keys")
@@ -92,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     measure.RSS_LIMIT_KB = int(args.rss_limit_gib * 2**20)  # for every child of this run
     every = [s for s in SHAPES if s not in XL_SHAPES]  # the XL curve is asked for by name: --shape xl
     args.shape = every if "all" in args.shape else list(dict.fromkeys(args.shape))
-    if "xl" in args.shape:
-        args.shape = [s for s in args.shape if s != "xl"] + ["xl-1m", "xl-5m", "xl-20m"]
+    groups = {"xl": [f"xl-{size}" for size in XL_SIZES],
+              "xl-patterns": [f"xl-{size}-{p}" for p in XL_PATTERNS for size in XL_SIZES]}  # fmt: skip
+    args.shape = list(dict.fromkeys(s for name in args.shape for s in groups.get(name, [name])))
     if args.quick:
         args.scale = 0.1
         if "--runs" not in (argv if argv is not None else sys.argv[1:]):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench import commands, report
 from bench import workload as wl
+from bench.batch_writes import batch_writes, version_of
 from bench.commands import limit_argv, peer_argv, remove, sharesync_argv, sharesync_bootstrap, write_config
 from bench.measure import PYTHON, log, rss_floor, run_child
 from bench.servers import EngineSampler, Server, SparkServer, serving_root
@@ -43,7 +44,8 @@ class Bench:
         self.spark: SparkServer | None = None  # --engine spark: the run's Spark Connect server
 
     def measure(self, scenario: str, pipeline: str, argv: list[str], *, before: Callable[[], None] | None = None,
-                env: dict[str, str] | None = None, rows: int | None = None) -> None:  # fmt: skip
+                env: dict[str, str] | None = None, rows: int | None = None,
+                after: Callable[[], dict[str, float]] | None = None) -> None:  # fmt: skip
         key = f"{scenario}/{pipeline}"
         entry = self.results.setdefault(key, {"scenario": scenario, "pipeline": pipeline, "rows": rows, "runs": []})
         if before is not None:
@@ -54,7 +56,7 @@ class Bench:
                       server_pid=self.server.pid)  # fmt: skip
         if sampler is not None:
             m.engine_rss_mib, m.engine_cpu = sampler.stop()
-        entry["runs"].append(asdict(m))
+        entry["runs"].append(asdict(m) | (after() if after is not None else {}))
         engine = f"  spark {m.engine_rss_mib:6.0f} MiB cpu {m.engine_cpu:5.1f} s" if sampler is not None else ""
         log(f"  {key:<36} run {index}: {m.wall:7.2f} s  {m.maxrss_mib:8.0f} MiB  cpu {m.cpu:6.1f} s"
             f"  server cpu {m.server_cpu:5.1f} s{engine}  load {m.load:4.1f}")  # fmt: skip
@@ -64,8 +66,8 @@ class Bench:
         names = [p for p in PIPELINES if p in jobs and p in self.args.pipelines]
         for run in range(self.runs):
             for name in names[run % len(names) :] + names[: run % len(names)]:
-                argv, before, rows = jobs[name]
-                self.measure(scenario, name, argv, before=before, rows=rows)
+                argv, before, rows, *after = jobs[name]
+                self.measure(scenario, name, argv, before=before, rows=rows, after=after[0] if after else None)
 
     def breakdown(self, scenario: str, config: Path, prepare: Callable[[], None]) -> None:
         """With ``--phases``: one instrumented sharesync run of the scenario (not in the medians)."""
@@ -135,8 +137,16 @@ class Bench:
     def incremental(self, label: str, w: wl.Workload, state: StartState) -> None:
         table, profile, dv = w.full_name, self.server.profile, w.deletion_vectors
         changes = ("changes", "--from", str(w.start_version + 1), "--to", str(w.latest_version))
+        target = state.sharesync / "target"
+        since = [0]
+
+        def restore() -> None:
+            state.restore_sharesync()
+            since[0] = version_of(target)
+
         jobs = {
-            "sharesync": (sharesync_argv(state.config), state.restore_sharesync, w.change_file_rows),
+            "sharesync": (sharesync_argv(state.config), restore, w.change_file_rows,
+                          lambda: batch_writes(target, since[0])),
             "peer": (peer_argv(profile, table, state.peer / "target", "incremental", delta_format=dv),
                      state.restore_peer,
                      w.change_file_rows),

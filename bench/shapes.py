@@ -43,6 +43,7 @@ class Shape:
     merge_delete: tuple[str, float]  # matched rows with s.<column> < <value> are deleted
     deletion_vectors: bool = False  # written by Sail with deletion vectors (bench.dv_writer), no MERGEs
     merges: bool = True  # False: appends, range updates and range deletes only (the XL shapes)
+    pattern: str = "mixed"  # the change versions' kinds: a key of bench.generate.PATTERNS
 
     def scaled(self, factor: float) -> Shape:
         if factor == 1:
@@ -59,6 +60,7 @@ class Shape:
             "merge_existing_pct": self.merge_existing_pct, "merge_delete": self.merge_delete,
             **({"deletion_vectors": True} if self.deletion_vectors else {}),
             **({} if self.merges else {"merges": False}),
+            **({} if self.pattern == "mixed" else {"pattern": self.pattern}),
         }  # fmt: skip
 
 
@@ -137,15 +139,23 @@ SHAPES: dict[str, Shape] = {  # name, table, rows, versions, change rows, column
     # updates are DV commits, read by both pipelines through the delta response format.
     "dv": Shape("dv", "orders_dv", 1_000_000, 30, 50_000, _ALL_TYPES, deletion_vectors=True, **_ALL_TYPES_CHANGES),
 }
-# Issue 34, "incremental cost follows the change, not the table": narrow's columns at growing
-# sizes, the same change volume at every size (10 versions × 50 k keys of appends, range updates
-# and range deletes). Not in ``--shape all``; ``--shape xl`` = xl-1m, xl-5m, xl-20m (generating
-# xl-20m takes ~4 min and ~1 GB); xl-10m and xl-50m are asked for by name.
+# Issues 34 and 42, "incremental cost follows the change, not the table": narrow's columns at
+# growing sizes, the same change volume at every size — 10 versions × 50 k keys of appends, range
+# updates and range deletes (``xl-<size>``), or of one pattern a real provider produces
+# (``xl-<size>-<pattern>``: range updates of the newest keys, updates of keys scattered over the
+# whole table, appends only, range deletes only). Not in ``--shape all``; ``--shape xl`` = xl-1m,
+# xl-5m, xl-20m; ``--shape xl-patterns`` = the four patterns at those sizes; the rest by name.
 _XL_ROWS = {"1m": 1_000_000, "5m": 5_000_000, "10m": 10_000_000, "20m": 20_000_000, "50m": 50_000_000}
+XL_PATTERNS = ("range-updates", "random-updates", "appends", "deletes")
 for _size, _rows in _XL_ROWS.items():
     SHAPES[f"xl-{_size}"] = dataclasses.replace(
         SHAPES["narrow"], name=f"xl-{_size}", table="ranges", rows=_rows, versions=10, merges=False
     )
+    for _pattern in XL_PATTERNS:
+        SHAPES[f"xl-{_size}-{_pattern}"] = dataclasses.replace(
+            SHAPES[f"xl-{_size}"], name=f"xl-{_size}-{_pattern}", table=f"ranges_{_pattern.replace('-', '_')}",
+            pattern=_pattern,
+        )  # fmt: skip
 XL_SHAPES = tuple(name for name in SHAPES if name.startswith("xl-"))
 
 

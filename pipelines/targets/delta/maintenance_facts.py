@@ -1,9 +1,8 @@
 """A Delta target's health (:class:`~sharesync.pipelines.targets.health.TargetHealth`) from its log, with ``deltalake``.
 
 Files, sizes and row counts are the add actions' own numbers. ``deltalake`` (1.6) does not show
-an add's ``deletionVector.cardinality``, so the hidden rows are counted from
-:meth:`DeltaTable.deletion_vectors` — the deletion-vector files only, one bit per row of the
-files that have one, never the data. The last compaction is the newest commit in
+an add's ``deletionVector.cardinality``, so the hidden rows are counted from the
+deletion-vector files (:func:`~sharesync.pipelines.targets.delta.rows.hidden_rows`), never the data. The last compaction is the newest commit in
 :data:`LOOK_BACK` that was one: Delta's ``OPTIMIZE`` or ``REORG`` (Apache Spark), or a rewrite
 carrying :data:`COMPACTION_MARKER` (the engines without them, Sail).
 """
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sharesync.pipelines.targets.delta.open import open_existing
+from sharesync.pipelines.targets.delta.rows import hidden_rows
 from sharesync.pipelines.targets.health import TargetHealth
 
 if TYPE_CHECKING:
@@ -41,16 +41,15 @@ def read_health(target: Location, small_file_bytes: int) -> TargetHealth | None:
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = actions.column("size_bytes")
     records = actions.column("num_records") if "num_records" in actions.column_names else pa.array([], pa.int64())
-    vectors = pa.table(table.deletion_vectors())
-    kept = pc.list_flatten(vectors.column("selection_vector")) if vectors.num_rows else pa.array([], pa.bool_())
+    files_with_vectors, hidden = hidden_rows(table)
     return TargetHealth(
         version=table.version(),
         files=actions.num_rows,
         bytes=int(pc.sum(sizes).as_py() or 0),
         small_files=int(pc.sum(pc.less(sizes, small_file_bytes)).as_py() or 0),
         rows=int(pc.sum(records).as_py() or 0),
-        deleted_rows=len(kept) - int(pc.sum(kept).as_py() or 0),
-        files_with_deletion_vectors=vectors.num_rows,
+        deleted_rows=hidden,
+        files_with_deletion_vectors=files_with_vectors,
         last_compaction=_last_compaction(table),
     )
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-__all__ = ["count_rows", "has_deletion_vectors", "max_of", "quoted", "read_rows"]
+__all__ = ["count_rows", "has_deletion_vectors", "hidden_rows", "max_of", "quoted", "read_rows"]
 
 _DV_FEATURE = "deletionVectors"
 
@@ -46,6 +46,19 @@ def count_rows(target: Location | DeltaTable, where: str | None = None) -> int:
 
     sql = "SELECT count(*) AS n FROM t" + (f" WHERE {where}" if where else "")
     return int(pa.table(_query(target, sql)).column("n")[0].as_py())
+
+
+def hidden_rows(table: DeltaTable) -> tuple[int, int]:
+    """(files with a deletion vector, rows those vectors delete), from the deletion-vector files
+    alone: no data is read, so the cost follows the files batches touched, not the table's size."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    vectors = pa.table(table.deletion_vectors())
+    if not vectors.num_rows:
+        return 0, 0
+    kept = pc.list_flatten(vectors.column("selection_vector"))  # True: the row is live
+    return vectors.num_rows, len(kept) - int(pc.sum(kept).as_py() or 0)
 
 
 def max_of(target: Location | DeltaTable, column: str) -> object:

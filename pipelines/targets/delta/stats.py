@@ -2,8 +2,8 @@
 
 Read outside Spark on purpose: the count and the schema come from the Delta log and the
 Parquet footers (no data scan, no engine; a live-row count with soft delete reads the flag
-column, and a table with deletion vectors is counted by a read: the log's counts include the rows
-its DVs delete), and an independent reader is what a check of the engine's output should use. The
+column, and a table with deletion vectors subtracts the rows its deletion-vector files delete
+from the log's counts), and an independent reader is what a check of the engine's output should use. The
 target must be reachable from this process, which the engine already requires (see
 :mod:`sharesync.pipelines.targets.delta.write`).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sharesync.pipelines.targets.delta.open import open_target
-from sharesync.pipelines.targets.delta.rows import count_rows, has_deletion_vectors, quoted
+from sharesync.pipelines.targets.delta.rows import count_rows, has_deletion_vectors, hidden_rows, quoted
 from sharesync.pipelines.targets.facts import TargetStats
 from sharesync.pipelines.targets.guard_columns import DELETED_COLUMN
 from sharesync.sync.core.location import Location
@@ -43,18 +43,19 @@ def row_count(target: Location) -> int:
 
 
 def _count(table: DeltaTable, *, live_only: bool) -> int:
-    """From the log's file statistics when they are complete and no DV can have deleted rows,
-    else by a read; ``live_only`` leaves out soft-deleted rows, which takes a read of the flag column."""
+    """From the log's file statistics when they are complete (less the rows deletion vectors
+    delete, counted from their files), else by a read; ``live_only`` leaves out soft-deleted rows,
+    which takes a read of the flag column."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if live_only:
         flag = quoted(DELETED_COLUMN)
         return count_rows(table, f"{flag} IS NULL OR NOT {flag}")  # NULL is live: only a delete sets it
-    if not has_deletion_vectors(table):
-        actions = pa.table(table.get_add_actions(flatten=True))
-        if "num_records" in actions.column_names and actions["num_records"].null_count == 0:
-            return int(pc.sum(actions["num_records"]).as_py() or 0)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if "num_records" in actions.column_names and actions["num_records"].null_count == 0:
+        hidden = hidden_rows(table)[1] if has_deletion_vectors(table) else 0
+        return int(pc.sum(actions["num_records"]).as_py() or 0) - hidden
     return count_rows(table)
 
 
