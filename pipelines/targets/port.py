@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sharesync.pipelines.targets.state import TargetState
     from sharesync.sync.core.location import Location
     from sharesync.sync.core.storage import StorageSection
+    from sharesync.sync.planning.key_ranges import FileRanges
 
 __all__ = ["SaveMode", "SchemaMode", "TargetFormat", "TargetWriter"]
 
@@ -50,6 +51,10 @@ class TargetWriter(Protocol):
 
     def rows(self, target: Location) -> int:
         """All rows of the existing table (soft-deleted ones included)."""
+        ...
+
+    def key_ranges(self, target: Location, columns: Sequence[str]) -> list[FileRanges]:
+        """Per data file of the current version, its (min, max) statistics of ``columns``."""
         ...
 
     def read(self, spark: SparkSession, target: Location) -> DataFrame: ...

@@ -22,9 +22,21 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["KeyBound", "KeySpan", "key_bounds", "key_spans", "span_of", "type_family"]
+__all__ = [
+    "FileRanges",
+    "KeyBound",
+    "KeySpan",
+    "key_bounds",
+    "key_spans",
+    "misses_every_file",
+    "span_of",
+    "type_family",
+]
 
 Literal = int | str | datetime.date
+# One target file's statistics per key column: (min, max) of its non-NULL values, None where the
+# file has none (no statistics, or only NULL there).
+FileRanges = Mapping[str, tuple[object, object] | None]
 
 _INTEGER, _STRING, _DATE = "integer", "string", "date"
 # Arrow's spelling (str(pyarrow type)) of the batch's column; uint64 may not fit a long.
@@ -110,3 +122,27 @@ def key_bounds(spans: Sequence[KeySpan], target_types: Mapping[str, object]) -> 
         else:
             bounds.append(KeyBound(span.column, span.low, span.high, or_null=span.has_null))
     return tuple(bounds)
+
+
+def misses_every_file(bounds: Sequence[KeyBound], files: Sequence[FileRanges]) -> bool:
+    """Whether no target file can hold a key of the batch: each file has a key column whose
+    [min, max] lies wholly outside the batch's bound. Then a MERGE would only insert, and an
+    append is the same write without reading the target (providers that add rows under growing
+    keys). Integer and date bounds only (a string statistic may be truncated); a bound that keeps
+    NULL, a file without statistics for a column, or values that do not compare: not missed.
+    """
+    exact = [b for b in bounds if isinstance(b.low, int | datetime.date) and not isinstance(b.low, bool)]
+    if not exact or any(b.or_null for b in bounds):
+        return False
+
+    def outside(file: FileRanges, bound: KeyBound) -> bool:
+        extremes = file.get(bound.column)
+        if extremes is None:
+            return False
+        low, high = extremes
+        try:
+            return bool(high < bound.low or low > bound.high)  # type: ignore[operator]
+        except TypeError:
+            return False
+
+    return all(any(outside(file, bound) for bound in exact) for file in files)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharesync.sync.planning.key_ranges import KeyBound, KeySpan, key_bounds, key_spans, span_of
+from sharesync.sync.planning.key_ranges import KeyBound, KeySpan, key_bounds, key_spans, misses_every_file, span_of
 
 KINDS = {  # a key column's Arrow type, Delta type, and values
     "int": (pa.int64(), "long", st.integers(-(2**63), 2**63 - 1)),
@@ -130,3 +130,37 @@ def test_a_span_over_several_kinds_of_action() -> None:
     assert key_bounds([mixed], {"k": "long"}) == ()  # parts read with different types: no bound
     empty_of_another_type = span_of("k", [pa.array([1], pa.int32()), pa.array([], pa.int64())])
     assert key_bounds([empty_of_another_type], {"k": "long"}) == (KeyBound("k", 1, 1, or_null=False),)
+
+
+# ---------------------------------------------------------------- batches no target file can hold
+
+
+def _files(*ranges: tuple[object, object] | None) -> list[dict[str, tuple[object, object] | None]]:
+    return [{"id": extremes} for extremes in ranges]
+
+
+@pytest.mark.parametrize(
+    ("bound", "files", "missed"),
+    [
+        (KeyBound("id", 101, 200, False), _files((1, 50), (51, 100), (201, 300)), True),
+        (KeyBound("id", 101, 200, False), _files((1, 50), (90, 150)), False),  # one file overlaps
+        (KeyBound("id", 101, 200, False), _files((1, 50), None), False),  # no statistics: may hold anything
+        (KeyBound("id", 101, 200, True), _files((1, 50)), False),  # NULL keys match NULL-safe
+        (KeyBound("id", "m", "z", False), _files(("a", "b")), False),  # string statistics may be truncated
+        (KeyBound("id", datetime.date(2026, 2, 1), datetime.date(2026, 3, 1), False),
+         _files((datetime.date(2025, 1, 1), datetime.date(2026, 1, 31))), True),
+        (KeyBound("id", 101, 200, False), _files(("1", "50")), False),  # values that do not compare
+        (KeyBound("id", 101, 200, False), [], True),  # no files: nothing to hold them
+    ],
+)  # fmt: skip
+def test_a_batch_misses_every_file_only_when_each_file_s_statistics_exclude_it(
+    bound: KeyBound, files: list[dict[str, tuple[object, object] | None]], missed: bool
+) -> None:
+    assert misses_every_file([bound], files) is missed
+
+
+def test_one_key_column_outside_a_file_is_enough() -> None:
+    bounds = [KeyBound("region", "eu", "us", False), KeyBound("id", 10, 20, False)]
+    assert misses_every_file(bounds, [{"region": ("eu", "us"), "id": (30, 40)}])
+    assert not misses_every_file(bounds, [{"region": ("eu", "us"), "id": (15, 40)}])
+    assert not misses_every_file([], [{"id": (30, 40)}])  # no bound: nothing is known

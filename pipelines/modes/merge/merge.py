@@ -47,6 +47,7 @@ from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SyncError
 from sharesync.sync.core.location import Place, locate
+from sharesync.sync.planning.key_ranges import KeyBound, misses_every_file
 from sharesync.sync.staging.netted import read_netted
 
 if TYPE_CHECKING:
@@ -96,6 +97,10 @@ def apply_merge(
 
     ``deletion_vectors``: whether a target this creates is merge-on-read.
 
+    A batch whose keys no target file can hold — its statistics say every file lies outside the
+    batch's key range, as with rows added under growing keys — is appended instead of MERGEd:
+    the same rows, one commit that reads nothing of the target (``key_ranges.misses_every_file``).
+
     ``record``: the batch's commit record, written with a created or rewritten target; a MERGE
     cannot carry it on Sail, so the rows' guard versions stand for it (``db recover``).
 
@@ -126,6 +131,13 @@ def apply_merge(
     added = _evolve(df, state, data_columns, add_deleted=add_deleted)
     if added or add_deleted:
         state = dataclasses.replace(WRITER.state(target), version=state.version)  # metrics count from before
+    bounds = bounds_of(netted.key_spans, state)
+    if not (soft_delete or replay_from is not None or null_keys) and _only_new_keys(state, data_columns, bounds):
+        from pyspark.sql import functions as F
+
+        inserted = net.where(F.col(_UPSERT)).select(*[col(c) for c in data_columns], *guard_values(soft_delete))
+        WRITER.save(inserted, target, mode="append", record=record)
+        return Written(ApplyStats(rows, added_columns=added), target, state.version, Tally.WRITTEN)
     if _rewrites(state, data_columns, soft_delete, netted.rows_after, rewrite_threshold):
         counts = rewrite_target(
             session,
@@ -142,13 +154,23 @@ def apply_merge(
         known = ApplyStats(rows, counts.inserted, counts.updated, counts.deleted, added_columns=added)
         return Written(known, target, state.version)
     name = WRITER.register(session, target)
-    within = within_bounds(name, bounds_of(netted.key_spans, state))  # the files the batch can touch
+    within = within_bounds(name, bounds)  # the files the batch can touch
     soft_deleted = _soft_deletes(session, net, name, keys, replay_from, null_keys) if soft_delete else 0
     flagged = DELETED_COLUMN in state.column_names  # soft deletes on, or on once (a live row is unflagged)
     with fenced_dml(session):
         _merge_writer(net, name, keys, data_columns, soft_delete, replay_from, null_keys, flagged, within).merge()
     known = ApplyStats(rows, added_columns=added)
     return Written(known, target, state.version, Tally.MERGED, soft_deleted=soft_deleted)
+
+
+def _only_new_keys(state: TargetState, data_columns: Sequence[str], bounds: Sequence[KeyBound]) -> bool:
+    """Whether the target's file statistics say no file can hold a key of the batch — keys above
+    all it holds, say — and the batch's rows are the target's columns: then the MERGE would only
+    insert, and an append writes the same rows without reading the target."""
+    written = {c.lower() for c in [*data_columns, VERSION_COLUMN, TIMESTAMP_COLUMN]}
+    if {c.lower() for c in state.column_names} != written:
+        return False  # e.g. a soft-delete flag from before, or columns the batch leaves out
+    return misses_every_file(bounds, WRITER.key_ranges(state.location, [b.column for b in bounds]))
 
 
 def _rewrites(

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
     from pyspark.sql.types import DataType, StructType
 
+    from sharesync.sync.planning.key_ranges import FileRanges
+
 __all__ = ["WRITER", "DeltaWriter", "recorded"]
 
 
@@ -59,6 +61,23 @@ class DeltaWriter:
 
     def rows(self, target: Location) -> int:
         return row_count(target)
+
+    def key_ranges(self, target: Location, columns: Sequence[str]) -> list[FileRanges]:
+        """From the log's file statistics (no data read); a column they leave out is ``None``."""
+        import pyarrow as pa
+
+        actions = pa.table(open_target(target).get_add_actions(flatten=True))
+        per_column = {}
+        for column in columns:
+            low, high = f"min.{column}", f"max.{column}"
+            if low in actions.column_names and high in actions.column_names:
+                per_column[column] = list(zip(actions[low].to_pylist(), actions[high].to_pylist(), strict=True))
+            else:
+                per_column[column] = [(None, None)] * actions.num_rows
+        return [
+            {c: None if values[i][0] is None or values[i][1] is None else values[i] for c, values in per_column.items()}
+            for i in range(actions.num_rows)
+        ]
 
     def read(self, spark: SparkSession, target: Location) -> DataFrame:
         return spark.read.format("delta").load(target.uri)
