@@ -79,7 +79,7 @@ class TableSyncResult:
     transient: bool = False
     seconds: float = 0.0
     checkpoint_timestamp: datetime | None = None
-    compaction: str | None = None  # what the pass's own upkeep did to the target (pipelines/run/upkeep.py)
+    compaction: str | None = None  # what the upkeep after its batches did to the target (pipelines/run/upkeep.py)
     # The failure itself (``error`` is its redacted text): callers decide by type, e.g. the CLI
     # exits 2 for a ConfigError found at run time (a key not in the shared table), 1 otherwise.
     exception: Exception | None = field(default=None, repr=False, compare=False)

@@ -6,10 +6,8 @@ the config against the shared schema (:mod:`~sharesync.pipelines.run.table_conte
 with its checkpoint's record (:mod:`~sharesync.sync.planning.target_judgement`), resolve a backfill's
 timestamps — then hand those facts to :func:`~sharesync.sync.planning.run_plan.prepare_run` and
 :func:`~sharesync.sync.planning.run_plan.plan_run` (pure), make the checkpoint moves they return
-and run each batch through the one skeleton of :mod:`~sharesync.pipelines.run.batch_run`. A
-history gap (or a breaking schema change on a table set to rebuild, :mod:`.schema_policy`) plans
-again as :func:`~sharesync.sync.planning.run_plan.replan` says: once per cause.
-What a pass says (a lease taken from a dead process too) goes to its warnings and next run record.
+and run each batch through :mod:`~sharesync.pipelines.run.batch_run`, then :mod:`.upkeep`. A history
+gap (or a breaking change on a table set to rebuild) plans again as ``replan`` says, once per cause.
 """
 
 from __future__ import annotations
@@ -88,8 +86,9 @@ class TableRun:
         self.attempt = attempt or Attempt()
         self.fence = Fence(table.key, self.target, keeper.lease.acquired_at)  # every batch of this holding
         self.batches: list[BatchResult] = []
+        self.compactions: list[str] = []  # what the upkeep after each batch did (pipelines/run/upkeep.py)
         self.warnings: list[str] = []
-        self._notes: list[str] = []  # for the record of the next batch that succeeds
+        self._notes: list[str] = []  # for the record of the next batch that succeeds (a lease taken over, …)
         if keeper.takeover is not None:
             self._notice(str(keeper.takeover))
 
@@ -132,10 +131,8 @@ class TableRun:
             self._notice(notice)
         checkpoint = self._move(decided.moves, checkpoint, check)
         checkpoint = self._carry_out(decided.state, context, checkpoint)
-        kept = upkeep(self.services, table, self.target, self.fence) if self.batches else None
         if not self.batches:
             checkpoint = self._settle(checkpoint, check, decided)
-        self.warnings += [kept.warning] if kept and kept.warning else []
         return TableSyncResult(
             table.key,
             table.mode,
@@ -146,7 +143,7 @@ class TableRun:
             warnings=tuple(self.warnings),
             seconds=time.monotonic() - started,
             checkpoint_timestamp=checkpoint.version_timestamp if checkpoint else None,
-            compaction=kept.done if kept else None,
+            compaction="; ".join(self.compactions) or None,
         )
 
     # ------------------------------------------------------------ facts
@@ -332,6 +329,9 @@ class TableRun:
         stored, result = runner.run(dataclasses.replace(step, note=note), checkpoint)
         self._notes.clear()  # said by this batch's record
         self.batches.append(result)
+        kept = upkeep(self.services, self.table, self.target, self.fence)
+        self.compactions += [kept.done] if kept.done else []
+        self.warnings += [kept.warning] if kept.warning else []
         return stored
 
     def _bootstrap_step(

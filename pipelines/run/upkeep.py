@@ -1,7 +1,9 @@
-"""A sync's own target upkeep: after a pass's batches, compact the target when its settings say so.
+"""A sync's own target upkeep: after each batch, compact the target when its settings say so.
 
-It runs under the pass's lease and fence, so it never races another writer, and after the
-checkpoint moved: the batches are committed whatever happens here. A failed compaction is
+After every batch, not once per pass: a pass catching up on a long backlog applies hundreds of
+batches, and the target's readers should not wait for its end. It runs under the pass's lease
+and fence, so it never races another writer, and after the checkpoint moved: the batch is
+committed whatever happens here. A failed compaction is
 therefore a warning — the next pass, or ``sharesync optimize``, tries again — never a failed sync.
 """
 

@@ -137,16 +137,21 @@ _EAGER = {"small_file_mib": 1 / 1024, "deleted_ratio": 0.02, "small_files": 1000
 
 
 @on_both_engines
-def test_a_sync_compacts_its_target_after_a_batch_that_passes_a_threshold(workspace: Workspace) -> None:
+def test_a_sync_compacts_its_target_after_each_batch_that_passes_a_threshold(workspace: Workspace) -> None:
     path = workspace.table("m", rows=60, partitioned=False, seed=3)
-    spec = workspace.spec("m", maintenance=_EAGER)
+    spec = workspace.spec("m", maintenance=_EAGER, max_versions_per_batch=1)
     _sync(workspace, spec)
-    _update_a_few_keys(workspace, "m")  # 3 of the 63 rows in its files hidden by the MERGE's deletion vectors: 4.8 %
+    # Two provider versions, two batches in one pass: 3 of the 63 rows in the target's files are
+    # hidden by each batch's deletion vectors (4.8 %), so each batch is followed by a compaction.
+    _update_a_few_keys(workspace, "m")
+    DeltaTable(str(path)).update(updates={"name": "'again'"}, predicate="id > 3 AND id <= 6")
 
     [result] = workspace.syncer(workspace.config(spec)).sync_all()
 
     assert result.outcome is TableOutcome.SYNCED and not result.warnings, result.warnings
-    assert result.compaction is not None and result.compaction.startswith("compacted (4.8% of its rows are deleted")
+    assert len(result.batches) == 2 and result.compaction is not None
+    done = result.compaction.split("; ")
+    assert len(done) == 2 and all(d.startswith("compacted (4.8% of its rows are deleted") for d in done), done
     assert _hidden_rows(workspace.target("m")) == 0  # folded into the rewritten files
     assert result.checkpoint_version == source_version(path)
     assert_merge_target_matches(path, workspace.target("m"), ["id"], source_version(path))
