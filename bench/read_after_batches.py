@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             facts[maintenance] = {"sync_wall": m.wall, "sync_cpu": m.cpu, **_shape_of(kept / "target")}
         compacted = work / "compacted"
         restore(work / "after-off", compacted)
-        _set_compact(compacted / "sharesync.yaml", "off")
+        _set_compact(compacted / "sharesync.yaml", "off", home=compacted)
         run_child([SHARESYNC, "--config", str(compacted / "sharesync.yaml"), "optimize", "--force"],
                   log_to=work / "logs" / "optimize.log")  # fmt: skip
         targets["compacted"] = compacted / "target"
@@ -99,9 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _set_compact(config: Path, compact: str) -> None:
+def _set_compact(config: Path, compact: str, home: Path | None = None) -> None:
+    """``home``: the copy of a run directory the config is to work in (its paths are absolute)."""
     raw = yaml.safe_load(config.read_text())
     raw.setdefault("defaults", {})["maintenance"] = {"compact": compact}
+    if home is not None:
+        raw |= {"state_store": f"sqlite:///{home / 'state.db'}", "staging_dir": str(home / "staging")}
+        raw["tables"][0]["target"] = str(home / "target")
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
