@@ -3,8 +3,8 @@
 After every batch, not once per pass: a pass catching up on a long backlog applies hundreds of
 batches, and the target's readers should not wait for its end. It runs under the pass's lease
 and fence, so it never races another writer, and after the checkpoint moved: the batch is
-committed whatever happens here. A failed compaction is
-therefore a warning — the next pass, or ``sharesync optimize``, tries again — never a failed sync.
+committed whatever happens here. A failed compaction is therefore a warning — the next batch or
+pass, or ``sharesync optimize``, tries again — never a failed sync.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def upkeep(services: RunServices, table: TableConfig, target: Location, fence: F
     try:
         with fencing(fence):
             done = compact_after_batch(services.spark, target, Thresholds.of(settings))
-    except Exception as exc:  # noqa: BLE001 - the batches are committed; a failed compaction must not undo that
+    except Exception as exc:  # noqa: BLE001 - the batch is committed; a failed compaction must not undo that
         warning = (
             f"the target was not compacted after the batch: {describe(exc)}; "
-            "the batches are committed, and the next sync or 'sharesync optimize' tries again"
+            "the batch is committed, and the next batch, sync or 'sharesync optimize' tries again"
         )
         log.warning("%s: %s", table.key, warning, exc_info=log.isEnabledFor(logging.DEBUG))
         return Upkeep(warning=warning)

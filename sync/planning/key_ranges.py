@@ -26,6 +26,7 @@ __all__ = [
     "FileRanges",
     "KeyBound",
     "KeySpan",
+    "decisive_bounds",
     "key_bounds",
     "key_spans",
     "misses_every_file",
@@ -124,15 +125,23 @@ def key_bounds(spans: Sequence[KeySpan], target_types: Mapping[str, object]) -> 
     return tuple(bounds)
 
 
+def decisive_bounds(bounds: Sequence[KeyBound]) -> tuple[KeyBound, ...]:
+    """The bounds a file's statistics can prove a key absent by: integer and date ranges (a string
+    statistic may be truncated); none at all when some bound keeps NULL (NULL keys match NULL-safe)."""
+    if any(b.or_null for b in bounds):
+        return ()
+    return tuple(b for b in bounds if isinstance(b.low, int | datetime.date) and not isinstance(b.low, bool))
+
+
 def misses_every_file(bounds: Sequence[KeyBound], files: Sequence[FileRanges]) -> bool:
     """Whether no target file can hold a key of the batch: each file has a key column whose
     [min, max] lies wholly outside the batch's bound. Then a MERGE would only insert, and an
     append is the same write without reading the target (providers that add rows under growing
-    keys). Integer and date bounds only (a string statistic may be truncated); a bound that keeps
-    NULL, a file without statistics for a column, or values that do not compare: not missed.
+    keys). Only :func:`decisive_bounds` count; a file without statistics for a column, or values
+    that do not compare: not missed.
     """
-    exact = [b for b in bounds if isinstance(b.low, int | datetime.date) and not isinstance(b.low, bool)]
-    if not exact or any(b.or_null for b in bounds):
+    exact = decisive_bounds(bounds)
+    if not exact:
         return False
 
     def outside(file: FileRanges, bound: KeyBound) -> bool:

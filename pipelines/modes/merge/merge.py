@@ -47,7 +47,7 @@ from sharesync.sync.core.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT
 from sharesync.sync.core.config import DEFAULT_REWRITE_THRESHOLD
 from sharesync.sync.core.errors import SyncError
 from sharesync.sync.core.location import Place, locate
-from sharesync.sync.planning.key_ranges import KeyBound, misses_every_file
+from sharesync.sync.planning.key_ranges import KeyBound, decisive_bounds, misses_every_file
 from sharesync.sync.staging.netted import read_netted
 
 if TYPE_CHECKING:
@@ -170,7 +170,10 @@ def _only_new_keys(state: TargetState, data_columns: Sequence[str], bounds: Sequ
     written = {c.lower() for c in [*data_columns, VERSION_COLUMN, TIMESTAMP_COLUMN]}
     if {c.lower() for c in state.column_names} != written:
         return False  # e.g. a soft-delete flag from before, or columns the batch leaves out
-    return misses_every_file(bounds, WRITER.key_ranges(state.location, [b.column for b in bounds]))
+    decisive = decisive_bounds(bounds)
+    if not decisive:
+        return False  # no statistic could prove a key absent: the log is not read
+    return misses_every_file(decisive, WRITER.key_ranges(state.location, [b.column for b in decisive]))
 
 
 def _rewrites(

@@ -67,17 +67,15 @@ class DeltaWriter:
         import pyarrow as pa
 
         actions = pa.table(open_target(target).get_add_actions(flatten=True))
-        per_column = {}
+        files: list[dict[str, tuple[object, object] | None]] = [{} for _ in range(actions.num_rows)]
         for column in columns:
             low, high = f"min.{column}", f"max.{column}"
-            if low in actions.column_names and high in actions.column_names:
-                per_column[column] = list(zip(actions[low].to_pylist(), actions[high].to_pylist(), strict=True))
-            else:
-                per_column[column] = [(None, None)] * actions.num_rows
-        return [
-            {c: None if values[i][0] is None or values[i][1] is None else values[i] for c, values in per_column.items()}
-            for i in range(actions.num_rows)
-        ]
+            stated = low in actions.column_names and high in actions.column_names
+            lows = actions[low].to_pylist() if stated else [None] * actions.num_rows
+            highs = actions[high].to_pylist() if stated else [None] * actions.num_rows
+            for file, least, most in zip(files, lows, highs, strict=True):
+                file[column] = None if least is None or most is None else (least, most)
+        return list(files)
 
     def read(self, spark: SparkSession, target: Location) -> DataFrame:
         return spark.read.format("delta").load(target.uri)
